@@ -1,0 +1,9 @@
+"""advisor's command line. Each module registers its commands on the shared `app`.
+
+Importing this package must not import torch (calibration imports it lazily).
+"""
+
+from advisor.cli.app import app, main
+from advisor.cli import spec as _spec  # noqa: F401  (registers validate, schema, gpus)
+
+__all__ = ["app", "main"]

@@ -1,0 +1,50 @@
+"""User-facing errors: one line per problem, exit status 2, never a traceback.
+
+Every problem a user can fix (a bad spec, a truncated calibration file, a CSV with a missing
+column) is raised as `InputError`; the CLI prints its lines to stderr and exits with status 2.
+Anything else that escapes is a bug in advisor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXIT_INPUT = 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem at one place: `FILE: path: message (got VALUE)`."""
+
+    file: str
+    path: str
+    message: str
+    value: object = None
+    has_value: bool = False
+
+    def line(self) -> str:
+        where = f"{self.file}: {self.path}: " if self.path else f"{self.file}: "
+        got = f" (got {_show(self.value)})" if self.has_value else ""
+        return f"{where}{self.message}{got}"
+
+
+def _show(value: object) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    text = text.replace("\n", " ")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class InputError(Exception):
+    """Bad input the user can fix. Holds one or more `Problem`s."""
+
+    def __init__(self, problems: list[Problem] | Problem):
+        self.problems = [problems] if isinstance(problems, Problem) else list(problems)
+        super().__init__("\n".join(p.line() for p in self.problems))
+
+    @classmethod
+    def at(cls, file: object, path: str, message: str, *value: object) -> "InputError":
+        """One problem; pass a value to have it shown as `(got VALUE)`."""
+        return cls(Problem(str(file), path, message, value[0] if value else None, bool(value)))
+
+    def lines(self) -> list[str]:
+        return [p.line() for p in self.problems]

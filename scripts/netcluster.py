@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import random
 import re
@@ -36,6 +37,12 @@ PREFIX = "advnc"
 
 INTERFACE = "nc0"
 """Name of the cluster interface inside every node (the same in all, for GLOO_SOCKET_IFNAME)."""
+
+NETNS_ETC = Path("/etc/netns")
+"""`ip netns exec NAME` bind-mounts the files of /etc/netns/NAME/ over /etc/ (ip-netns(8))."""
+
+CLONE_NEWUTS = 0x04000000
+"""unshare(2) flag: a private hostname for each node's processes (<sched.h>)."""
 
 CPU_CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
 """cgroup-v1 cpu controller mount (the layout of this machine; cgroup v2 is not delegated here)."""
@@ -97,6 +104,9 @@ def cleanup_leftovers() -> list[str]:
         if name and stale(name):
             _ip("netns", "del", name, check=False)
             removed.append(name)
+    for folder in NETNS_ETC.glob(f"{PREFIX}-*") if NETNS_ETC.is_dir() else []:
+        if stale(folder.name):
+            _remove_etc(folder.name)
     for line in _ip("-o", "link", "show", check=False).stdout.splitlines():
         parts = line.split(":")
         if len(parts) < 2:
@@ -110,6 +120,13 @@ def cleanup_leftovers() -> list[str]:
             if stale(group.name) and _rmdir_cgroup(group):
                 removed.append(str(group))
     return removed
+
+
+def _remove_etc(namespace: str) -> None:
+    folder = NETNS_ETC / namespace
+    (folder / "hosts").unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()
 
 
 def _rmdir_cgroup(group: Path) -> bool:
@@ -133,7 +150,8 @@ class EmulatedCluster:
         with EmulatedCluster(nodes=2, rate="500mbit") as cluster:
             proc = cluster.run(0, ["python", "-c", "..."], env={...})
 
-    Node ``i`` has address ``cluster.address(i)`` (10.213.X.(i+1)) on interface ``nc0``.
+    Node ``i`` has address ``cluster.address(i)`` (10.213.X.(i+1)) on interface ``nc0`` and hostname
+    ``cluster.hostname(i)`` (``node<i>``), which resolves to that address inside every node.
     ``rate`` is a tc rate string (``"500mbit"``, ``"2gbit"``) or None for an uncapped link.
     ``cpus_per_node`` (cores, e.g. 0.4) caps each node's CPU with a CFS quota, or None for no cap;
     ``set_cpus`` changes one node's cap between runs.
@@ -195,6 +213,7 @@ class EmulatedCluster:
         for i, ns in enumerate(self.namespaces):
             host, peer = self._host_links[i], f"ncp{self.tag}{i}"
             _ip("netns", "add", ns)
+            self._write_hosts(i)
             _ip("link", "add", host, "type", "veth", "peer", "name", peer)
             _ip("link", "set", peer, "netns", ns)
             _ip("-n", ns, "link", "set", peer, "name", INTERFACE)
@@ -212,6 +231,21 @@ class EmulatedCluster:
                 group.mkdir()
                 self._cgroups.append(group)
                 self.set_cpus(i, self.cpus_per_node)
+
+    def hostname(self, node: int) -> str:
+        """Hostname the processes of ``node`` see (``socket.gethostname()``), resolving to its address."""
+        return f"node{node}"
+
+    def _write_hosts(self, node: int) -> None:
+        # torchrun's c10d rendezvous decides whether to host the store by resolving the
+        # machine's hostname and comparing with the endpoint; gloo resolves it too. Each node
+        # therefore gets its own hostname (a UTS namespace, see run()) and an /etc/hosts that
+        # maps every node name to its cluster address.
+        folder = NETNS_ETC / self.namespaces[node]
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = ["127.0.0.1 localhost"]
+        lines += [f"{self.address(i)} {self.hostname(i)}" for i in range(self.nodes)]
+        (folder / "hosts").write_text("\n".join(lines) + "\n")
 
     def _shape(self, prefix: list[str], dev: str) -> None:
         # tbf's bucket must hold at least one GSO super-packet (64 KiB on veth) and at least one
@@ -253,6 +287,7 @@ class EmulatedCluster:
                 with contextlib.suppress(ProcessLookupError, ValueError):
                     os.kill(int(pid), signal.SIGKILL)
             _ip("netns", "del", ns, check=False)
+            _remove_etc(ns)
         for host in self._host_links:
             if _ip("link", "show", host, check=False).returncode == 0:
                 _ip("link", "del", host, check=False)
@@ -301,7 +336,7 @@ class EmulatedCluster:
         env: Mapping[str, str] | None = None,
         **popen_kwargs: object,
     ) -> subprocess.Popen:
-        """Start ``argv`` inside ``node`` (its own process group, under the node's CPU cap).
+        """Start ``argv`` inside ``node``: its network, hostname, process group and CPU cap.
 
         ``env`` entries are added to :meth:`env`'s defaults. The cluster kills the process group on
         close, so callers need not.
@@ -309,11 +344,15 @@ class EmulatedCluster:
         if self._closed:
             raise RuntimeError("cluster is not running (use it as a context manager)")
         group = self._cgroups[node] if self._cgroups else None
+        hostname = self.hostname(node).encode()
+        libc = ctypes.CDLL(None, use_errno=True)
 
-        def enter_node() -> None:
+        def enter_node() -> None:  # runs in the child between fork and exec
             os.setsid()
             if group is not None:
                 (group / "cgroup.procs").write_text(str(os.getpid()))
+            if libc.unshare(CLONE_NEWUTS) != 0 or libc.sethostname(hostname, len(hostname)) != 0:
+                raise OSError(ctypes.get_errno(), "cannot give the node its own hostname")
 
         proc = subprocess.Popen(
             ["ip", "netns", "exec", self.namespaces[node], *argv],

@@ -65,6 +65,16 @@ def test_link_is_capped_in_both_directions_and_removed_after():
 
 
 @needs_netns
+def test_each_node_has_its_own_hostname_resolving_to_its_address():
+    probe = "import socket; name = socket.gethostname(); print(name, socket.gethostbyname(name))"
+    with EmulatedCluster(nodes=2, rate=None) as cluster:
+        outs = [cluster.run(node, [sys.executable, "-c", probe], stdout=subprocess.PIPE, text=True)
+                .communicate(timeout=30)[0].split() for node in range(2)]
+        assert outs == [[cluster.hostname(n), cluster.address(n)] for n in range(2)]
+    assert os.uname().nodename not in {out[0] for out in outs}  # the machine's own name is untouched
+
+
+@needs_netns
 def test_cleanup_runs_when_the_body_raises():
     with pytest.raises(ZeroDivisionError), EmulatedCluster(nodes=2, rate=None) as cluster:
         tag = cluster.tag

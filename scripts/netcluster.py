@@ -47,6 +47,9 @@ CLONE_NEWUTS = 0x04000000
 CPU_CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
 """cgroup-v1 cpu controller mount (the layout of this machine; cgroup v2 is not delegated here)."""
 
+CAPPED_SHARES = 16 * 1024
+"""cpu.shares of a capped node: 16 default-weight tasks' worth (cgroup-v1 sched-design-CFS.rst)."""
+
 _TAG_RE = re.compile(r"^(?:nc[bhp]|advnc-)([0-9a-f]{6})([0-9a-f]{2})")
 
 
@@ -259,14 +262,22 @@ class EmulatedCluster:
         )
 
     def set_cpus(self, node: int, cpus: float | None) -> None:
-        """Cap ``node``'s processes at ``cpus`` cores (CFS quota over a 10 ms period); None lifts it."""
+        """Cap ``node``'s processes at ``cpus`` cores; None lifts the cap.
+
+        A CFS quota over a 10 ms period (short, so a throttled rank waits milliseconds, not the
+        100 ms default) bounds what the node may use; a high ``cpu.shares`` weight makes sure it
+        gets that much while other work loads the machine (a cgroup competes with each task of the
+        root group as one task of weight 1024: two ranks in a node would otherwise share one
+        task's slice). Capped nodes never take more than their quota, so the weight is bounded.
+        """
         if not self._cgroups:
             raise RuntimeError("construct the cluster with cpus_per_node to cap CPU")
         group = self._cgroups[node]
-        period = 10_000  # us; short, so a throttled rank waits ms, not a 100 ms default period
+        period = 10_000  # us
         (group / "cpu.cfs_period_us").write_text(str(period))
         quota = -1 if cpus is None else max(1000, int(cpus * period))
         (group / "cpu.cfs_quota_us").write_text(str(quota))
+        (group / "cpu.shares").write_text(str(1024 if cpus is None else CAPPED_SHARES))
 
     def close(self) -> None:
         """Stop every process started here and remove every namespace, link and cgroup. Idempotent."""

@@ -189,6 +189,9 @@ class Rank:
         torch, dist = self.torch, self.dist
         warm, repeats = PROBE_REPEATS[self.args.device]
         n = self.world
+        # torch >= 2.10 names them *_single (the *_tensor names are deprecated aliases).
+        reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         out = []
         done, total = 0, 3 * len(self.probe_sizes)
         for op in ("all_reduce", "reduce_scatter", "all_gather"):
@@ -199,9 +202,9 @@ class Rank:
                 if op == "all_reduce":
                     run = lambda: dist.all_reduce(full)  # noqa: E731
                 elif op == "reduce_scatter":
-                    run = lambda: dist.reduce_scatter_tensor(part, full)  # noqa: E731
+                    run = lambda: reduce_scatter(part, full)  # noqa: E731
                 else:
-                    run = lambda: dist.all_gather_into_tensor(full, part)  # noqa: E731
+                    run = lambda: all_gather(full, part)  # noqa: E731
                 times = []
                 for i in range(warm + repeats):
                     self.barrier()

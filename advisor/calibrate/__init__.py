@@ -1,0 +1,19 @@
+"""Calibration: real torch.distributed training steps and collective probes at several GPU counts.
+
+Public API (torch is imported only inside the functions that launch or run ranks):
+
+    calibrate(workload_path, gpus="1,2,4", device="auto", ...) -> (Calibration, Path)
+    collect(workload_path, results_dir, out=None) -> (Calibration, Path)
+    torchrun_commands(...), slurm_script(...)      # multi-node: advisor.calibrate.emit
+    summary(calibration, workload) -> [SummaryRow]
+
+Modules: plan (batch split, proxy shape, probe sizes), proxy (the model), worker (one rank),
+launcher (local ranks, failures, timeouts), session (lock, resume, save per count), results
+(result.json -> runs), environment (versions, devices), emit (torchrun/Slurm for many nodes).
+"""
+
+from advisor.calibrate.launcher import CalibrationFailed
+from advisor.calibrate.results import SummaryRow, summary
+from advisor.calibrate.session import calibrate, collect
+
+__all__ = ["CalibrationFailed", "SummaryRow", "calibrate", "collect", "summary"]

@@ -1,0 +1,223 @@
+"""Start the ranks of one local calibration run and watch them: failures, hangs, Ctrl-C.
+
+`launch_local(...)` starts N worker processes (`python -m advisor.calibrate.worker`) on this
+machine, one per rank, with the standard env:// variables, and waits for them. Why not torchrun
+or `elastic_launch` here: a launcher that owns the ranks directly can (1) put all of them in one
+process group of their own and kill that whole group on a timeout, a failure or Ctrl-C, (2) read
+each rank's own one-line error file and log, so a failure names the rank and its cause, and
+(3) set OMP_NUM_THREADS per worker (elastic_launch does not: unset, a 2-rank CPU DDP step was
+~60x slower on the development machine). Multi-node runs use torchrun (advisor.calibrate.emit);
+the worker is the same.
+
+No orphans: the ranks run in their own process group (so a terminal's Ctrl-C reaches only the
+CLI, which then kills the group: SIGTERM, then SIGKILL after KILL_GRACE_SECONDS), and each
+worker asks the kernel to SIGKILL it if the launcher dies (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+#: Seconds between SIGTERM and SIGKILL when stopping a run's process group.
+KILL_GRACE_SECONDS = 3.0
+
+#: How often the launcher looks at its ranks.
+POLL_SECONDS = 0.05
+
+#: Errors a rank reports when a *peer* failed first (gloo/NCCL connection loss); used to name the
+#: rank that failed first when several fail at once.
+PEER_FAILURE = re.compile(
+    r"Connection closed by peer|Connection reset|Broken pipe|ECONNRESET|EPIPE|Socket Timeout|"
+    r"timed out|NCCL communicator was aborted|DistNetworkError|DistBackendError|"
+    r"Connection refused|terminated with signal SIGTERM",
+    re.IGNORECASE,
+)
+
+
+class CalibrationFailed(Exception):
+    """A calibration run failed (a rank crashed, or the run hung past --timeout). One line."""
+
+
+@dataclass
+class RankState:
+    rank: int
+    proc: subprocess.Popen
+    log: Path
+    exited_at: Optional[float] = None
+
+
+def free_port() -> int:
+    """A TCP port free right now on 127.0.0.1 for rank 0's store."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def threads_per_rank(ranks: int) -> int:
+    """OpenMP threads per rank: this machine's usable cores shared evenly, at least 1."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // ranks)
+
+
+def last_progress(log: Path) -> str:
+    """The rank's latest `@progress` line ('step 3/8'), or 'starting'."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "starting"
+    found = re.findall(r"^@progress (.+)$", text, flags=re.MULTILINE)
+    return found[-1] if found else "starting"
+
+
+def rank_error(results: Path, state: RankState) -> str:
+    """One line saying why a rank stopped: its error file, else its exit signal or status."""
+    error_file = results / f"rank{state.rank}.error"
+    if error_file.is_file():
+        line = error_file.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        if line:
+            return line[0]
+    code = state.proc.returncode
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}"
+    tail = [ln for ln in _read_lines(state.log) if ln.strip() and not ln.startswith("@progress")]
+    return f"exit status {code}" + (f": {tail[-1].strip()}" if tail else "")
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def first_failure(results: Path, failed: list[RankState]) -> tuple[RankState, str]:
+    """The rank to blame: the earliest to fail whose error is not a peer's loss; else the earliest."""
+    ordered = sorted(failed, key=lambda s: (s.exited_at or 0.0, s.rank))
+    errors = {s.rank: rank_error(results, s) for s in ordered}
+    for s in ordered:
+        if not PEER_FAILURE.search(errors[s.rank]):
+            return s, errors[s.rank]
+    return ordered[0], errors[ordered[0].rank]
+
+
+def kill_group(pgid: int, states: list[RankState]) -> None:
+    """SIGTERM the run's process group, SIGKILL it after a grace period, reap every rank."""
+    for sig, grace in ((signal.SIGTERM, KILL_GRACE_SECONDS), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(s.proc.poll() is None for s in states):
+            time.sleep(POLL_SECONDS)
+        if all(s.proc.poll() is not None for s in states):
+            break
+    for s in states:
+        try:
+            s.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def launch_local(
+    workload_path: Path,
+    gpus: int,
+    device: str,
+    steps: int,
+    warmup: int,
+    results: Path,
+    timeout: Optional[float] = None,
+    on_progress: Optional[Callable[[str], None]] = None,
+) -> dict:
+    """Run one calibration at `gpus` ranks on this machine; return rank 0's result.json.
+
+    Raises CalibrationFailed naming the failing rank and the first line of its error, or saying
+    that the run passed `timeout` seconds (then listing where each rank was). Ranks' logs stay in
+    `results/rank<R>.log`.
+    """
+    results.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.update({
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": str(gpus),
+        "LOCAL_WORLD_SIZE": str(gpus),
+        "OMP_NUM_THREADS": str(threads_per_rank(gpus)),
+        "ADVISOR_PARENT_PID": str(os.getpid()),
+        "PYTHONUNBUFFERED": "1",
+    })
+    if device == "cpu" and sys.platform.startswith("linux"):
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one host: loopback, whatever the hostname resolves to
+    command = [
+        sys.executable, "-m", "advisor.calibrate.worker", "--workload", str(workload_path),
+        "--results", str(results), "--device", device, "--steps", str(steps), "--warmup", str(warmup),
+    ]
+    if timeout is not None:
+        command += ["--collective-timeout", str(max(30.0, timeout))]
+    states: list[RankState] = []
+    pgid = 0
+    start = time.monotonic()
+    try:
+        for rank in range(gpus):
+            log = results / f"rank{rank}.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    command, env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, process_group=pgid,
+                )
+            if rank == 0:
+                pgid = proc.pid
+            states.append(RankState(rank, proc, log))
+        shown = ""
+        while True:
+            now = time.monotonic()
+            for s in states:
+                if s.exited_at is None and s.proc.poll() is not None:
+                    s.exited_at = now
+            failed = [s for s in states if s.exited_at is not None and s.proc.returncode != 0]
+            if failed:
+                time.sleep(0.2)  # let a peer's failure land too, so the first cause is blamed
+                for s in states:
+                    if s.exited_at is None and s.proc.poll() is not None:
+                        s.exited_at = time.monotonic()
+                failed = [s for s in states if s.exited_at is not None and s.proc.returncode != 0]
+                blamed, error = first_failure(results, failed)
+                kill_group(pgid, states)
+                raise CalibrationFailed(f"N={gpus}: rank {blamed.rank} failed: {error} (logs: {results})")
+            if all(s.exited_at is not None for s in states):
+                break
+            if timeout is not None and now - start > timeout:
+                where = ", ".join(f"rank {s.rank}: {last_progress(s.log)}" for s in states)
+                kill_group(pgid, states)
+                raise CalibrationFailed(
+                    f"N={gpus}: no result after {timeout:g} s (--timeout); killed all {gpus} ranks; "
+                    f"they were at: {where} (logs: {results})"
+                )
+            if on_progress is not None:
+                text = f"N={gpus}: rank 0 {last_progress(states[0].log)}, {now - start:.0f} s"
+                if text != shown:
+                    on_progress(text)
+                    shown = text
+            time.sleep(POLL_SECONDS)
+    except BaseException:
+        if pgid:
+            kill_group(pgid, states)
+        raise
+    result_file = results / "result.json"
+    if not result_file.is_file():
+        raise CalibrationFailed(f"N={gpus}: every rank exited cleanly but rank 0 wrote no result.json (logs: {results})")
+    return json.loads(result_file.read_text(encoding="utf-8"))

@@ -1,0 +1,83 @@
+"""The calibration proxy model (imports torch: only the worker imports this module).
+
+A GPT-2-style decoder (Radford et al. 2019; the block of karpathy/nanoGPT `model.py`): token and
+position embeddings, `layers` pre-norm blocks (causal self-attention through
+`F.scaled_dot_product_attention`, a 4x-wide GELU MLP), a final LayerNorm and an output head tied
+to the token embedding. Parameters: V·h + T·h + L·(12·h² + 13·h) + 2·h, the count that
+`params_of_transformer` states without building the model. Specs without a transformer shape get
+an MLP of square layers (plan.ProxyShape) with the declared parameter count and FLOPs per sample.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from advisor.calibrate.plan import ProxyShape
+
+
+def params_of_transformer(layers: int, hidden: int, seq_len: int, vocab: int) -> int:
+    """Parameters of the proxy transformer: embeddings + blocks + final norm (head tied)."""
+    return vocab * hidden + seq_len * hidden + layers * (12 * hidden * hidden + 13 * hidden) + 2 * hidden
+
+
+class Block(nn.Module):
+    def __init__(self, hidden: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.ln2 = nn.LayerNorm(hidden)
+        self.fc = nn.Linear(hidden, 4 * hidden)
+        self.out = nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class TransformerProxy(nn.Module):
+    def __init__(self, shape: ProxyShape):
+        super().__init__()
+        self.tok = nn.Embedding(shape.vocab, shape.hidden)
+        self.pos = nn.Embedding(shape.seq_len, shape.hidden)
+        self.blocks = nn.ModuleList(Block(shape.hidden, shape.heads) for _ in range(shape.layers))
+        self.ln_f = nn.LayerNorm(shape.hidden)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+        positions = torch.arange(inputs.shape[1], device=tokens.device)
+        x = self.tok(inputs) + self.pos(positions)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.ln_f(x) @ self.tok.weight.t()  # tied output head
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+
+
+class MlpProxy(nn.Module):
+    def __init__(self, shape: ProxyShape):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(shape.hidden, shape.hidden) for _ in range(shape.layers))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = F.gelu(block(x))
+        return x.float().pow(2).mean()
+
+
+def build_proxy(shape: ProxyShape) -> nn.Module:
+    return TransformerProxy(shape) if shape.kind == "transformer" else MlpProxy(shape)
+
+
+def sample_inputs(shape: ProxyShape, samples: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """One micro-batch of random inputs: token ids (seq_len + 1 per sample, shifted for targets)
+    for the transformer, rows of activations for the MLP. Content does not change the timing."""
+    if shape.kind == "transformer":
+        return torch.randint(0, shape.vocab, (samples, shape.seq_len + 1), device=device)
+    return torch.randn(samples, shape.seq_len, shape.hidden, device=device, dtype=dtype)

@@ -1,0 +1,313 @@
+"""One calibration rank: `python -m advisor.calibrate.worker --workload W.toml --results DIR ...`.
+
+Runs under the local launcher (advisor.calibrate.launcher) or under torchrun on each node
+(advisor.calibrate.emit); it reads its place from the standard torch.distributed variables
+RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (env:// rendezvous;
+torchrun sets them). Gloo picks its network interface from GLOO_SOCKET_IFNAME when set (read by
+torch itself; this module never overrides it), NCCL from NCCL_SOCKET_IFNAME.
+
+What one rank does:
+1. Builds the proxy (advisor.calibrate.proxy) of the declared model with `proxy_layers` layers,
+   wrapped in DDP or FSDP2 (`fully_shard` per block and at the root, on an explicit
+   `init_device_mesh`, never the default mesh: pytorch#132471). On CUDA it trains in the declared
+   precision (bf16/fp16 autocast with gradients communicated in that dtype: DDP compress hook,
+   FSDP2 MixedPrecisionPolicy); on CPU in fp32 (CPU bf16 kernels are slow and would measure the
+   kernels, not the scaling); the file's environment says which.
+2. `warmup` untimed optimizer steps, then `steps` timed ones: forward + backward over the
+   micro-batches of plan.batch_plan (gradient sync on the last micro-batch only), optimizer step.
+   Every step starts after a barrier, and the clock is read after a device synchronise.
+3. `steps` more timed steps with gradient synchronisation switched off (DDP `no_sync`, FSDP2
+   `set_requires_gradient_sync(False)`): the compute part, so exposed communication is measured
+   as step - compute. FSDP2 still all-gathers parameters in those steps; only the gradient
+   reduce-scatter is dropped.
+4. For world > 1: collective probes (plan.probe_sizes) for all_reduce, reduce_scatter and
+   all_gather; busbw by the nccl-tests definitions (doc/PERFORMANCE.md in NVIDIA/nccl-tests).
+Per-step times are the maximum over ranks (the slowest rank sets the pace). Rank 0 writes
+`DIR/result.json`; every rank writes `DIR/rank<R>.json` (host, peak memory), and on failure
+`DIR/rank<R>.error` (one line: exception type and message) before exiting with status 1.
+Progress lines `@progress <phase> <i>/<n>` go to stdout for the launcher.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from contextlib import nullcontext
+from datetime import timedelta
+from pathlib import Path
+
+#: Untimed and timed repeats of each collective probe (nccl-tests defaults are 5 warm-up and 20
+#: timed iterations; fewer on CPU, where one 64 MiB gloo all-reduce takes ~0.1 s).
+PROBE_REPEATS = {"cpu": (1, 5), "cuda": (5, 20)}
+
+#: Busbw factor per op for n ranks (nccl-tests doc/PERFORMANCE.md).
+BUSBW_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _progress(phase: str, i: int, n: int) -> None:
+    print(f"@progress {phase} {i}/{n}", flush=True)
+
+
+def _die_with_parent() -> None:
+    """Under the local launcher: exit if the launcher dies (no orphans even after SIGKILL)."""
+    parent = os.environ.get("ADVISOR_PARENT_PID")
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != int(parent):  # the launcher died before prctl took effect
+        os._exit(1)
+
+
+class Rank:
+    def __init__(self, args: argparse.Namespace):
+        import torch
+        import torch.distributed as dist
+
+        from advisor.calibrate.plan import batch_plan, probe_sizes, proxy_shape
+        from advisor.spec import load_workload
+
+        self.torch, self.dist, self.args = torch, dist, args
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(self.world)))
+        self.cuda = args.device == "cuda"
+        if self.cuda:
+            torch.cuda.set_device(self.local_rank)
+            self.device = torch.device("cuda", self.local_rank)
+        else:
+            self.device = torch.device("cpu")
+        dist.init_process_group("nccl" if self.cuda else "gloo", timeout=timedelta(seconds=args.collective_timeout))
+        self.workload = load_workload(args.workload)
+        self.plan = batch_plan(self.workload, self.world)
+        self.shape = proxy_shape(self.workload)
+        declared = self.workload.model.precision
+        self.precision = declared if self.cuda else "fp32"
+        self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[self.precision]
+        gradient_bytes = self.workload.model.gradient_bytes
+        self.probe_sizes = probe_sizes(gradient_bytes, args.device, self.world) if self.world > 1 else []
+
+    # -- helpers -------------------------------------------------------------------------------
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
+    def barrier(self) -> None:
+        if self.cuda:
+            self.dist.barrier(device_ids=[self.local_rank])
+        else:
+            self.dist.barrier()
+
+    def max_over_ranks(self, values: list[float]) -> list[float]:
+        t = self.torch.tensor(values, dtype=self.torch.float64, device=self.device)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX)
+        return t.tolist()
+
+    # -- model ---------------------------------------------------------------------------------
+    def build(self) -> None:
+        torch = self.torch
+        from advisor.calibrate.proxy import build_proxy, sample_inputs
+
+        torch.manual_seed(0)
+        model = build_proxy(self.shape).to(self.device)
+        self.params = sum(p.numel() for p in model.parameters())
+        strategy = self.workload.parallelism.strategy
+        low = self.dtype != torch.float32
+        if strategy == "ddp":
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            model = DDP(model, device_ids=[self.local_rank] if self.cuda else None)
+            if low:  # communicate gradients in the compute dtype, as the spec's gradient bytes assume
+                from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+                hook = default_hooks.bf16_compress_hook if self.dtype == torch.bfloat16 else default_hooks.fp16_compress_hook
+                model.register_comm_hook(None, hook)
+            self.autocast = (lambda: torch.autocast(self.device.type, dtype=self.dtype)) if low else nullcontext
+        else:
+            from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+            mesh = init_device_mesh(self.device.type, (self.world,))
+            policy = MixedPrecisionPolicy(param_dtype=self.dtype, reduce_dtype=self.dtype) if low else MixedPrecisionPolicy()
+            for block in model.blocks:
+                fully_shard(block, mesh=mesh, mp_policy=policy)
+            fully_shard(model, mesh=mesh, mp_policy=policy)
+            self.autocast = nullcontext
+        self.model = model
+        self.strategy = strategy
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        self.inputs = [sample_inputs(self.shape, m, self.device, self.dtype) for m in self.plan.micro_batches]
+
+    def step(self, sync_gradients: bool) -> None:
+        last = len(self.inputs) - 1
+        for i, batch in enumerate(self.inputs):
+            sync_now = sync_gradients and i == last
+            if self.strategy == "ddp":
+                context = nullcontext() if sync_now else self.model.no_sync()
+            else:
+                self.model.set_requires_gradient_sync(sync_now)
+                context = nullcontext()
+            with context, self.autocast():
+                loss = self.model(batch)
+            (loss / len(self.inputs)).backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def timed_steps(self, phase: str, count: int, sync_gradients: bool) -> list[float]:
+        seconds = []
+        for i in range(count):
+            self.barrier()
+            self.sync()
+            start = time.perf_counter()
+            self.step(sync_gradients)
+            self.sync()
+            seconds.append(time.perf_counter() - start)
+            _progress(phase, i + 1, count)
+        return seconds
+
+    # -- collectives ---------------------------------------------------------------------------
+    def probe(self) -> list[dict]:
+        torch, dist = self.torch, self.dist
+        warm, repeats = PROBE_REPEATS[self.args.device]
+        n = self.world
+        # torch >= 2.10 names them *_single (the *_tensor names are deprecated aliases).
+        reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        out = []
+        done, total = 0, 3 * len(self.probe_sizes)
+        for op in ("all_reduce", "reduce_scatter", "all_gather"):
+            for size in self.probe_sizes:
+                count = size // 4
+                full = torch.ones(count, dtype=torch.float32, device=self.device)
+                part = torch.ones(count // n, dtype=torch.float32, device=self.device)
+                if op == "all_reduce":
+                    run = lambda: dist.all_reduce(full)  # noqa: E731
+                elif op == "reduce_scatter":
+                    run = lambda: reduce_scatter(part, full)  # noqa: E731
+                else:
+                    run = lambda: all_gather(full, part)  # noqa: E731
+                times = []
+                for i in range(warm + repeats):
+                    self.barrier()
+                    self.sync()
+                    start = time.perf_counter()
+                    run()
+                    self.sync()
+                    if i >= warm:
+                        times.append(time.perf_counter() - start)
+                seconds = statistics.median(self.max_over_ranks(times))
+                busbw = size / seconds / 1e9 * BUSBW_FACTOR[op](n)
+                out.append({"op": op, "bytes": size, "seconds": seconds, "busbw": busbw})
+                done += 1
+                _progress("probe", done, total)
+        return out
+
+    # -- the run -------------------------------------------------------------------------------
+    def run(self) -> None:
+        from advisor.calibrate.environment import describe_rank
+
+        args, torch = self.args, self.torch
+        results = Path(args.results)
+        self.build()
+        for i in range(args.warmup):
+            self.step(sync_gradients=True)
+            _progress("warmup", i + 1, args.warmup)
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+        step_seconds = self.max_over_ranks(self.timed_steps("step", args.steps, True))
+        compute_seconds = self.max_over_ranks(self.timed_steps("compute", args.steps, False))
+        peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else 0
+        peak_max = int(self.max_over_ranks([float(peak)])[0])
+        collectives = self.probe()
+        env = describe_rank(self.device.type, self.local_rank)
+        hosts: list = [None] * self.world
+        self.dist.all_gather_object(hosts, env["host"])
+        _write_json(results / f"rank{self.rank}.json", {"rank": self.rank, "host": env["host"], "peak_memory_bytes": peak})
+        if self.rank == 0:
+            env.pop("host")
+            env.update({
+                "hosts": sorted(set(hosts)),
+                "gpus_per_node": self.local_world,
+                "precision": self.precision,
+                "declared_precision": self.workload.model.precision,
+                "strategy": self.strategy,
+                "proxy": self.shape.kind,
+                "proxy_layers": self.shape.layers,
+                "model_layers": self.shape.full_layers,
+                "proxy_params": self.params,
+                "declared_params": int(self.workload.model.params),
+            })
+            tokens = self.plan.global_batch * self.shape.seq_len if self.shape.kind == "transformer" else None
+            _write_json(results / "result.json", {
+                "workload": self.workload.name,
+                "gpus": self.world,
+                "nodes": max(1, self.world // self.local_world),
+                "step_seconds": step_seconds,
+                "compute_seconds": compute_seconds,
+                "global_batch": self.plan.global_batch,
+                "micro_samples": self.plan.micro,
+                "micro_batches": list(self.plan.micro_batches),
+                "peak_memory_bytes": peak_max if self.cuda else None,
+                "tokens_per_second": tokens / statistics.median(step_seconds) if tokens else None,
+                "collectives": collectives,
+                "environment": env,
+            })
+        self.barrier()
+        self.dist.destroy_process_group()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m advisor.calibrate.worker", description=__doc__.split("\n\n")[0])
+    p.add_argument("--workload", required=True, help="workload spec (TOML), same path on every node")
+    p.add_argument("--results", required=True, help="directory for result.json and rank<R>.json")
+    p.add_argument("--device", choices=["cpu", "cuda"], required=True)
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--warmup", type=int, required=True)
+    p.add_argument("--collective-timeout", type=float, default=600.0,
+                   help="seconds a collective may wait for a peer before the rank fails")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    _die_with_parent()
+    results = Path(args.results)
+    results.mkdir(parents=True, exist_ok=True)
+    rank = os.environ.get("RANK", "0")
+    try:
+        Rank(args).run()
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes the rank's one-line error
+        traceback.print_exc()
+        first = (str(exc).strip().splitlines() or [""])[0]
+        line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        try:
+            (results / f"rank{rank}.error").write_text(line + "\n", encoding="utf-8")
+        except OSError:
+            pass
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)  # skip torch's atexit hooks: a peer may be gone, and they can hang
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

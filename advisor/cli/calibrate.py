@@ -1,0 +1,154 @@
+"""`advisor calibrate`: measure a workload's step time and collectives at several GPU counts.
+
+Thin skin over advisor.calibrate (calibrate, collect, emit). Progress goes to stderr (rich), the
+summary table (or the emitted commands) to stdout. Exit status: 0 done, 2 bad input (including an
+output file that cannot be written or is locked by another calibration), 1 a count failed or hung
+(the counts finished before it stay in the file), 130 interrupted (Ctrl-C or SIGTERM; finished
+counts stay in the file, `--resume` continues).
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from advisor.cli.app import app
+from advisor.cli.options import GpusOpt, WorkloadArg
+
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+class Emit(str, Enum):
+    torchrun = "torchrun"
+    slurm = "slurm"
+
+
+def _terminate_as_interrupt(signum, frame):  # SIGTERM: stop like Ctrl-C, cleaning up the ranks
+    raise KeyboardInterrupt
+
+
+@app.command(name="calibrate")
+def calibrate_command(
+    workload: WorkloadArg,
+    gpus: GpusOpt = None,
+    device: Annotated[Device, typer.Option("--device", help="cuda (NCCL), cpu (gloo ranks stand in for GPUs), or auto.")] = Device.auto,
+    steps: Annotated[Optional[int], typer.Option("--steps", min=1, help="Timed steps per count (default: calibration.steps).")] = None,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, help="Untimed warm-up steps (default: calibration.warmup_steps).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Calibration file (default: calibrations/NAME_DEVICE_DATE.toml).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an existing --out file: skip the counts already in it.")] = False,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Seconds one count may take before its ranks are killed.")] = None,
+    emit: Annotated[Optional[Emit], typer.Option("--emit", help="Print per-node torchrun commands or a Slurm script for multi-node counts.")] = None,
+    collect: Annotated[Optional[Path], typer.Option("--collect", help="Merge the results of emitted runs under DIR into the calibration file.")] = None,
+    results: Annotated[Optional[Path], typer.Option("--results", help="With --emit: folder the ranks write results to (default: advisor-results/NAME).")] = None,
+    rdzv_host: Annotated[Optional[str], typer.Option("--rdzv-host", help="With --emit torchrun: node 0's address (default: this host's name).")] = None,
+    rdzv_port: Annotated[int, typer.Option("--rdzv-port", help="With --emit: rendezvous port on node 0.")] = 29500,
+    notes: Annotated[Optional[str], typer.Option("--notes", help="Text for the file's provenance notes (e.g. other load on the host).")] = None,
+) -> None:
+    """Run real torch.distributed training steps and collective probes at each GPU count."""
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    command = shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
+    if emit is not None:
+        _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port)
+        return
+    if collect is not None:
+        from advisor.calibrate import collect as collect_results
+
+        cal, path = collect_results(workload, collect, out, notes=notes, command=command,
+                                    on_event=lambda kind, text: err.print(text, highlight=False))
+        _summary(workload, cal, path, err)
+        return
+    from advisor.calibrate import CalibrationFailed, calibrate
+
+    saved: list[str] = []
+    target: list[Path] = []
+    status = err.status("starting") if err.is_terminal else None
+
+    def on_event(kind: str, text: str) -> None:
+        if kind == "progress":
+            if status is not None:
+                status.update(text)
+            return
+        if kind == "saved":
+            saved.append(text.split(":", 1)[0])
+        err.print(text, highlight=False)
+
+    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    try:
+        if status is not None:
+            status.start()
+        cal, path = calibrate(workload, gpus, device.value, steps, warmup, out, resume, timeout, notes, command, on_event)
+    except CalibrationFailed as exc:
+        if status is not None:
+            status.stop()
+        err.print(f"advisor calibrate: {exc}", highlight=False, markup=False, soft_wrap=True)
+        kept = ", ".join(saved) if saved else "none"
+        err.print(f"finished counts kept: {kept}; fix the cause and rerun with --resume", highlight=False)
+        raise SystemExit(EXIT_FAILED) from None
+    except KeyboardInterrupt:
+        if status is not None:
+            status.stop()
+        kept = ", ".join(saved) if saved else "none"
+        err.print(f"advisor calibrate: interrupted; ranks stopped; finished counts kept: {kept}; rerun with --resume to continue", highlight=False)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    finally:
+        if status is not None:
+            status.stop()
+        signal.signal(signal.SIGTERM, previous)
+    _summary(workload, cal, path, err)
+
+
+def _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port) -> None:
+    import socket
+
+    from advisor.calibrate.emit import emit_placements, slurm_script, torchrun_commands
+    from advisor.spec import load_workload
+
+    w = load_workload(workload)
+    placements = emit_placements(w, gpus)
+    target = "cpu" if device == Device.cpu else "cuda"  # the cluster's device, not this machine's
+    steps = steps if steps is not None else w.calibration.steps
+    warmup = warmup if warmup is not None else w.calibration.warmup_steps
+    results = results or Path("advisor-results") / w.name
+    if emit == Emit.torchrun:
+        text = torchrun_commands(w, workload, placements, results, target, steps, warmup,
+                                 rdzv_host or socket.gethostname(), rdzv_port)
+    else:
+        text = slurm_script(w, workload, placements, results, target, steps, warmup, rdzv_port)
+    sys.stdout.write(text)
+
+
+def _summary(workload_path: Path, cal, path: Path, err) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from advisor.calibrate import summary
+    from advisor.spec import load_workload
+
+    w = load_workload(workload_path)
+    env = cal.environment
+    table = Table(title=f"{w.name}: calibration ({env.get('backend', '?')}, {env.get('device', '?')})")
+    for col in ("GPUs", "nodes", "median step s", "samples/s", "speedup", "efficiency", "exposed comm", "all_reduce busbw GB/s"):
+        table.add_column(col, justify="right")
+    for r in summary(cal, w):
+        table.add_row(
+            str(r.gpus), str(r.nodes), f"{r.step_seconds:.4g}", f"{r.throughput:.4g}", f"{r.speedup:.2f}",
+            f"{r.efficiency:.0%}", "-" if r.exposed_comm is None else f"{r.exposed_comm:.0%}",
+            "-" if r.busbw is None else f"{r.busbw:.3g}",
+        )
+    Console(soft_wrap=True).print(table)
+    err.print(f"wrote {path}", highlight=False)

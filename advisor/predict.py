@@ -308,3 +308,38 @@ class ScalingModel:
         if FAMILIES[self.family].has_overlap:
             out["overlap_gamma"] = est.gamma_
         return out
+
+
+def backtest(workload: "Workload", measurements: Measurements, fit_max_gpus: int, family: str = "auto",
+             n_bootstrap: int = 40, seed: int = 0) -> dict:
+    """Fit on runs with gpus <= fit_max_gpus, predict the others: per-point error, MAPE, coverage.
+
+    JSON fields (DESIGN.md §4): {"points": [{"gpus", "nodes", "measured", "predicted", "error"}],
+    "mape"}, plus the interval per point, its coverage, and the fitted family.
+    """
+    train = measurements.gpus <= fit_max_gpus
+    where = measurements.source or "--measurements"
+    if not train.any():
+        raise InputError.at("--fit-max-gpus", "", f"no measured run at or below this count in {where}", fit_max_gpus)
+    if train.all():
+        raise InputError.at("--fit-max-gpus", "", f"every measured run is at or below this count in {where}: nothing to predict",
+                            fit_max_gpus)
+    model = ScalingModel(workload, measurements.subset(train), family, n_bootstrap, seed)
+    test = measurements.subset(~train)
+    measured = test.step
+    pred, lo, hi = model.step_time(test.gpus, test.nodes, test.global_batch)
+    inside = (measured >= lo) & (measured <= hi)
+    points = [{"gpus": int(g), "nodes": int(n), "global_batch": float(b), "measured": float(m), "predicted": float(p),
+               "error": float((p - m) / m), "low": float(lo_), "high": float(hi_), "inside": bool(i)}
+              for g, n, b, m, p, lo_, hi_, i in zip(test.gpus, test.nodes, test.global_batch, measured, pred, lo, hi, inside)]
+    naive = test.global_batch / (model.naive_per_gpu * test.gpus)
+    return {
+        "workload": workload.name,
+        "fit_max_gpus": int(fit_max_gpus),
+        "model": {"name": model.family, "cv_mape": model.cv[model.family].mape},
+        "points": points,
+        "mape": float(np.mean(np.abs(pred - measured) / measured) * 100),
+        "coverage": float(inside.mean() * 100),
+        "naive_linear_mape": float(np.mean(np.abs(naive - measured) / measured) * 100),
+        "warnings": model.fit_warnings + model.extrapolation_warnings(test.gpus, test.nodes),
+    }

@@ -88,7 +88,16 @@ class OverlapRegressor(RegressorMixin, BaseEstimator):
         X, y = _validate_data(self, X, y, y_numeric=True, dtype=np.float64)
         n, p = X.shape
         nc = self._split(p)
-        w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
+        if sample_weight is None:
+            w = np.ones(n)
+        else:
+            from sklearn.utils.validation import _check_sample_weight
+
+            w = _check_sample_weight(sample_weight, X, dtype=np.float64)
+            if (w < 0).any():
+                raise ValueError("negative sample weights are not allowed")
+            if not (w > 0).any():
+                raise ValueError("all sample weights are zero")
         scale = np.maximum(np.abs(y), max(1e-12, 1e-9 * float(np.max(np.abs(y)))) if n else 1.0)
         fixed = dict(self.fixed)
         free = np.array([j for j in range(p) if j not in fixed], dtype=int)

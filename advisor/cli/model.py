@@ -33,6 +33,13 @@ def _warn(lines: list[str]) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
+def _console():
+    """rich Console for tables; wide when piped (rich would wrap at 80 columns and truncate cells)."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
 def _pct(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.1f}%"
 
@@ -46,11 +53,11 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
     if as_json:
         print(json.dumps({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": desc,
                           "residuals": m.residuals(), "warnings": m.fit_warnings}, indent=2))
+        _warn(m.fit_warnings)
         return
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = _console()
     meas = desc["measured"]
     con.print(f"{m.workload.name}: {meas['runs']} runs ({meas['steps']} steps) at GPUs {meas['gpus']}, up to "
               f"{meas['max_nodes']} node(s), {meas['probes']} collective probes, from {meas['source']}")
@@ -109,8 +116,8 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
     if as_json:
         print(json.dumps({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": m.describe(),
                           "predictions": p.rows(), "warnings": p.warnings}, indent=2))
+        _warn(p.warnings)
         return
-    from rich.console import Console
     from rich.table import Table
 
     desc = m.describe()
@@ -125,7 +132,7 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
                   f"{r['throughput_low']:.3g}–{r['throughput_high']:.3g}", f"{r['speedup']:.3g}",
                   f"{r['efficiency'] * 100:.0f}%", "-" if r["mfu"] is None else f"{r['mfu'] * 100:.1f}%",
                   f"{r['naive_throughput']:.4g}")
-    Console().print(t)
+    _console().print(t)
     if plot is not None:
         print(f"wrote {plot}", file=sys.stderr)
     _warn(p.warnings)
@@ -150,8 +157,8 @@ def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: Calibr
     result = run_backtest(w, load_measurements(w, calibration, measurements), fit_max_gpus, model)
     if as_json:
         print(json.dumps(result, indent=2))
+        _warn(result["warnings"])
         return
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=f"{w.name}: fit on <= {fit_max_gpus} GPUs with '{result['model']['name']}', predict the rest")
@@ -160,7 +167,7 @@ def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: Calibr
     for r in result["points"]:
         t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['global_batch']:g}", f"{r['measured']:.4g}", f"{r['predicted']:.4g}",
                   f"{r['error'] * 100:+.1f}%", f"{r['low']:.3g}–{r['high']:.3g}", "yes" if r["inside"] else "NO")
-    con = Console()
+    con = _console()
     con.print(t)
     con.print(f"MAPE {result['mape']:.1f}% (naive linear {result['naive_linear_mape']:.1f}%), "
               f"90% interval coverage {result['coverage']:.0f}% over {len(result['points'])} points")

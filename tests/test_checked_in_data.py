@@ -16,7 +16,7 @@ from conftest import ROOT, SHARED_DATA, WORKLOADS
 CALIBRATIONS = sorted((ROOT / "calibrations").glob("*.toml"))
 SERIES = sorted((ROOT / "benchmarks" / "data").glob("*.csv"))
 SERIES_SPECS = ROOT / "benchmarks" / "workloads"
-COMMIT = re.compile(r"\b[0-9a-f]{40}\b")
+COMMIT = re.compile(r"\b[0-9a-f]{12,40}\b")  # full or abbreviated (>= 12 hex) commit
 
 
 def workload_of(path):

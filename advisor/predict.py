@@ -155,10 +155,7 @@ class ScalingModel:
         self.requested_family = family
 
         cv = self.cv[chosen]
-        residuals = cv.log_residuals
-        if residuals.size == 0:  # no CV possible: in-sample residuals (optimistic; said in warnings)
-            pred = self.fitted.predict(self.data.gpus, self.data.nodes, self.data.batch)
-            residuals = np.log(self.data.step / np.maximum(pred, 1e-300))
+        residuals = cv.log_residuals  # empty without CV: the prior noise carries the interval
         rms = float(np.sqrt(np.mean(residuals**2))) if residuals.size else 0.0
         kappa, kappa_measured = widening_per_doubling(FAMILIES[chosen], workload, self.data, probes, self.coverage, rms,
                                                       init=(self.fitted.estimator.coef_, self.fitted.estimator.gamma_))
@@ -237,8 +234,12 @@ class ScalingModel:
                        f"({w.cluster.inter_node_latency * 1e6:g} us), not a measurement; calibrating across >= 3 nodes "
                        f"is what makes extrapolation work")
         if all(cv.mape is None for cv in self.cv.values()):
-            out.append(f"fewer than 3 measured GPU counts: no cross-validation; using '{self.family}' and in-sample residuals "
-                       "(intervals are optimistic)")
+            out.append(f"fewer than 3 measured GPU counts: no cross-validation; using '{self.family}'")
+        if self.noise.prior_dominated:
+            from advisor.model.intervals import PRIOR_NOISE
+
+            out.append(f"only {self.noise.n_residuals} out-of-sample residual(s): intervals lean on an assumed "
+                       f"{PRIOR_NOISE:.0%} run-to-run noise")
         if not self.noise.kappa_measured:
             out.append(f"too few counts to measure how error grows past the data: intervals widen by an assumed "
                        f"{self.noise.kappa:.0%} per doubling")

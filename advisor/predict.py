@@ -34,7 +34,8 @@ from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration, read_measurements_csv
 from advisor.model.families import FAMILIES
 from advisor.model.fitting import FitData, coverage_of, fit_family
-from advisor.model.intervals import NoiseModel, bootstrap, interval
+from advisor.model.estimator import gradient
+from advisor.model.intervals import NoiseModel, bootstrap, delta_spread, interval
 from advisor.model.selection import CrossValidation, leave_one_count_out, widening_per_doubling
 
 if TYPE_CHECKING:
@@ -187,10 +188,11 @@ class ScalingModel:
         """(median, low, high) seconds per optimizer step; low/high bound a 90% prediction interval."""
         gpus, nodes, batch = self._placements(gpus, nodes, global_batch)
         d = self.fitted.design(gpus, nodes, batch)
-        median = self.fitted.estimator.predict(d.X)
-        draws = self.fitted.predict_many(d.X, self.boot.coefs, self.boot.gammas)
+        est = self.fitted.estimator
+        median = est.predict(d.X)
+        spread = delta_spread(*gradient(d.X, est.coef_, est.gamma_, d.n_compute), median, self.boot)
         distance = np.maximum(gpus / self.max_gpus_measured, nodes / self.max_nodes_measured)
-        low, high = interval(median, draws, self.noise, distance)
+        low, high = interval(median, spread, self.noise, distance)
         return median, low, high
 
     def predict(self, gpus, nodes=None, global_batch=None) -> Prediction:

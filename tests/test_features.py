@@ -6,11 +6,33 @@ import numpy as np
 import pytest
 
 from advisor import features as F
-from advisor.spec import load_workload
-from conftest import WORKLOADS
+from advisor.spec import workload_from_dict
 
-LLM7B = load_workload(WORKLOADS / "llm7b.toml")
-RESNET = load_workload(WORKLOADS / "resnet50.toml")
+
+def spec(**over):
+    """A fixed spec (not the examples, which follow their sources): a 7B FSDP job on H100 nodes."""
+    data = {
+        "name": "t",
+        "model": {"params": "6.7B", "layers": 32, "hidden": 4096, "heads": 32, "seq_len": 4096, "precision": "bf16"},
+        "batch": {"policy": "fixed-global", "global_samples": 1024, "micro_samples": 2},
+        "parallelism": {"strategy": "fsdp"},
+        "cluster": {"gpu": "H100-SXM", "gpus_per_node": 8, "max_gpus": 1024, "intra_node_bandwidth": "450 GB/s",
+                    "intra_node_latency": "3 us", "inter_node_bandwidth": "3200 Gbit/s", "inter_node_latency": "10 us"},
+        "job": {"samples": "250M"},
+        "tiers": [{"name": "on-demand", "usd_per_gpu_hour": 2.64}],
+    }
+    for key, value in over.items():
+        section, field = key.split("__")
+        data[section][field] = value
+    return workload_from_dict(data)
+
+
+LLM7B = spec()
+RESNET = workload_from_dict({
+    "name": "r", "model": {"params": "25.6M", "precision": "fp16", "flops_per_sample": 2.3e10},
+    "batch": {"policy": "fixed-per-gpu", "per_gpu_samples": 32}, "parallelism": {"strategy": "ddp"},
+    "cluster": {"gpu": "A100-SXM", "max_gpus": 64, "inter_node_bandwidth": "1600 Gbit/s"},
+    "job": {"samples": "1M"}, "tiers": [{"name": "x", "usd_per_gpu_hour": 1}]})
 
 
 def test_fsdp_volume_is_three_passes_of_the_gradient():

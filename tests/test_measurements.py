@@ -8,10 +8,7 @@ import pytest
 from advisor.errors import InputError
 from advisor.measurements import read_measurements_csv
 from advisor.placement import parse_placements
-from advisor.spec import load_workload
-from conftest import WORKLOADS
-
-LLM7B = load_workload(WORKLOADS / "llm7b.toml")
+from test_features import LLM7B  # a fixed spec: global batch 1024, 8 GPUs per node
 
 
 def write(tmp_path, text):

@@ -102,8 +102,10 @@ def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
     for run in cal.runs:
         steps = np.asarray(run.step_seconds, dtype=float)
         comm = None
-        if run.compute_seconds is not None and len(run.compute_seconds) == len(steps):
-            comm = np.maximum(steps - np.asarray(run.compute_seconds, dtype=float), 0.0)
+        if run.compute_seconds:
+            # compute_seconds are separate timed steps without synchronisation (not paired with
+            # step_seconds): each step's exposed communication is its excess over their median.
+            comm = np.maximum(steps - float(np.median(run.compute_seconds)), 0.0)
         elif run.comm_seconds is not None and len(run.comm_seconds) == len(steps):
             comm = np.asarray(run.comm_seconds, dtype=float)
         batch = run.global_batch if run.global_batch is not None else float(workload.global_batch(run.gpus))
@@ -111,15 +113,13 @@ def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
     return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"))
 
 
-def _number(text: str, file: str, where: str, integer: bool = False) -> float:
+def _number(text: str, file: str, where: str, integer: bool = False, zero_ok: bool = False) -> float:
     try:
         value = float(text)
     except ValueError:
         raise InputError.at(file, where, "must be a number", text) from None
-    if not math.isfinite(value) or value <= 0 and not where.endswith("comm_seconds"):
-        raise InputError.at(file, where, "must be a positive number", text)
-    if value < 0:
-        raise InputError.at(file, where, "must be >= 0", text)
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        raise InputError.at(file, where, "must be >= 0" if zero_ok else "must be a positive number", text)
     if integer and value != int(value):
         raise InputError.at(file, where, "must be a whole number", text)
     return value
@@ -172,7 +172,7 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
             raise InputError.at(file, f"line {lineno}", "needs step_seconds or throughput")
         comm = None
         if row.get("comm_seconds"):
-            comm = np.array([_number(row["comm_seconds"], file, f"line {lineno}.comm_seconds")])
+            comm = np.array([_number(row["comm_seconds"], file, f"line {lineno}.comm_seconds", zero_ok=True)])
         runs.append(MeasuredRun(gpus, nodes, batch, np.array([step]), comm))
     if not runs:
         raise InputError.at(file, "", "no data rows after the header")

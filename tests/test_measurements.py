@@ -67,3 +67,18 @@ def test_bad_placements(text, message):
         parse_placements(text, 8)
     assert message in err.value.lines()[0]
     assert err.value.lines()[0].startswith("--gpus: ")
+
+
+def test_calibration_compute_steps_give_exposed_communication():
+    from advisor.calibration_data import calibration_from_dict
+    from advisor.measurements import from_calibration
+
+    cal = calibration_from_dict({
+        "schema": 1, "workload": "t", "provenance": {"source": "measured", "created": "2026-11-30T00:00:00Z"},
+        "runs": [{"gpus": 2, "step_seconds": [1.0, 1.2, 1.1], "compute_seconds": [0.9, 0.8, 1.0]},
+                 {"gpus": 1, "step_seconds": [0.8]}],
+    }, "<t>")
+    m = from_calibration(cal, LLM7B)
+    assert m.runs[0].comm_seconds == pytest.approx([0.1, 0.3, 0.2])  # each step minus the compute median 0.9
+    assert m.runs[1].comm_seconds is None
+    assert list(m.global_batch) == [1024, 1024]

@@ -152,3 +152,19 @@ def test_no_calibration_data_says_what_to_do(tmp_path):
     assert r.returncode == 2
     assert "no calibration data (calibrations/llm7b*.toml)" in r.stderr
     assert r.stdout == ""
+
+
+def test_predict_llm7b_from_its_checked_in_calibration():
+    """The issue's bar: `advisor predict workloads/llm7b.toml --gpus 8,16,64,512 --json`."""
+    r = run_cli("predict", WORKLOADS / "llm7b.toml", "--gpus", "8,16,64,512", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["baseline_gpus"] == 8  # the smallest count in calibrations/llm7b_*.toml
+    assert doc["model"]["name"]
+    preds = doc["predictions"]
+    assert [(p["gpus"], p["nodes"]) for p in preds] == [(8, 1), (16, 2), (64, 8), (512, 64)]
+    for p in preds:
+        assert set(p) >= {"gpus", "nodes", "step_seconds", "throughput", "speedup", "efficiency",
+                          "throughput_low", "throughput_high", "mfu"}
+        assert 0 < p["mfu"] < 1  # H100 bf16 peak is in the catalog
+        assert p["efficiency"] <= 1.0 + 1e-9

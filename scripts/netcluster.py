@@ -25,6 +25,7 @@ import ctypes
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -71,18 +72,21 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def unavailable_reason() -> str | None:
-    """Why an emulated cluster cannot be built here, or None when it can (for pytest.skip)."""
+def unavailable_reason(cpu_budgets: bool = False) -> str | None:
+    """Why an emulated cluster (with per-node CPU budgets if asked) cannot be built here, or None
+    when it can (for pytest.skip)."""
     if os.name != "posix" or os.geteuid() != 0:
         return "emulated cluster needs root (network namespaces, tc)"
     for tool in ("ip", "tc"):
-        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
+        if shutil.which(tool) is None:
             return f"emulated cluster needs `{tool}` (iproute2)"
     probe = f"{PREFIX}-probe-{os.getpid():x}-{random.randrange(1 << 16):04x}"
     made = _ip("netns", "add", probe, check=False)
     if made.returncode != 0:
         return f"`ip netns add` failed: {made.stderr.strip() or made.returncode}"
     _ip("netns", "del", probe, check=False)
+    if cpu_budgets and not (CPU_CGROUP_ROOT / "cpu.cfs_quota_us").is_file():
+        return f"CPU budgets need the cgroup-v1 cpu controller at {CPU_CGROUP_ROOT} (cgroup v2 is not supported yet)"
     return None
 
 
@@ -193,7 +197,7 @@ class EmulatedCluster:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> EmulatedCluster:
-        reason = unavailable_reason()
+        reason = unavailable_reason(cpu_budgets=self.cpus_per_node is not None)
         if reason:
             raise ClusterUnavailable(reason)
         cleanup_leftovers()

@@ -20,6 +20,7 @@ import netcluster  # noqa: E402
 from netcluster import EmulatedCluster, parse_rate  # noqa: E402
 
 REASON = netcluster.unavailable_reason()
+CPU_REASON = netcluster.unavailable_reason(cpu_budgets=True)
 
 
 def needs_netns(test):
@@ -88,11 +89,11 @@ def test_sigterm_cleans_up_and_kills_node_processes():
     child = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, time; sys.path.insert(0, sys.argv[1]); import netcluster\n"
-         "with netcluster.EmulatedCluster(nodes=2, rate='100mbit', cpus_per_node=0.5) as c:\n"
+         "with netcluster.EmulatedCluster(nodes=2, rate='100mbit', cpus_per_node=float(sys.argv[2]) or None) as c:\n"
          "    p = c.run(0, ['sleep', '60'])\n"
          "    print(c.tag, p.pid, flush=True)\n"
          "    time.sleep(60)\n",
-         str(ROOT / "scripts")],
+         str(ROOT / "scripts"), "0" if CPU_REASON else "0.5"],
         stdout=subprocess.PIPE, text=True,
     )
     tag, sleeper = child.stdout.readline().split()
@@ -102,6 +103,26 @@ def test_sigterm_cleans_up_and_kills_node_processes():
     assert leftovers(tag) == []
     with pytest.raises(ProcessLookupError):
         os.kill(int(sleeper), 0)
+
+
+BUSY = """
+import time
+wall, cpu = time.perf_counter(), time.process_time()
+while time.process_time() - cpu < 0.5:
+    pass
+print((time.process_time() - cpu) / (time.perf_counter() - wall))
+"""
+
+
+@needs_netns
+@pytest.mark.skipif(CPU_REASON is not None, reason=str(CPU_REASON))
+def test_cpu_budget_caps_a_busy_process():
+    with EmulatedCluster(nodes=1, rate=None, cpus_per_node=0.25) as cluster:
+        share = float(cluster.run(0, [sys.executable, "-c", BUSY], stdout=subprocess.PIPE, text=True)
+                      .communicate(timeout=60)[0])
+    # CPU seconds per wall second: at most the quota (0.25), and well above nothing (the weight
+    # gives the node its quota even on a busy machine)
+    assert 0.1 < share < 0.3
 
 
 @needs_netns

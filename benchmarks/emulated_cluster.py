@@ -238,7 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    result = experiment(args.rate, args.steps, args.warmup, args.keep)
+    try:
+        result = experiment(args.rate, args.steps, args.warmup, args.keep)
+    except KeyboardInterrupt:
+        print("interrupted: the emulated cluster and its processes were removed", file=sys.stderr)
+        return 130
     result["wall_seconds"] = time.monotonic() - started
     if args.json:
         print(json.dumps(result, indent=1))

@@ -47,7 +47,10 @@ def plot_scaling(model: "ScalingModel", requested: "Prediction", path: str | Pat
         a.set_xscale("log", base=2)
         a.set_xlabel("GPUs")
         a.grid(alpha=0.3)
-    ax.text(w.cluster.gpus_per_node, ax.get_ylim()[0], " node boundary", rotation=90, va="bottom", fontsize=8)
+    ax.text(w.cluster.gpus_per_node, 0.98, f" {w.cluster.gpus_per_node} GPUs: one node full", rotation=90, va="top",
+            fontsize=8, transform=ax.get_xaxis_transform())
+    ax.text(model.max_gpus_measured, 0.02, " largest measured", rotation=90, va="bottom", fontsize=8, color="C3",
+            transform=ax.get_xaxis_transform())
     ax.set_yscale("log")
     ax.set_ylabel("throughput (samples/s)")
     ax.set_title(f"{w.name}: throughput")

@@ -54,7 +54,7 @@ def plot_scaling(model: "ScalingModel", requested: "Prediction", path: str | Pat
     ax.set_yscale("log")
     ax.set_ylabel("throughput (samples/s)")
     ax.set_title(f"{w.name}: throughput")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
 
     ax2.plot(grid, curve.efficiency, label=f"efficiency vs {model.baseline_gpus} GPU(s)")
     if curve.mfu is not None:

@@ -33,7 +33,7 @@ import numpy as np
 from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration, read_measurements_csv
 from advisor.model.families import FAMILIES
-from advisor.model.fitting import FitData, coverage_of, fit_family
+from advisor.model.fitting import FitData, coverage_of, fit_family, naive_step
 from advisor.model.estimator import gradient
 from advisor.model.intervals import NoiseModel, bootstrap, delta_spread, interval
 from advisor.model.selection import CrossValidation, leave_one_count_out, widening_per_doubling
@@ -168,8 +168,6 @@ class ScalingModel:
         self.baseline_nodes = int(self.data.nodes[base_rows].min())
         self.max_gpus_measured = int(self.data.gpus.max())
         self.max_nodes_measured = int(self.data.nodes.max())
-        # Naive linear guess: the measured per-GPU throughput at the baseline, held constant.
-        self.naive_per_gpu = float(np.median(self.data.batch[base_rows] / self.data.step[base_rows]) / self.baseline_gpus)
         self.fit_warnings = self._fit_warnings()
 
     # ---- predictions -------------------------------------------------------------------------
@@ -210,7 +208,7 @@ class ScalingModel:
 
             mfu = flops_per_gpu(self.workload, gpus, batch) / t / peak
         return Prediction(gpus, nodes, batch, t, lo, hi, thr, batch / hi, batch / lo, speedup,
-                          speedup * self.baseline_gpus / gpus, mfu, self.naive_per_gpu * gpus,
+                          speedup * self.baseline_gpus / gpus, mfu, batch / naive_step(self.data, gpus, batch),
                           self.fit_warnings + self.extrapolation_warnings(gpus, nodes))
 
     # ---- evidence ----------------------------------------------------------------------------
@@ -267,16 +265,17 @@ class ScalingModel:
         return out
 
     def _naive_cv(self) -> Optional[float]:
-        """Leave-one-count-out error of the naive linear guess (per-GPU throughput of the smallest count)."""
+        """Leave-one-count-out error of the naive linear guess (per-GPU throughput of the largest other count)."""
         d = self.data
         counts = np.unique(d.gpus)
         if counts.size < 3:
             return None
-        base = d.gpus == counts[0]
-        per_gpu = np.median(d.batch[base] / d.step[base]) / counts[0]
-        held = d.gpus != counts[0]
-        pred = d.batch[held] / (per_gpu * d.gpus[held])
-        return float(np.mean(np.abs(pred - d.step[held]) / d.step[held]) * 100)
+        errors = []
+        for held in counts[1:]:
+            test = d.gpus == held
+            pred = naive_step(d.take(~test), d.gpus[test], d.batch[test])
+            errors.append(np.abs(pred - d.step[test]) / d.step[test])
+        return float(np.mean(np.concatenate(errors)) * 100)
 
     def residuals(self) -> list[dict]:
         """In-sample fit per measured run: measured and fitted median step seconds."""
@@ -335,7 +334,7 @@ def backtest(workload: "Workload", measurements: Measurements, fit_max_gpus: int
     points = [{"gpus": int(g), "nodes": int(n), "global_batch": float(b), "measured": float(m), "predicted": float(p),
                "error": float((p - m) / m), "low": float(lo_), "high": float(hi_), "inside": bool(i)}
               for g, n, b, m, p, lo_, hi_, i in zip(test.gpus, test.nodes, test.global_batch, measured, pred, lo, hi, inside)]
-    naive = test.global_batch / (model.naive_per_gpu * test.gpus)
+    naive = naive_step(model.data, test.gpus, test.global_batch)
     return {
         "workload": workload.name,
         "fit_max_gpus": int(fit_max_gpus),

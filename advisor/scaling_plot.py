@@ -1,8 +1,8 @@
 """The scaling plot: measured points, fitted curve with its 90% band, ideal linear, node boundary.
 
 Left: throughput (samples/s) against GPUs on log-log axes: the model's median and 90% band, the
-measured runs, the ideal line (linear from the baseline) and the naive guess (measured per-GPU
-throughput held constant), a dotted line where jobs leave one node and a dashed one at the
+measured runs, the ideal line (linear from the baseline) and the naive guess (per-GPU
+throughput of the largest measured count held constant), a dotted line where jobs leave one node and a dashed one at the
 largest measured count. Right: scaling efficiency and, where the peak is known, MFU. matplotlib
 is imported lazily with the Agg backend (no display needed); the PNG is written atomically.
 """

@@ -66,7 +66,7 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
         t.add_column(col)
     for f in desc["families"]:
         t.add_row(("✔ " if f["name"] == m.family else "  ") + f["name"], _pct(f["cv_mape"]), f["summary"])
-    t.add_row("  naive linear", _pct(desc["naive_linear_cv_mape"]), "per-GPU throughput of the smallest count, held")
+    t.add_row("  naive linear", _pct(desc["naive_linear_cv_mape"]), "per-GPU throughput of the largest count, held")
     con.print(t)
     c = Table(title=f"coefficients of '{m.family}' (90% bootstrap range)")
     for col in ("term", "value", "90% range", "unit"):

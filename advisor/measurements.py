@@ -162,6 +162,9 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
                  else int(workload.nodes(gpus)))
         if nodes > gpus:
             raise InputError.at(file, f"line {lineno}.nodes", f"more nodes than GPUs ({gpus})", nodes)
+        if -(-gpus // nodes) > workload.cluster.gpus_per_node:
+            raise InputError.at(file, f"line {lineno}.nodes", f"{gpus} GPUs on {nodes} node(s) exceed cluster.gpus_per_node "
+                                f"({workload.cluster.gpus_per_node})", nodes)
         batch = (_number(row["global_batch"], file, f"line {lineno}.global_batch") if row.get("global_batch")
                  else float(workload.global_batch(gpus)))
         if row.get("step_seconds"):

@@ -168,3 +168,12 @@ def test_predict_llm7b_from_its_checked_in_calibration():
                           "throughput_low", "throughput_high", "mfu"}
         assert 0 < p["mfu"] < 1  # H100 bf16 peak is in the catalog
         assert p["efficiency"] <= 1.0 + 1e-9
+
+
+def test_fit_table_shows_families_coefficients_and_warnings(pollux_csv):
+    spec, data = pollux_csv
+    r = run_cli("fit", spec, "--measurements", data)
+    assert r.returncode == 0, r.stderr
+    for text in ("leave-one-count-out CV", "✔", "naive linear", "inter_bandwidth", "x declared", "overlap γ", "residuals"):
+        assert text in r.stdout
+    assert "warning" not in r.stdout

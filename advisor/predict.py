@@ -194,13 +194,18 @@ class ScalingModel:
         return median, low, high
 
     def predict(self, gpus, nodes=None, global_batch=None) -> Prediction:
+        """Step time, throughput (samples/s), speedup and efficiency vs `baseline_gpus`, MFU, naive guess.
+
+        The baseline runs the workload's batch policy, or, when `global_batch` is given, each row's
+        per-GPU batch (so speedup compares like with like when rows differ in batch).
+        """
         gpus, nodes, batch = self._placements(gpus, nodes, global_batch)
         t, lo, hi = self.step_time(gpus, nodes, batch)
-        base_batch = float(self.workload.global_batch(self.baseline_gpus)) if global_batch is None else float(batch[0])
-        t_base, _, _ = self.step_time([self.baseline_gpus], [self.baseline_nodes], [base_batch])
+        base = np.full_like(gpus, float(self.baseline_gpus))
+        base_batch = self.workload.global_batch(base) if global_batch is None else batch / gpus * base
+        t_base, _, _ = self.step_time(base, np.full_like(gpus, float(self.baseline_nodes)), base_batch)
         thr = batch / t
-        base_thr = base_batch / float(t_base[0])
-        speedup = thr / base_thr
+        speedup = thr / (base_batch / t_base)
         peak = self.workload.peak_flops
         mfu = None
         if peak:

@@ -139,3 +139,15 @@ def test_backtest_on_real_traces_reports_errors_and_the_naive_guess():
     naive = [abs(r.global_batch / (np.median(per_gpu[r.global_batch / r.gpus]) * r.gpus) - r.median_step) / r.median_step
              for r in runs.runs if r.gpus > 8]
     assert result["naive_linear_mape"] == pytest.approx(np.mean(naive) * 100)
+
+
+@needs_pollux
+def test_speedup_compares_like_per_gpu_batch_with_like():
+    model = ScalingModel(pollux_workload(), pollux_runs("imagenet"), n_bootstrap=0)
+    gpus = np.array([1.0, 1.0, 16.0])
+    batch = np.array([20.0, 200.0, 16 * 200.0])
+    p = model.predict(gpus, np.array([1.0, 1.0, 4.0]), batch)
+    assert p.speedup[:2] == pytest.approx([1.0, 1.0])  # the baseline at its own per-GPU batch
+    t1 = model.step_time([1.0], [1.0], [200.0])[0][0]
+    assert p.speedup[2] == pytest.approx((batch[2] / p.step_seconds[2]) / (200.0 / t1))
+    assert p.efficiency[2] == pytest.approx(p.speedup[2] / 16)

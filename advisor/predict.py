@@ -35,7 +35,7 @@ from advisor.measurements import Measurements, from_calibration, read_measuremen
 from advisor.model.families import FAMILIES
 from advisor.model.fitting import FitData, coverage_of, fit_family, naive_step
 from advisor.model.estimator import gradient
-from advisor.model.intervals import NoiseModel, bootstrap, delta_spread, interval
+from advisor.model.intervals import ALTERNATIVE_MARGIN, NoiseModel, bootstrap, delta_spread, interval
 from advisor.model.selection import CrossValidation, leave_one_count_out, widening_per_doubling
 
 if TYPE_CHECKING:
@@ -154,6 +154,9 @@ class ScalingModel:
         self.family = chosen
         self.fitted = full[chosen]
         self.requested_family = family
+        best = self.cv[chosen].mape
+        self.alternatives = [full[n] for n in scored if n != chosen and best is not None
+                             and self.cv[n].mape <= ALTERNATIVE_MARGIN * best]
 
         cv = self.cv[chosen]
         residuals = cv.log_residuals  # empty without CV: the prior noise carries the interval
@@ -190,7 +193,8 @@ class ScalingModel:
         median = est.predict(d.X)
         spread = delta_spread(*gradient(d.X, est.coef_, est.gamma_, d.n_compute), median, self.boot)
         distance = np.maximum(gpus / self.max_gpus_measured, nodes / self.max_nodes_measured)
-        low, high = interval(median, spread, self.noise, distance)
+        alternatives = tuple(a.predict(gpus, nodes, batch) for a in self.alternatives)
+        low, high = interval(median, spread, self.noise, distance, alternatives)
         return median, low, high
 
     def predict(self, gpus, nodes=None, global_batch=None) -> Prediction:
@@ -307,6 +311,7 @@ class ScalingModel:
             "naive_linear_cv_mape": self.naive_cv_mape,
             "coefficients": coefficients,
             "interval": {"level": 0.9, "bootstrap": int(len(self.boot.coefs)), "residuals": self.noise.n_residuals,
+                         "alternatives": [a.family.name for a in self.alternatives],
                          "widening_per_doubling": self.noise.kappa, "widening_measured": self.noise.kappa_measured},
             "measured": {"runs": len(self.measurements.runs), "steps": self.measurements.n_steps,
                          "gpus": sorted({int(g) for g in self.data.gpus}), "max_nodes": self.max_nodes_measured,

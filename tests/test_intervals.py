@@ -56,3 +56,12 @@ def test_interval_widens_with_distance_past_the_data():
     assert hi[0] == pytest.approx(np.exp(0.1)) and hi[1] == pytest.approx(np.exp(0.1))  # inside the data
     assert hi[2] == pytest.approx(np.exp(0.1 * (1 + 0.5 * 2)))  # two doublings past it
     assert lo[2] == pytest.approx(np.exp(-0.1 * 2))
+
+
+def test_alternatives_widen_only_on_their_side():
+    noise = NoiseModel(-0.1, 0.1, kappa=0.0, kappa_measured=True, n_residuals=100)
+    med = np.ones(2)
+    alt = np.array([np.exp(0.2), np.exp(-0.3)])  # one family above the chosen one, then below
+    lo, hi = interval(med, np.zeros(2), noise, np.ones(2), (alt,))
+    assert hi[0] == pytest.approx(np.exp(np.hypot(0.1, 0.2))) and lo[0] == pytest.approx(np.exp(-0.1))
+    assert lo[1] == pytest.approx(np.exp(-np.hypot(0.1, 0.3))) and hi[1] == pytest.approx(np.exp(0.1))

@@ -72,11 +72,17 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
     for col in ("term", "value", "90% range", "unit"):
         c.add_column(col, no_wrap=col != "unit")
     for k in desc["coefficients"]:
-        rng = "fixed: declared speed" if k["fixed"] else f"{k['low']:.3g} – {k['high']:.3g}"
+        rng = ("fixed: declared speed" if k["fixed"] else
+               "- (nothing to resample)" if k["low"] == k["high"] else f"{k['low']:.3g} – {k['high']:.3g}")
         c.add_row(k["name"], f"{k['value']:.4g}", rng, k["unit"])
     if "overlap_gamma" in desc:
         c.add_row("overlap γ", f"{desc['overlap_gamma']:.3g}", "", "1 none … 10 full")
     con.print(c)
+    iv = desc["interval"]
+    widening = f"{iv['widening_per_doubling']:.0%} per doubling past the data ({'measured by forward CV' if iv['widening_measured'] else 'assumed'})"
+    alts = f"; plus disagreement of {', '.join(iv['alternatives'])} (CV cannot tell them apart)" if iv["alternatives"] else ""
+    con.print(f"90% intervals: {iv['bootstrap']} bootstrap refits (runs and steps), {iv['residuals']} out-of-sample residuals, "
+              f"widening {widening}{alts}")
     r = Table(title="residuals (in-sample, median step per run)")
     for col in ("GPUs", "nodes", "batch", "measured s", "fitted s", "error"):
         r.add_column(col, justify="right")

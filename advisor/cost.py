@@ -25,8 +25,12 @@ The formulas (DESIGN.md §6):
 
 GPU counts considered (`gpu_counts`): powers of two inside one node (1, 2, 4, ... up to
 gpus_per_node, and gpus_per_node itself), then whole nodes (every multiple of gpus_per_node) up to
-cluster.max_gpus. Nodes are filled: n = ceil(N / gpus_per_node). Under fixed-global a count above
-the global batch (under one sample per GPU) is not a data-parallel plan and is left out.
+cluster.max_gpus. Nodes are filled: n = ceil(N / gpus_per_node). Left out as impossible: under
+fixed-global, a count above the global batch (under one sample per GPU); and a count whose GPUs
+cannot hold the model states, 16 bytes per parameter (bf16/fp16 weights and gradients plus fp32
+Adam master weights, momentum and variance: Rajbhandari et al. 2020, "ZeRO", §3.1; fp32 training
+needs the same 4 + 4 + 8), sharded over N under FSDP (ZeRO-3), whole on every GPU under DDP,
+against the catalog's GPU memory (activations come on top, so this is a lower bound).
 """
 
 from __future__ import annotations
@@ -44,8 +48,9 @@ class StepTimeModel(Protocol):
     """Anything that predicts seconds per optimizer step at N GPUs over n nodes.
 
     `step_time(gpus, nodes)` takes equal-length integer arrays and returns (median, low, high):
-    arrays of seconds, low/high a 90% interval. A model may also carry `baseline_gpus` (the
-    smallest measured count), the reference for speedup and efficiency.
+    arrays of seconds, low/high a 90% interval. A model may also carry `baseline_gpus` and
+    `baseline_nodes` (the smallest measured count and its placement), the reference for speedup
+    and efficiency, and `extrapolation_warnings(gpus, nodes) -> list[str]`, shown with the choice.
     """
 
     def step_time(self, gpus: "np.ndarray", nodes: "np.ndarray") -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]: ...
@@ -58,6 +63,22 @@ def gpu_counts(gpus_per_node: int, max_gpus: int) -> "np.ndarray":
     inside = [1 << i for i in range(gpus_per_node.bit_length()) if (1 << i) < gpus_per_node and (1 << i) <= max_gpus]
     whole = np.arange(gpus_per_node, max_gpus + 1, gpus_per_node, dtype=np.int64)
     return np.concatenate([np.asarray(inside, dtype=np.int64), whole])
+
+
+#: Bytes of model state per parameter in mixed-precision Adam training (ZeRO §3.1: 2 + 2 + 12).
+STATE_BYTES_PER_PARAM = 16
+
+
+def fits_memory(w: "Workload", gpus: "np.ndarray") -> "np.ndarray":
+    """Whether N GPUs can hold the model states (True everywhere when the GPU's memory is unknown)."""
+    import numpy as np
+
+    from advisor.catalog import find_gpu
+
+    gpu = find_gpu(w.cluster.gpu)
+    states = STATE_BYTES_PER_PARAM * w.model.params
+    per_gpu = states / gpus if w.parallelism.strategy == "fsdp" else states + 0 * gpus
+    return np.ones(gpus.shape, dtype=bool) if gpu is None else per_gpu <= gpu.memory_bytes
 
 
 def job_steps(w: "Workload", gpus: "np.ndarray", reference_gpus: int) -> "np.ndarray":
@@ -111,6 +132,8 @@ class Sweep:
     wall_hours: "np.ndarray"      # (3, tiers, counts)
     cost_usd: "np.ndarray"        # (3, tiers, counts)
     available: "np.ndarray"       # (tiers, counts) bool
+    fits_batch: "np.ndarray"      # (counts,) at least one sample per GPU
+    fits_memory: "np.ndarray"     # (counts,) the model states fit in GPU memory
     baseline_gpus: int
     baseline_hours: float         # compute hours at the baseline count: the speedup reference
     statistical_efficiency: bool  # steps depend on N through the gradient noise scale
@@ -155,8 +178,9 @@ def sweep(
     nodes = np.asarray(w.nodes(counts), dtype=np.int64)
 
     fits_batch = w.per_gpu_batch(counts) >= 1
+    fits = fits_memory(w, counts)
     caps = np.array([min(t.max_gpus or w.cluster.max_gpus, w.cluster.max_gpus) for t in tiers])[:, None]
-    available = (counts[None, :] <= caps) & fits_batch[None, :]
+    available = (counts[None, :] <= caps) & fits_batch[None, :] & fits[None, :]
 
     median, low, high = (np.asarray(a, dtype=float) for a in model.step_time(counts, nodes))
     step_seconds = np.stack([median, low, high])
@@ -164,7 +188,8 @@ def sweep(
     compute_hours = steps * step_seconds / 3600
 
     base = np.array([baseline_gpus], dtype=np.int64)
-    base_step = float(np.asarray(model.step_time(base, np.asarray(w.nodes(base)))[0])[0])
+    base_nodes = np.array([getattr(model, "baseline_nodes", None) or w.nodes(baseline_gpus)], dtype=np.int64)
+    base_step = float(np.asarray(model.step_time(base, base_nodes)[0])[0])
     baseline_hours = float(job_steps(w, base, baseline_gpus)[0]) * base_step / 3600
 
     column = lambda attr: np.array([getattr(t, attr) for t in tiers], dtype=float)[:, None]  # noqa: E731
@@ -174,5 +199,5 @@ def sweep(
     cost = counts[None, None, :] * billed * column("usd_per_gpu_hour")[None, :, :]
 
     varies = w.batch.gradient_noise_scale is not None and w.batch.policy == "fixed-per-gpu"
-    return Sweep(tiers, counts, nodes, steps, step_seconds, compute_hours, factor, wall, cost, available,
-                 int(baseline_gpus), baseline_hours, varies)
+    return Sweep(tiers, counts, nodes, steps, step_seconds, compute_hours, factor, wall, cost, available, fits_batch,
+                 fits, int(baseline_gpus), baseline_hours, varies)

@@ -176,6 +176,8 @@ class Recommendation:
     message: str
     why: list[str] = field(default_factory=list)
     gradient_noise_scale: Optional[float] = None
+    params: float = 0.0                                 # model parameters (for the memory sentence)
+    warnings: list[str] = field(default_factory=list)   # the model's caveats for the chosen plan
 
     def plan(self, t: int, c: int) -> dict:
         """One candidate as the JSON fields of DESIGN.md §4 (plus nodes, steps, intervals, odds)."""
@@ -240,6 +242,7 @@ class Recommendation:
                      for s in self.spot],
             "statistical_efficiency": self.sweep.statistical_efficiency,
             "gradient_noise_scale": self.gradient_noise_scale,
+            "warnings": self.warnings,
         }
 
 
@@ -330,8 +333,22 @@ def recommend(
     front = pareto_frontier(sw.wall_hours[0].ravel()[flat], sw.cost_usd[0].ravel()[flat])
     frontier = list(zip(*(i.tolist() for i in np.unravel_index(flat[front], sw.available.shape))))
     rec = Recommendation(w.name, objective, budget, deadline, confidence, sw, chosen, closest, frontier,
-                         spot_payoff(sw), probabilities, "", gradient_noise_scale=w.batch.gradient_noise_scale)
+                         spot_payoff(sw), probabilities, "", gradient_noise_scale=w.batch.gradient_noise_scale,
+                         params=w.model.params)
     from advisor.recommend_why import explain
 
     rec.message, rec.why = explain(rec)
+    rec.warnings = model_warnings(model, sw, chosen or (closest[0] if closest else None))
     return rec
+
+
+def model_warnings(model: StepTimeModel, sw: Sweep, plan: Optional[tuple[int, int]]) -> list[str]:
+    """The model's own caveats (fit, and extrapolation to the plan's count), when it offers them."""
+    import numpy as np
+
+    out = list(getattr(model, "fit_warnings", None) or [])
+    extrapolation = getattr(model, "extrapolation_warnings", None)
+    if plan is not None and extrapolation is not None:
+        c = plan[1]
+        out += extrapolation(np.array([sw.gpus[c]]), np.array([sw.nodes[c]]))
+    return out

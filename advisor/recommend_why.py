@@ -65,11 +65,11 @@ def explain(rec: "Recommendation") -> tuple[str, list[str]]:
     """(message, why sentences) for a recommendation."""
     sw = rec.sweep
     if not sw.available.any():
-        return "No plan: no GPU count is available on the tiers considered (caps or batch).", []
+        return "No plan: no GPU count is possible on the tiers considered.", _left_out(rec)
     if rec.chosen is None:
         t, c = rec.closest[0]
         message = f"No plan qualifies {_limits_text(rec)}; closest: {describe(rec, t, c)}{_odds(rec, t, c)}."
-        return message, [s.sentence() for s in rec.spot]
+        return message, [s.sentence() for s in rec.spot] + _left_out(rec)
     t, c = rec.chosen
     headline = {
         "speedup-per-dollar": "Best speedup per dollar",
@@ -81,7 +81,7 @@ def explain(rec: "Recommendation") -> tuple[str, list[str]]:
                f"({plural(sw.baseline_gpus, 'GPU')}) at {fmt_pct(sw.efficiency[t, c])} efficiency"
                f"{_odds(rec, t, c)}.")
     why = [s for s in (_doubling(rec, t, c), _knee(rec, t), *_preemption(rec, c), *_reserved(rec, c),
-                       _likelier(rec, t, c), _noise(rec, c), _frontier(rec)) if s]
+                       _likelier(rec, t, c), _noise(rec, c), _frontier(rec), *_left_out(rec)) if s]
     return message, why
 
 
@@ -186,3 +186,21 @@ def _frontier(rec) -> str:
     (t0, c0), (t1, c1) = rec.frontier[0], rec.frontier[-1]
     return (f"Cost-time frontier: {len(rec.frontier)} plans, from the fastest, {describe(rec, t0, c0)}, "
             f"to the cheapest, {describe(rec, t1, c1)}.")
+
+
+def _left_out(rec) -> list[str]:
+    """Counts ruled out before pricing: memory for the model states, or under one sample per GPU."""
+    from advisor.cost import STATE_BYTES_PER_PARAM
+
+    sw = rec.sweep
+    out = []
+    if not sw.fits_memory.all():
+        smallest = int(sw.gpus[sw.fits_memory][0]) if sw.fits_memory.any() else None
+        states = STATE_BYTES_PER_PARAM * rec.params / 1e9
+        where = f"below {plural(smallest, 'GPU')}" if smallest else "at every count"
+        out.append(f"Left out {where}: the model states ({STATE_BYTES_PER_PARAM} bytes per parameter, {states:,.0f} GB) "
+                   f"do not fit in GPU memory.")
+    if not sw.fits_batch.all():
+        largest = int(sw.gpus[sw.fits_batch][-1]) if sw.fits_batch.any() else None
+        out.append(f"Left out above {plural(largest, 'GPU')}: fewer than one sample per GPU at the fixed global batch.")
+    return out

@@ -137,3 +137,14 @@ def test_interval_scales_hours_and_cost():
     t, c = at(sw, "reserved", 4)
     # reserved floors every bound at 2 h: 4 x 2 x 1.5 = 12 for low, median; high 1.5 h < 2 h too
     assert sw.cost_usd[:, t, c] == pytest.approx([12.0, 12.0, 12.0])
+
+
+def test_counts_whose_gpus_cannot_hold_the_model_states_are_left_out():
+    # 6.7B params x 16 bytes (ZeRO §3.1) = 107.2 GB; an H100-SXM holds 80 GB.
+    # FSDP shards: 1 GPU 107.2 GB (no), 2 GPUs 53.6 GB (yes). DDP keeps all on each GPU: never fits.
+    assert sweep(workload(), Amdahl()).fits_memory.all()  # DDP at 1e9 params: 16 GB per GPU
+    sw = sweep(workload(**{"model.params": 6.7e9, "parallelism.strategy": "fsdp"}), Amdahl())
+    assert sw.gpus[sw.fits_memory].tolist() == [2, 4, 8, 12, 16]
+    assert not sw.available[:, 0].any()
+    sw = sweep(workload(**{"model.params": 6.7e9}), Amdahl())
+    assert not sw.fits_memory.any() and not sw.available.any()

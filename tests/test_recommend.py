@@ -195,3 +195,9 @@ def test_sweep_over_65536_counts_and_every_tier():
     rec = recommend(w, Amdahl(serial=0.1, parallel=100.0, low_ratio=0.9, high_ratio=1.2), budget=50.0, deadline=1.0)
     assert rec.sweep.cost_usd.shape == (3, 3, 65536)
     brute_force_checks(rec, 50.0, 1.0)
+
+
+def test_no_possible_count_says_why():
+    rec = recommend(workload(**{"model.params": 6.7e9}), Amdahl())  # DDP: 107 GB of states on an 80 GB GPU
+    assert rec.chosen is None and rec.closest == [] and rec.message.startswith("No plan")
+    assert rec.why == ["Left out at every count: the model states (16 bytes per parameter, 107 GB) do not fit in GPU memory."]

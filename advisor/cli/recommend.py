@@ -110,12 +110,14 @@ def _no_data(path, w) -> str:
 def _print(recs, missing, plot) -> None:
     from rich.console import Console
 
-    console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
+    console = Console(width=None if sys.stdout.isatty() else 160, highlight=False, markup=False)
     for rec in recs:
         console.print(_table(rec))
         console.print(rec.message)
         for line in rec.why:
             console.print(f"  - {line}", soft_wrap=True)
+        for line in rec.warnings:
+            console.print(f"  ! model: {line}", soft_wrap=True)
         console.print()
     for path, w in missing:
         print(_no_data(path, w))

@@ -110,18 +110,21 @@ class SpotPayoff:
     """Where a preemptible tier stops being cheaper than the cheapest tier without preemptions."""
 
     tier: str
-    stops_at_gpus: Optional[int]   # None: cheaper at every count considered
+    stops_at_gpus: Optional[int]   # None: still cheaper at the largest count considered
     nodes: Optional[int]
     compared_with: Optional[str]   # the tier it loses to at that count
     never_pays_off: bool = False
+    cheaper_everywhere: bool = False
 
     def sentence(self) -> str:
         if self.compared_with is None:
             return f"{self.tier}: no tier without preemptions to compare with."
         if self.never_pays_off:
             return f"{self.tier} never pays off here: at every count its expected cost (preemptions included) is above {self.compared_with}'s."
-        if self.stops_at_gpus is None:
+        if self.cheaper_everywhere:
             return f"{self.tier} stays cheaper than {self.compared_with} at every count considered, preemptions included."
+        if self.stops_at_gpus is None:
+            return f"{self.tier} is still cheaper than {self.compared_with} at the largest count considered, preemptions included."
         return (f"{self.tier} stops paying off at {self.stops_at_gpus} GPUs ({self.nodes} nodes): from there on its "
                 f"expected cost per job, preemptions included, is at or above {self.compared_with}'s.")
 
@@ -150,7 +153,8 @@ def spot_payoff(sw: Sweep) -> list[SpotPayoff]:
         worse = cost[i, idx] >= alt_cost[idx]
         tail_all_worse = np.logical_and.accumulate(worse[::-1])[::-1]
         if not tail_all_worse[-1]:
-            out.append(SpotPayoff(tier.name, None, None, sw.tiers[int(alt_tier[idx[-1]])].name))
+            out.append(SpotPayoff(tier.name, None, None, sw.tiers[int(alt_tier[idx[-1]])].name,
+                                  cheaper_everywhere=not worse.any()))
             continue
         first = idx[int(np.argmax(tail_all_worse))]
         out.append(SpotPayoff(tier.name, int(sw.gpus[first]), int(sw.nodes[first]), sw.tiers[int(alt_tier[first])].name,

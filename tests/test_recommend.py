@@ -201,3 +201,17 @@ def test_no_possible_count_says_why():
     rec = recommend(workload(**{"model.params": 6.7e9}), Amdahl())  # DDP: 107 GB of states on an 80 GB GPU
     assert rec.chosen is None and rec.closest == [] and rec.message.startswith("No plan")
     assert rec.why == ["Left out at every count: the model states (16 bytes per parameter, 107 GB) do not fit in GPU memory."]
+
+
+def test_statistical_efficiency_is_shown_when_used():
+    w = workload(**{"batch.policy": "fixed-per-gpu", "batch.global_samples": None, "batch.per_gpu_samples": 10,
+                    "batch.gradient_noise_scale": 100, "job.steps": None, "job.samples": 1_000_000})
+    rec = recommend(w, Amdahl(), budget=1e6)
+    assert rec.sweep.statistical_efficiency and rec.summary()["statistical_efficiency"]
+    t, c = rec.chosen
+    # the chosen count's steps from S = S_min (1 + 100 / (10 N)), S_min = 1e5 / 11
+    n = int(rec.sweep.gpus[c])
+    steps = math.ceil(1e5 / 11 * (1 + 100 / (10 * n)))
+    assert f"{steps:,} at {n} GPUs" in " ".join(rec.why) and "100,000 at 1 GPU" in " ".join(rec.why)
+    plain = recommend(workload(), Amdahl(), budget=1e6)
+    assert not any("noise scale" in line for line in plain.why)

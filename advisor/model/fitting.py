@@ -1,0 +1,74 @@
+"""Fit one model family to measured runs: design matrix from the workload, then the estimator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+import numpy as np
+
+from advisor.model.estimator import OverlapRegressor, combine
+from advisor.model.families import Coverage, Design, Family
+
+if TYPE_CHECKING:
+    from advisor.measurements import Measurements
+    from advisor.spec import Workload
+
+
+@dataclass(frozen=True)
+class FitData:
+    """Per-run arrays the model fits: placement, batch, median step and exposed communication."""
+
+    gpus: np.ndarray
+    nodes: np.ndarray
+    batch: np.ndarray
+    step: np.ndarray
+    comm: np.ndarray
+
+    @classmethod
+    def of(cls, m: "Measurements") -> "FitData":
+        return cls(m.gpus, m.nodes, m.global_batch, m.step, m.comm)
+
+    def take(self, keep: np.ndarray) -> "FitData":
+        return FitData(self.gpus[keep], self.nodes[keep], self.batch[keep], self.step[keep], self.comm[keep])
+
+
+def coverage_of(m: "Measurements") -> Coverage:
+    return Coverage(steps_crossed_nodes=bool((m.nodes > 1).any()),
+                    probes_crossed_nodes=any(p.nodes > 1 for p in m.probes))
+
+
+@dataclass
+class FittedFamily:
+    """One family fitted: predicts step seconds at any placement and batch."""
+
+    family: Family
+    workload: "Workload"
+    coverage: Coverage
+    estimator: OverlapRegressor
+    columns: tuple
+
+    def design(self, gpus, nodes, batch) -> Design:
+        return self.family.design(self.workload, gpus, nodes, batch, self.coverage)
+
+    def predict(self, gpus, nodes, batch) -> np.ndarray:
+        return self.estimator.predict(self.design(gpus, nodes, batch).X)
+
+    def predict_many(self, X: np.ndarray, coefs: np.ndarray, gammas: np.ndarray) -> np.ndarray:
+        """Step seconds for every (row, coefficient set): shape (rows, len(coefs)). Vectorised."""
+        nc = self.estimator._split(X.shape[1])
+        tc = X[:, :nc] @ coefs[:, :nc].T
+        if nc == X.shape[1]:
+            return np.maximum(tc, 0.0)
+        return combine(tc, X[:, nc:] @ coefs[:, nc:].T, gammas[None, :])
+
+
+def fit_family(family: Family, workload: "Workload", data: FitData, probes: list, coverage: Coverage,
+               init: Optional[tuple] = None) -> FittedFamily:
+    """Fit `family` to `data` (and collective `probes`), optionally warm-started from `init`."""
+    d = family.design(workload, data.gpus, data.nodes, data.batch, coverage)
+    probe_X, probe_y = family.probe_design(workload, probes, coverage)
+    est = OverlapRegressor(n_compute=d.n_compute, fixed=d.fixed)
+    est.fit(d.X, data.step, comm=data.comm if family.has_overlap else None,
+            probe_X=probe_X if len(probe_y) else None, probe_y=probe_y if len(probe_y) else None, init=init)
+    return FittedFamily(family, workload, coverage, est, d.columns)

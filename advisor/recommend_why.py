@@ -85,22 +85,21 @@ def explain(rec: "Recommendation") -> tuple[str, list[str]]:
     return message, why
 
 
-def _double_index(sw, c: int):
+def _doubling(rec, t: int, c: int) -> str:
+    """What twice the GPUs on the same tier would buy (or the most there is, when 2N is not a plan)."""
     import numpy as np
 
-    k = int(np.searchsorted(sw.gpus, 2 * sw.gpus[c]))
-    return k if k < sw.gpus.size and sw.gpus[k] == 2 * sw.gpus[c] else None
-
-
-def _doubling(rec, t: int, c: int) -> str:
     sw = rec.sweep
-    k = _double_index(sw, c)
-    if k is None or not sw.available[t, k]:
+    larger = np.flatnonzero(sw.available[t] & (sw.gpus > sw.gpus[c]))
+    if larger.size == 0:
         return f"{plural(int(sw.gpus[c]), 'GPU')} is the most considered on {sw.tiers[t].name}."
+    double = larger[sw.gpus[larger] == 2 * sw.gpus[c]]
+    k = int(double[0]) if double.size else int(larger[-1])
     faster = sw.wall_hours[0, t, c] / sw.wall_hours[0, t, k]
     dearer = sw.cost_usd[0, t, k] / sw.cost_usd[0, t, c]
     speed = f"finish {faster:.2f}x sooner" if faster > 1 else f"not finish sooner ({faster:.2f}x the speed)"
-    return f"Doubling to {int(sw.gpus[k])} GPUs on {sw.tiers[t].name} would {speed} for {dearer:.2f}x the cost."
+    going = f"Doubling to {int(sw.gpus[k])} GPUs" if double.size else f"Going to {int(sw.gpus[k])} GPUs (the most on this tier)"
+    return f"{going} on {sw.tiers[t].name} would {speed} for {dearer:.2f}x the cost."
 
 
 def _knee(rec, t: int) -> str:

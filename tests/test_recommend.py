@@ -215,3 +215,13 @@ def test_statistical_efficiency_is_shown_when_used():
     assert f"{steps:,} at {n} GPUs" in " ".join(rec.why) and "100,000 at 1 GPU" in " ".join(rec.why)
     plain = recommend(workload(), Amdahl(), budget=1e6)
     assert not any("noise scale" in line for line in plain.why)
+
+
+@pytest.mark.parametrize("budget, sentence", [
+    (8.0, "Doubling to 8 GPUs on on-demand would finish 1.67x sooner for 1.20x the cost."),  # 1.0/0.6 h, 9.6/8
+    (11.2, "Going to 16 GPUs (the most on this tier) on on-demand would finish 1.17x sooner for 1.14x the cost."),
+    (12.8, "16 GPUs is the most considered on on-demand."),
+])
+def test_why_says_what_more_gpus_would_buy(budget, sentence):
+    rec = recommend(workload(), Amdahl(), budget=budget, tier="on-demand")
+    assert rec.why[0] == sentence

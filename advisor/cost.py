@@ -35,6 +35,7 @@ against the catalog's GPU memory (activations come on top, so this is a lower bo
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Protocol, Sequence
 
@@ -108,13 +109,13 @@ def preemption_factor(rate_per_node_hour, nodes, checkpoint_seconds, restart_sec
     return 1 + np.sqrt(2 * rate * checkpoint_seconds / 3600) + rate * restart_seconds / 3600
 
 
-def checkpoint_interval_hours(rate_per_node_hour: float, nodes, checkpoint_seconds: float):
+def checkpoint_interval_hours(rate_per_node_hour, nodes, checkpoint_seconds):
     """Young/Daly checkpoint interval τ = sqrt(2δ/Λ) in hours (inf without preemptions)."""
     import numpy as np
 
     rate = rate_per_node_hour * np.asarray(nodes, dtype=float)
-    with np.errstate(divide="ignore"):
-        return np.sqrt(2 * (checkpoint_seconds / 3600) / rate)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(rate > 0, np.sqrt(2 * (np.asarray(checkpoint_seconds) / 3600) / rate), np.inf)
 
 
 @dataclass(frozen=True)
@@ -138,12 +139,12 @@ class Sweep:
     baseline_hours: float         # compute hours at the baseline count: the speedup reference
     statistical_efficiency: bool  # steps depend on N through the gradient noise scale
 
-    @property
+    @functools.cached_property
     def speedup(self) -> "np.ndarray":
         """How many times sooner than the baseline count (median), preemption losses included."""
         return self.baseline_hours / self.wall_hours[0]
 
-    @property
+    @functools.cached_property
     def efficiency(self) -> "np.ndarray":
         """Speedup per GPU relative to the baseline: speedup · baseline / N."""
         return self.speedup * self.baseline_gpus / self.gpus

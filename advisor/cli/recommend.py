@@ -60,13 +60,16 @@ def recommend(
         model = build_step_time_model(w, path, calibration, measurements)
         recs.append(recommend_plan(w, model, budget=budget, deadline=deadline, tier=tier, confidence=confidence))
     if plot is not None and recs:
+        from rich.console import Console
+
         from advisor.frontier_plot import plot_frontier
 
         plot_frontier(recs, plot)
+        Console(stderr=True).print(f"wrote {plot}")
     if as_json:
         print(json.dumps(_document(recs, missing), indent=2))
         return
-    _print(recs, missing, plot)
+    _print(recs, missing)
 
 
 def _workloads(workload: Optional[Path]):
@@ -96,7 +99,7 @@ def _document(recs, missing) -> dict:
     for rec in recs:
         if rec.chosen is not None:
             recommendations.append(rec.plan(*rec.chosen))
-        candidates.extend(rec.plan(t, c) for t, c in rec.candidates())
+        candidates.extend(rec.plans(rec.candidates()))
         workloads.append(rec.summary())
     for path, w in missing:
         workloads.append({"workload": w.name, "status": "no-calibration", "message": _no_data(path, w)})
@@ -107,7 +110,7 @@ def _no_data(path, w) -> str:
     return f"{path}: no calibration data for {w.name} (calibrations/{w.name}*.toml); run `advisor calibrate {path}` first"
 
 
-def _print(recs, missing, plot) -> None:
+def _print(recs, missing) -> None:
     from rich.console import Console
 
     console = Console(width=None if sys.stdout.isatty() else 160, highlight=False, markup=False)
@@ -121,8 +124,6 @@ def _print(recs, missing, plot) -> None:
         console.print()
     for path, w in missing:
         print(_no_data(path, w))
-    if plot is not None and recs:
-        Console(stderr=True).print(f"wrote {plot}")
 
 
 def _shown(rec) -> list[tuple[int, int]]:

@@ -278,6 +278,8 @@ def check_limits(budget, deadline, confidence) -> None:
             raise InputError.at(flag, "", "must be a positive number", value)
     if confidence is not None and not (0 < confidence < 1):
         raise InputError.at("--confidence", "", "must be between 0 and 1 (exclusive)", confidence)
+    if confidence is not None and budget is None and deadline is None:
+        raise InputError.at("--confidence", "", "needs --budget or --deadline (the odds are of meeting them)", confidence)
 
 
 def choose(sw: Sweep, objective: str, budget, deadline, confidence, probabilities) -> tuple[Optional[tuple[int, int]], list[tuple[int, int]]]:

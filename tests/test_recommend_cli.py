@@ -46,6 +46,7 @@ def test_no_workloads_folder_is_a_one_line_error(tmp_path):
     (["--budget", "-5"], "--budget: must be a positive number (got -5.0)"),
     (["--deadline", "0"], "--deadline: must be a positive number (got 0.0)"),
     (["--budget", "100", "--confidence", "1.5"], "--confidence: must be between 0 and 1 (exclusive) (got 1.5)"),
+    (["--confidence", "0.9"], "--confidence: needs --budget or --deadline (the odds are of meeting them) (got 0.9)"),
     (["--tier", "spott"], "workloads/llm7b.toml: tiers: no tier named 'spott'; did you mean 'spot'? (got 'spott')"),
 ])
 def test_bad_options_are_one_line_errors(args, line):

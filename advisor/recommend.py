@@ -362,4 +362,8 @@ def model_warnings(model: StepTimeModel, sw: Sweep, plan: Optional[tuple[int, in
     if plan is not None and extrapolation is not None:
         c = plan[1]
         out += extrapolation(np.array([sw.gpus[c]]), np.array([sw.nodes[c]]))
+    if plan is not None and sw.gpus[plan[1]] < sw.baseline_gpus:
+        t, c = plan
+        out.append(f"{int(sw.gpus[c])} GPUs is below the smallest measured count ({sw.baseline_gpus}): the step time there "
+                   f"is extrapolated downwards (efficiency {sw.efficiency[t, c]:.0%} of the baseline); measure it before trusting it")
     return out

@@ -225,3 +225,11 @@ def test_statistical_efficiency_is_shown_when_used():
 def test_why_says_what_more_gpus_would_buy(budget, sentence):
     rec = recommend(workload(), Amdahl(), budget=budget, tier="on-demand")
     assert rec.why[0] == sentence
+
+
+def test_a_plan_below_the_smallest_measured_count_is_flagged():
+    rec = recommend(workload(), Amdahl(baseline_gpus=4), budget=7.5, tier="on-demand")  # 2 GPUs: $7.2
+    assert chosen(rec) == (2, "on-demand")
+    assert rec.warnings == ["2 GPUs is below the smallest measured count (4): the step time there is extrapolated "
+                            "downwards (efficiency 111% of the baseline); measure it before trusting it"]
+    # T(4) = 1.0 h, T(2) = 1.8 h: speedup 1/1.8 = 0.556 over 2/4 of the GPUs = 111%

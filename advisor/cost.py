@@ -101,7 +101,7 @@ def job_steps(w: "Workload", gpus: "np.ndarray", reference_gpus: int) -> "np.nda
 def preemption_factor(rate_per_node_hour, nodes, checkpoint_seconds, restart_seconds):
     """Expected wall time per compute hour under preemption: 1 + sqrt(2Λδ) + Λ·restart.
 
-    Λ = rate · nodes (per hour); δ and restart in hours. Broadcasts (tiers x counts).
+    Λ = rate · nodes (per hour); checkpoint δ and restart given in seconds. Broadcasts (tiers x counts).
     """
     import numpy as np
 
@@ -121,7 +121,8 @@ def checkpoint_interval_hours(rate_per_node_hour, nodes, checkpoint_seconds):
 @dataclass(frozen=True)
 class Sweep:
     """Every (tier, GPU count) priced. Arrays are (tiers, counts) unless noted; `available` is
-    False where a cap (or the batch) rules the plan out. low/high carry the model's 90% interval."""
+    False where a cap, the batch or memory rules the plan out. Index 0/1/2 of a leading axis of 3:
+    median, low, high (the model's 90% interval)."""
 
     tiers: tuple["Tier", ...]
     gpus: "np.ndarray"            # (counts,)
@@ -168,7 +169,7 @@ def sweep(
     """Price every candidate GPU count on every tier (default: all of the workload's tiers).
 
     `baseline_gpus` (default: the model's, else the smallest calibration count) is the reference
-    for speedup and for the gradient-noise-scale batch. `gpus` overrides the candidate counts.
+    for speedup and for the gradient-noise-scale batch. `gpus` (ascending) overrides the candidate counts.
     """
     import numpy as np
 

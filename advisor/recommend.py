@@ -198,7 +198,6 @@ class Recommendation:
         rates = np.array([x.preemptions_per_node_hour for x in sw.tiers])[t]
         checkpoints = np.array([x.checkpoint for x in sw.tiers])[t]
         interval = checkpoint_interval_hours(rates, sw.nodes[c], checkpoints)
-        speedup = sw.speedup[t, c]
         columns = {
             "gpus": sw.gpus[c].tolist(),
             "nodes": sw.nodes[c].tolist(),
@@ -213,8 +212,8 @@ class Recommendation:
             "cost_usd": sw.cost_usd[0, t, c].tolist(),
             "cost_usd_low": sw.cost_usd[1, t, c].tolist(),
             "cost_usd_high": sw.cost_usd[2, t, c].tolist(),
-            "speedup": speedup.tolist(),
-            "efficiency": (speedup * sw.baseline_gpus / sw.gpus[c]).tolist(),
+            "speedup": sw.speedup[t, c].tolist(),
+            "efficiency": sw.efficiency[t, c].tolist(),
             "preemption_loss": (1 - 1 / sw.factor[t, c]).tolist(),
             "checkpoint_interval_hours": [x if np.isfinite(x) and x > 0 else None for x in interval.tolist()],
         }

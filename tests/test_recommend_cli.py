@@ -177,3 +177,9 @@ def test_real_measurements_table_and_plot(pollux_imagenet, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "✔" in result.stdout and "Fastest plan within $100" in result.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_named_workload_without_calibration_is_an_error(project_without_calibrations):
+    result = run_cli("recommend", "workloads/tiny-cpu.toml", cwd=project_without_calibrations)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("workloads/tiny-cpu.toml: no calibration data") and result.stderr.count("\n") == 1

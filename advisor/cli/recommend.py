@@ -54,7 +54,7 @@ def recommend(
     recs, missing = [], []
     for path, w in _workloads(workload):
         select_tiers(w, tier)  # an unknown --tier fails before any fitting
-        if calibration is None and measurements is None and not find_calibrations(w.name, path):
+        if workload is None and not find_calibrations(w.name, path):
             missing.append((path, w))
             continue
         model = build_step_time_model(w, path, calibration, measurements)

@@ -66,6 +66,8 @@ def recommend(
 
         plot_frontier(recs, plot)
         Console(stderr=True).print(f"wrote {plot}")
+    elif plot is not None:
+        print("no plot written: no workload has calibration data", file=sys.stderr)
     if as_json:
         print(json.dumps(_document(recs, missing), indent=2))
         return

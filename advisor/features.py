@@ -7,8 +7,8 @@ step `global_batch` (rows may differ) and are vectorised over them.
 
 Formulas (DESIGN.md §5):
 - compute: W = training FLOPs per sample x samples per GPU per step (6·P·T + attention, PaLM
-  App. B), as seconds at the GPU's peak; per-micro-batch overhead counts micro-batches
-  (gradient accumulation: compute per micro-batch, communication once per step).
+  App. B), as seconds at the GPU's peak. Gradient accumulation: W covers every micro-batch, and
+  communication happens once per step.
 - volume per GPU (nccl-tests bus-bandwidth factors, NVIDIA/nccl-tests doc/PERFORMANCE.md): DDP
   ring all-reduce 2(N-1)/N·G; FSDP all-gather (forward) + all-gather (backward) + reduce-scatter
   3(N-1)/N·G, G = params x bytes per gradient element.
@@ -46,15 +46,6 @@ def compute_seconds(workload: "Workload", gpus: np.ndarray, global_batch: np.nda
     """Per-GPU compute per step at peak FLOP/s (at NOMINAL_FLOPS when the peak is unknown)."""
     peak = workload.peak_flops or NOMINAL_FLOPS
     return flops_per_gpu(workload, gpus, global_batch) / peak
-
-
-def micro_batches(workload: "Workload", gpus: np.ndarray, global_batch: np.ndarray) -> np.ndarray:
-    """Micro-batches per step on one GPU: ceil(per-GPU samples / micro_samples), at least 1."""
-    per_gpu = np.asarray(global_batch, float) / np.asarray(gpus, float)
-    micro = workload.batch.micro_samples
-    if micro is None:
-        return np.ones_like(per_gpu)
-    return np.maximum(np.ceil(per_gpu / micro - 1e-9), 1.0)
 
 
 def gpus_per_node_used(gpus: np.ndarray, nodes: np.ndarray) -> np.ndarray:

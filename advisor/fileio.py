@@ -24,7 +24,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Replace `path` with `data` atomically (a PNG, a TOML file); the old file survives any failure."""
+    """Replace `path` with `data` atomically (a PNG plot, a TOML file); the old file is untouched on any failure."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     try:

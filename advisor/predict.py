@@ -34,7 +34,8 @@ from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration, read_measurements_csv
 from advisor.model.families import FAMILIES
 from advisor.model.fitting import FitData, coverage_of, fit_family
-from advisor.model.intervals import NoiseModel, bootstrap, interval
+from advisor.model.estimator import gradient
+from advisor.model.intervals import NoiseModel, bootstrap, delta_spread, interval
 from advisor.model.selection import CrossValidation, leave_one_count_out, widening_per_doubling
 
 if TYPE_CHECKING:
@@ -155,10 +156,7 @@ class ScalingModel:
         self.requested_family = family
 
         cv = self.cv[chosen]
-        residuals = cv.log_residuals
-        if residuals.size == 0:  # no CV possible: in-sample residuals (optimistic; said in warnings)
-            pred = self.fitted.predict(self.data.gpus, self.data.nodes, self.data.batch)
-            residuals = np.log(self.data.step / np.maximum(pred, 1e-300))
+        residuals = cv.log_residuals  # empty without CV: the prior noise carries the interval
         rms = float(np.sqrt(np.mean(residuals**2))) if residuals.size else 0.0
         kappa, kappa_measured = widening_per_doubling(FAMILIES[chosen], workload, self.data, probes, self.coverage, rms,
                                                       init=(self.fitted.estimator.coef_, self.fitted.estimator.gamma_))
@@ -190,10 +188,11 @@ class ScalingModel:
         """(median, low, high) seconds per optimizer step; low/high bound a 90% prediction interval."""
         gpus, nodes, batch = self._placements(gpus, nodes, global_batch)
         d = self.fitted.design(gpus, nodes, batch)
-        median = self.fitted.estimator.predict(d.X)
-        draws = self.fitted.predict_many(d.X, self.boot.coefs, self.boot.gammas)
+        est = self.fitted.estimator
+        median = est.predict(d.X)
+        spread = delta_spread(*gradient(d.X, est.coef_, est.gamma_, d.n_compute), median, self.boot)
         distance = np.maximum(gpus / self.max_gpus_measured, nodes / self.max_nodes_measured)
-        low, high = interval(median, draws, self.noise, distance)
+        low, high = interval(median, spread, self.noise, distance)
         return median, low, high
 
     def predict(self, gpus, nodes=None, global_batch=None) -> Prediction:
@@ -237,8 +236,12 @@ class ScalingModel:
                        f"({w.cluster.inter_node_latency * 1e6:g} us), not a measurement; calibrating across >= 3 nodes "
                        f"is what makes extrapolation work")
         if all(cv.mape is None for cv in self.cv.values()):
-            out.append(f"fewer than 3 measured GPU counts: no cross-validation; using '{self.family}' and in-sample residuals "
-                       "(intervals are optimistic)")
+            out.append(f"fewer than 3 measured GPU counts: no cross-validation; using '{self.family}'")
+        if self.noise.prior_dominated:
+            from advisor.model.intervals import PRIOR_NOISE
+
+            out.append(f"only {self.noise.n_residuals} out-of-sample residual(s): intervals lean on an assumed "
+                       f"{PRIOR_NOISE:.0%} run-to-run noise")
         if not self.noise.kappa_measured:
             out.append(f"too few counts to measure how error grows past the data: intervals widen by an assumed "
                        f"{self.noise.kappa:.0%} per doubling")
@@ -308,3 +311,38 @@ class ScalingModel:
         if FAMILIES[self.family].has_overlap:
             out["overlap_gamma"] = est.gamma_
         return out
+
+
+def backtest(workload: "Workload", measurements: Measurements, fit_max_gpus: int, family: str = "auto",
+             n_bootstrap: int = 40, seed: int = 0) -> dict:
+    """Fit on runs with gpus <= fit_max_gpus, predict the others: per-point error, MAPE, coverage.
+
+    JSON fields (DESIGN.md §4): {"points": [{"gpus", "nodes", "measured", "predicted", "error"}],
+    "mape"}, plus the interval per point, its coverage, and the fitted family.
+    """
+    train = measurements.gpus <= fit_max_gpus
+    where = measurements.source or "--measurements"
+    if not train.any():
+        raise InputError.at("--fit-max-gpus", "", f"no measured run at or below this count in {where}", fit_max_gpus)
+    if train.all():
+        raise InputError.at("--fit-max-gpus", "", f"every measured run is at or below this count in {where}: nothing to predict",
+                            fit_max_gpus)
+    model = ScalingModel(workload, measurements.subset(train), family, n_bootstrap, seed)
+    test = measurements.subset(~train)
+    measured = test.step
+    pred, lo, hi = model.step_time(test.gpus, test.nodes, test.global_batch)
+    inside = (measured >= lo) & (measured <= hi)
+    points = [{"gpus": int(g), "nodes": int(n), "global_batch": float(b), "measured": float(m), "predicted": float(p),
+               "error": float((p - m) / m), "low": float(lo_), "high": float(hi_), "inside": bool(i)}
+              for g, n, b, m, p, lo_, hi_, i in zip(test.gpus, test.nodes, test.global_batch, measured, pred, lo, hi, inside)]
+    naive = test.global_batch / (model.naive_per_gpu * test.gpus)
+    return {
+        "workload": workload.name,
+        "fit_max_gpus": int(fit_max_gpus),
+        "model": {"name": model.family, "cv_mape": model.cv[model.family].mape},
+        "points": points,
+        "mape": float(np.mean(np.abs(pred - measured) / measured) * 100),
+        "coverage": float(inside.mean() * 100),
+        "naive_linear_mape": float(np.mean(np.abs(naive - measured) / measured) * 100),
+        "warnings": model.fit_warnings + model.extrapolation_warnings(test.gpus, test.nodes),
+    }

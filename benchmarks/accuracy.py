@@ -1,4 +1,6 @@
-"""Accuracy of the scaling model on real traces: Pollux (OSDI'21), fit <= 16 GPUs, predict <= 64.
+"""Accuracy of the scaling model on real measurements: Pollux traces, then published series.
+
+Part 1, Pollux (OSDI'21): fit <= 16 GPUs, predict <= 64 GPUs on up to 16 nodes.
 
 Data: ../shared/data/pollux-osdi21/<model>/ (petuum/adaptdl, branch osdi21-artifact,
 simulator/traces; Apache-2.0), read in place and never copied. Six data-parallel models on 16
@@ -14,7 +16,12 @@ g4dn.12xlarge node with a 50 Gbit/s network, AWS instance page) and rough model 
 traces cross nodes, every term gets its own free coefficient: sizes and FLOPs only set the units
 of the coefficients, not the predictions.
 
-Run: python benchmarks/accuracy.py [--data DIR] [--json]. Skips (exit 0) when the data is absent.
+Part 2, published series (benchmarks/data/README.md: BERT-Large on DGX-1 and DGX A100, MPT-7B and
+MPT-760M FSDP, torchtitan Llama-3.1-8B): `backtest` with --fit-max-gpus 16, predicting 32-256 GPUs
+from the declared interconnect (none of these fits crosses more than 2 nodes).
+
+Run: python benchmarks/accuracy.py [--data DIR] [--json]. Part 1 is skipped (with a note) when
+the Pollux folder is absent.
 """
 
 from __future__ import annotations
@@ -30,6 +37,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "pollux-osdi21"
 MODELS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
+
+#: Published series: (name, workload spec, --measurements CSV or None, --calibration file or None).
+PUBLISHED = (
+    ("bert-large-dgx1-weak", "benchmarks/workloads/bert-large-dgx1-weak.toml", "benchmarks/data/bert-large-dgx1-weak.csv", None),
+    ("bert-large (strong)", "workloads/bert-large.toml", None, "calibrations/bert-large_published_nvidia_dle.toml"),
+    ("mpt-7b-a100-roce", "benchmarks/workloads/mpt-7b-a100-roce.toml", "benchmarks/data/mpt-7b-a100-roce.csv", None),
+    ("mpt-760m-a100-roce", "benchmarks/workloads/mpt-760m-a100-roce.toml", "benchmarks/data/mpt-760m-a100-roce.csv", None),
+    ("llm7b (torchtitan)", "workloads/llm7b.toml", None, "calibrations/llm7b_published_torchtitan.toml"),
+)
+FIT_MAX_GPUS = 16
 
 # Approximate parameters and training FLOPs per sample (forward x3): BERT-base on SQuAD (110M,
 # seq 384: 6·P·T), ResNet-18 on CIFAR-10 (11.2M, 0.56 GFLOPs forward), DeepSpeech2 (~40M, rough),
@@ -116,34 +133,64 @@ def evaluate(model: str, data: Path) -> dict:
     return out
 
 
+def published() -> list[dict]:
+    from advisor.predict import backtest, load_measurements
+    from advisor.spec import load_workload
+
+    out = []
+    for name, spec, csv_path, cal in PUBLISHED:
+        w = load_workload(ROOT / spec)
+        m = load_measurements(w, calibration=ROOT / cal if cal else None, measurements=ROOT / csv_path if csv_path else None)
+        t0 = time.perf_counter()
+        r = backtest(w, m, FIT_MAX_GPUS)
+        r.update(series=name, seconds=time.perf_counter() - t0, fit_gpus=sorted({int(g) for g in m.gpus if g <= FIT_MAX_GPUS}))
+        out.append(r)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--json", action="store_true", help="print one JSON document")
     args = ap.parse_args(argv)
-    if not args.data.is_dir():
-        print(f"skipped: {args.data} not found (the Pollux traces are not part of this repository)", file=sys.stderr)
-        return 0
-    results = [evaluate(m, args.data) for m in MODELS]
-    summary = {
-        "mean_mape": float(np.mean([r["mape"] for r in results])),
-        "mean_coverage": float(np.mean([r["coverage"] for r in results])),
-        "family_mean_mape": {f: float(np.mean([r["family_mape"][f] for r in results])) for f in results[0]["family_mape"]},
-        "published_reference": {"ernest_nnls": 12.5, "pollux": 15.7},
-    }
+    doc: dict = {}
+    if args.data.is_dir():
+        results = [evaluate(m, args.data) for m in MODELS]
+        doc["pollux"] = {"models": results, "summary": {
+            "mean_mape": float(np.mean([r["mape"] for r in results])),
+            "mean_coverage": float(np.mean([r["coverage"] for r in results])),
+            "family_mean_mape": {f: float(np.mean([r["family_mape"][f] for r in results])) for f in results[0]["family_mape"]},
+            "published_reference": {"ernest_nnls": 12.5, "pollux": 15.7},
+        }}
+    else:
+        print(f"Pollux part skipped: {args.data} not found (the traces are not part of this repository)", file=sys.stderr)
+    series = published()
+    doc["published"] = {"series": series, "mean_mape": float(np.mean([r["mape"] for r in series])),
+                        "points_inside": int(sum(p["inside"] for r in series for p in r["points"])),
+                        "points": int(sum(len(r["points"]) for r in series))}
     if args.json:
-        print(json.dumps({"models": results, "summary": summary}, indent=2))
+        print(json.dumps(doc, indent=2))
         return 0
-    fams = list(results[0]["family_mape"])
-    print("Pollux traces: fit placements.csv (<=16 GPUs, <=4 nodes), predict scalability.csv (<=64 GPUs, 16 nodes)")
-    print(f"{'model':12} {'chosen':14} {'MAPE%':>6} {'cover%':>7} {'>16%':>6} {'width%':>7} {'fit s':>6}  " + " ".join(f"{f:>13}" for f in fams))
-    for r in results:
-        print(f"{r['model']:12} {r['chosen']:14} {r['mape']:6.1f} {r['coverage']:7.1f} {r['coverage_beyond_16']:6.1f} "
-              f"{r['median_width']:7.1f} {r['fit_seconds']:6.2f}  " + " ".join(f"{r['family_mape'][f]:13.1f}" for f in fams))
-    print(f"{'mean':12} {'':14} {summary['mean_mape']:6.1f} {summary['mean_coverage']:7.1f} {'':6} {'':7} {'':6}  "
-          + " ".join(f"{summary['family_mean_mape'][f]:13.1f}" for f in fams))
-    print("published mean MAPE for this experiment: Ernest-style NNLS 12.5%, Pollux 15.7%")
-    print("bar: mean MAPE <= 10%, 90% intervals covering >= 80%")
+    if "pollux" in doc:
+        results, summary = doc["pollux"]["models"], doc["pollux"]["summary"]
+        fams = list(results[0]["family_mape"])
+        print("Part 1. Pollux traces: fit placements.csv (<=16 GPUs, <=4 nodes), predict scalability.csv (<=64 GPUs, 16 nodes)")
+        print(f"{'model':12} {'chosen':14} {'MAPE%':>6} {'cover%':>7} {'>16%':>6} {'width%':>7} {'fit s':>6}  " + " ".join(f"{f:>13}" for f in fams))
+        for r in results:
+            print(f"{r['model']:12} {r['chosen']:14} {r['mape']:6.1f} {r['coverage']:7.1f} {r['coverage_beyond_16']:6.1f} "
+                  f"{r['median_width']:7.1f} {r['fit_seconds']:6.2f}  " + " ".join(f"{r['family_mape'][f]:13.1f}" for f in fams))
+        print(f"{'mean':12} {'':14} {summary['mean_mape']:6.1f} {summary['mean_coverage']:7.1f} {'':6} {'':7} {'':6}  "
+              + " ".join(f"{summary['family_mean_mape'][f]:13.1f}" for f in fams))
+        print("published mean MAPE for this experiment: Ernest-style NNLS 12.5%, Pollux 15.7%; bar: <= 10%, coverage >= 80%")
+        print()
+    print(f"Part 2. Published series: fit on <= {FIT_MAX_GPUS} GPUs, predict the larger rows from the declared interconnect")
+    print(f"{'series':22} {'fit GPUs':14} {'model':14} {'MAPE%':>6} {'naive%':>7}  per point: GPUs error% [inside 90%?]")
+    for r in series:
+        pts = " ".join(f"{p['gpus']}:{p['error'] * 100:+.1f}{'' if p['inside'] else '!'}" for p in r["points"])
+        print(f"{r['series']:22} {str(r['fit_gpus']):14} {r['model']['name']:14} {r['mape']:6.1f} {r['naive_linear_mape']:7.1f}  {pts}")
+    pub = doc["published"]
+    print(f"{'mean':22} {'':14} {'':14} {pub['mean_mape']:6.1f}          ('!' = outside the 90% interval: "
+          f"{pub['points'] - pub['points_inside']} of {pub['points']} points)")
     return 0
 
 

@@ -41,6 +41,30 @@ def combine(tc: np.ndarray, ts: np.ndarray, gamma) -> np.ndarray:
     return np.where(top > 0, safe * ((tc / safe) ** gamma + (ts / safe) ** gamma) ** (1.0 / gamma), 0.0)
 
 
+def gradient(X: np.ndarray, coef: np.ndarray, gamma: float, n_compute: int) -> tuple[np.ndarray, np.ndarray]:
+    """(dT/dθ per row and column, dT/dγ per row) of the model T at `coef`, `gamma`.
+
+    dT/dθc = Xc·(Tc/T)^(γ-1), dT/dθs = Xs·(Ts/T)^(γ-1); since (Tc/T)^γ + (Ts/T)^γ = 1,
+    d ln T/dγ = (a^γ ln a + b^γ ln b)/γ with a = Tc/T, b = Ts/T. Used by the fit's Jacobian and by
+    the delta-method interval of a sweep.
+    """
+    nc = n_compute
+    tc = np.maximum(X[:, :nc] @ coef[:nc], 0.0)
+    if nc == X.shape[1]:
+        return X * (tc > 0)[:, None], np.zeros(len(X))
+    ts = np.maximum(X[:, nc:] @ coef[nc:], 0.0)
+    t = combine(tc, ts, gamma)
+    safe_t = np.where(t > 0, t, 1.0)
+    a, b = tc / safe_t, ts / safe_t
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d_tc = np.where(t > 0, a ** (gamma - 1), 0.0)
+        d_ts = np.where(t > 0, b ** (gamma - 1), 0.0)
+        la = np.where(a > 0, a**gamma * np.log(np.where(a > 0, a, 1.0)), 0.0)
+        lb = np.where(b > 0, b**gamma * np.log(np.where(b > 0, b, 1.0)), 0.0)
+    d_coef = np.hstack([X[:, :nc] * d_tc[:, None], X[:, nc:] * d_ts[:, None]])
+    return d_coef, t * (la + lb) / gamma
+
+
 class OverlapRegressor(RegressorMixin, BaseEstimator):
     """Non-negative compute + communication model with fitted overlap γ.
 
@@ -88,7 +112,16 @@ class OverlapRegressor(RegressorMixin, BaseEstimator):
         X, y = _validate_data(self, X, y, y_numeric=True, dtype=np.float64)
         n, p = X.shape
         nc = self._split(p)
-        w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
+        if sample_weight is None:
+            w = np.ones(n)
+        else:
+            from sklearn.utils.validation import _check_sample_weight
+
+            w = _check_sample_weight(sample_weight, X, dtype=np.float64)
+            if (w < 0).any():
+                raise ValueError("negative sample weights are not allowed")
+            if not (w > 0).any():
+                raise ValueError("all sample weights are zero")
         scale = np.maximum(np.abs(y), max(1e-12, 1e-9 * float(np.max(np.abs(y)))) if n else 1.0)
         fixed = dict(self.fixed)
         free = np.array([j for j in range(p) if j not in fixed], dtype=int)
@@ -139,23 +172,7 @@ class OverlapRegressor(RegressorMixin, BaseEstimator):
 
         def jacobian(v):
             coef, g = unpack(v)
-            tc = np.maximum(X[:, :nc] @ coef[:nc], 0.0)
-            if has_comm:
-                ts = np.maximum(X[:, nc:] @ coef[nc:], 0.0)
-                t = combine(tc, ts, g)
-                safe_t = np.where(t > 0, t, 1.0)
-                d_tc = np.where(t > 0, (tc / safe_t) ** (g - 1), 0.0)
-                d_ts = np.where(t > 0, (ts / safe_t) ** (g - 1), 0.0)
-                a, b = tc / safe_t, ts / safe_t
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    la = np.where(a > 0, a**g * np.log(np.where(a > 0, a, 1.0)), 0.0)
-                    lb = np.where(b > 0, b**g * np.log(np.where(b > 0, b, 1.0)), 0.0)
-                # a^g + b^g = 1 at T (T is the γ-norm), so d ln T / dγ = (a^g ln a + b^g ln b) / γ.
-                d_g = t * (la + lb) / g
-                d_coef = np.hstack([X[:, :nc] * d_tc[:, None], X[:, nc:] * d_ts[:, None]])
-            else:
-                d_coef = X * (tc > 0)[:, None]
-                d_g = np.zeros(n)
+            d_coef, d_g = gradient(X, coef, g, nc)
             rows = [(sqrt_w / scale)[:, None] * np.column_stack([d_coef[:, free], d_g])]
             if comm_rows.any():
                 k = (self.comm_weight * sqrt_w / scale)[comm_rows][:, None]

@@ -3,14 +3,18 @@
 - `amdahl`: t0 + c·W. Per-step overhead plus compute; communication is ignored (the naive view).
 - `ernest`: θ0 + θ1·W + θ2·log N + θ3·N (Venkataraman et al., NSDI'16), W = per-GPU compute in
   place of Ernest's input/machines; non-negative.
-- `topology`: the model of DESIGN.md §5. Compute (overhead, FLOPs at peak, micro-batches, host
-  contention) overlapped with communication on the bottleneck link: a per-step sync overhead, bus
+- `topology`: the model of DESIGN.md §5. Compute (overhead, FLOPs at peak, host contention) overlapped with communication on the bottleneck link: a per-step sync overhead, bus
   volume over declared bandwidth, and latency hops, with separate coefficients for one node and
   across nodes (the bottleneck link changes), inter-node hops of NCCL's tree (2·log2 N).
 - `topology-ring`: the same with ring hops 2(N-1) across nodes (NCCL's ring algorithm).
 
 On the Pollux traces (benchmarks/accuracy.py) the tree hops extrapolate 16 -> 64 GPUs best; the two
 cannot be told apart within 16 GPUs, so both stay available (`--model`).
+
+Gradient accumulation needs no term of its own: W counts the FLOPs of every micro-batch and the
+communication terms are once per step. (A per-micro-batch overhead was tried and dropped: under a
+fixed global batch the micro-batch count is proportional to 1/N, like W, so no calibration can
+separate the two, and the arbitrary split changed predictions once the count bottoms out at 1.)
 
 When no measured run crossed nodes, the inter-node coefficients cannot be fitted: the sync
 overhead is shared by both links and the inter-node bandwidth and latency terms are held at the
@@ -110,9 +114,6 @@ def _topology(inter_hops: str):
         cols = [Column("overhead", "s", "fixed time per step"),
                 Column("compute", _compute_unit(w), "per-GPU FLOPs per step at peak")]
         arrays = [np.ones_like(gpus), F.compute_seconds(w, gpus, batch)]
-        if w.batch.micro_samples is not None:
-            cols.append(Column("micro_batch", "s per micro-batch", "overhead per gradient-accumulation micro-batch"))
-            arrays.append(F.micro_batches(w, gpus, batch))
         cols.append(Column("contention", "s per extra GPU on a node", "host CPU/PCIe sharing: GPUs per node - 1"))
         arrays.append(F.gpus_per_node_used(gpus, nodes) - 1)
         n_compute = len(cols)

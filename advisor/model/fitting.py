@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from advisor.model.estimator import OverlapRegressor, combine
+from advisor.model.estimator import OverlapRegressor
 from advisor.model.families import Coverage, Design, Family
 
 if TYPE_CHECKING:
@@ -53,14 +53,6 @@ class FittedFamily:
 
     def predict(self, gpus, nodes, batch) -> np.ndarray:
         return self.estimator.predict(self.design(gpus, nodes, batch).X)
-
-    def predict_many(self, X: np.ndarray, coefs: np.ndarray, gammas: np.ndarray) -> np.ndarray:
-        """Step seconds for every (row, coefficient set): shape (rows, len(coefs)). Vectorised."""
-        nc = self.estimator._split(X.shape[1])
-        tc = X[:, :nc] @ coefs[:, :nc].T
-        if nc == X.shape[1]:
-            return np.maximum(tc, 0.0)
-        return combine(tc, X[:, nc:] @ coefs[:, nc:].T, gammas[None, :])
 
 
 def fit_family(family: Family, workload: "Workload", data: FitData, probes: list, coverage: Coverage,

@@ -3,7 +3,7 @@
 With a workload: one recommendation from its calibration (checked-in, or --calibration /
 --measurements). Without: one per workload in workloads/ that has calibration data, and a line
 for each that has none (no guessing). Table and why on stdout; --json one document (DESIGN.md §4);
---plot a PNG of cost against time.
+--plot a PNG of cost against time; the model's warnings on stderr (and in the JSON).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import CalibrationOpt, JsonOpt, MeasurementsOpt, OptionalWorkloadArg, PlotOpt
+from advisor.cli.output import console, warn
 from advisor.errors import InputError
 
 BudgetOpt = Annotated[Optional[float], typer.Option("--budget", help="USD: the fastest plan that costs at most this.", show_default=False)]
@@ -60,18 +61,17 @@ def recommend(
         model = build_step_time_model(w, path, calibration, measurements)
         recs.append(recommend_plan(w, model, budget=budget, deadline=deadline, tier=tier, confidence=confidence))
     if plot is not None and recs:
-        from rich.console import Console
-
         from advisor.frontier_plot import plot_frontier
 
         plot_frontier(recs, plot)
-        Console(stderr=True).print(f"wrote {plot}")
+        print(f"wrote {plot}", file=sys.stderr)
     elif plot is not None:
         print("no plot written: no workload has calibration data", file=sys.stderr)
     if as_json:
         print(json.dumps(_document(recs, missing), indent=2))
-        return
-    _print(recs, missing)
+    else:
+        _print(recs, missing)
+    warn([f"{rec.workload}: {line}" for rec in recs for line in rec.warnings])
 
 
 def _workloads(workload: Optional[Path]):
@@ -113,17 +113,13 @@ def _no_data(path, w) -> str:
 
 
 def _print(recs, missing) -> None:
-    from rich.console import Console
-
-    console = Console(width=None if sys.stdout.isatty() else 160, highlight=False, markup=False)
+    out = console()
     for rec in recs:
-        console.print(_table(rec))
-        console.print(rec.message)
+        out.print(_table(rec))
+        out.print(rec.message, markup=False, highlight=False, soft_wrap=True)
         for line in rec.why:
-            console.print(f"  - {line}", soft_wrap=True)
-        for line in rec.warnings:
-            console.print(f"  ! model: {line}", soft_wrap=True)
-        console.print()
+            out.print(f"  - {line}", markup=False, highlight=False, soft_wrap=True)
+        out.print()
     for path, w in missing:
         print(_no_data(path, w))
 

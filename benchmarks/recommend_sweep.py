@@ -8,7 +8,8 @@ Target (issue: cost and recommendation): under 0.2 s for 65,536 counts x 3 tiers
    (196,608 plans), --budget and --deadline set. Step times come from an explicit function
    (T = 0.05 + 40/N s, ±10% interval) so that this times the recommendation arithmetic alone.
 2. End to end with the fitted scaling model (advisor.predict) on real measurements: the Pollux
-   OSDI'21 imagenet traces (../shared/data/pollux-osdi21, read in place; skipped when absent),
+   OSDI'21 imagenet placements (../shared/data/pollux-osdi21, every batch size, read in place
+   by benchmarks/accuracy.py; skipped when absent),
    fit excluded, the model's step_time over every count included; once with every count to
    65,536 and once with 4-GPU nodes (powers of two, then whole nodes: 16,386 counts).
 
@@ -17,9 +18,7 @@ Prints medians over repeats; these machines are noisy.
 
 from __future__ import annotations
 
-import csv
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -69,7 +68,7 @@ def report(label: str, median: float, rec, repeats: int, target: bool) -> None:
 
 
 def pollux_model():
-    """(workload, fitted model) from the Pollux imagenet traces at local batch 81, or None."""
+    """(workload, fitted model) from the Pollux imagenet placements trace, or None without the data."""
     if not POLLUX.is_file():
         return None
     from advisor.predict import build_model
@@ -88,15 +87,9 @@ def pollux_model():
             {"name": "reserved", "usd_per_gpu_hour": 0.62, "min_hours": 24},
         ],
     }, "<pollux imagenet>")
-    rows = [r for r in csv.DictReader(POLLUX.open()) if r["local_bsz"] == "81"]
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "m.csv"
-        lines = ["gpus,nodes,step_seconds,global_batch"]
-        for r in rows:
-            gpus = sum(int(ch) for ch in r["placement"])
-            lines.append(f"{gpus},{len(r['placement'])},{r['step_time']},{81 * gpus}")
-        path.write_text("\n".join(lines) + "\n")
-        return w, build_model(w, measurements=path)
+    from accuracy import pollux_measurements  # benchmarks/accuracy.py: the traces as measured runs
+
+    return w, build_model(w, measurements=pollux_measurements(POLLUX.parent))
 
 
 def main(repeats: int = 15) -> dict:

@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from conftest import ROOT, SHARED_DATA, WORKLOADS, run_cli
+from conftest import ROOT, WORKLOADS, run_cli
+from pollux_inputs import write_imagenet_inputs
 
 
 @pytest.fixture
@@ -104,29 +105,10 @@ def test_llm7b_bar_through_the_cli(args):
     check_bar(recommend_json(*args), args)
 
 
-POLLUX_IMAGENET = SHARED_DATA / "pollux-osdi21" / "imagenet" / "placements.csv"
-
-# ResNet-50 on ImageNet as in the Pollux testbed (4 x T4 per node, 50 Gbit/s), local batch 81,
-# 90 epochs; prices are test inputs in the range of T4 cloud list prices.
-POLLUX_SPEC = """
-name = "pollux-imagenet"
-[model]
-params = "25.6M"
-flops_per_sample = 1.23e10
-precision = "fp32"
-[batch]
-policy = "fixed-per-gpu"
-per_gpu_samples = 81
-[parallelism]
-strategy = "ddp"
-[cluster]
-gpu = "T4"
-gpus_per_node = 4
-max_gpus = 64
-inter_node_bandwidth = "50 Gbit/s"
-[job]
-samples = "115.3M"
-[[tiers]]
+# ResNet-50 for 90 epochs of ImageNet at 81 images per GPU; prices are test inputs in the range of
+# T4 cloud list prices.
+POLLUX_JOB = 'samples = "115.3M"'
+POLLUX_TIERS = """[[tiers]]
 name = "on-demand"
 usd_per_gpu_hour = 0.98
 [[tiers]]
@@ -144,21 +126,8 @@ min_hours = 24
 
 @pytest.fixture
 def pollux_imagenet(tmp_path):
-    """A spec and a measurement CSV of real step times: the Pollux OSDI'21 imagenet placements
-    with local batch 81 (1-16 GPUs on 1-4 nodes), read from ../shared/data, never copied in."""
-    import csv
-
-    if not POLLUX_IMAGENET.is_file():
-        pytest.skip("../shared/data/pollux-osdi21 is not here")
-    rows = [r for r in csv.DictReader(POLLUX_IMAGENET.open()) if r["local_bsz"] == "81"]
-    lines = ["# Pollux OSDI'21 traces (petuum/adaptdl osdi21-artifact), imagenet/placements.csv, local_bsz 81",
-             "gpus,nodes,step_seconds,global_batch"]
-    for r in rows:
-        gpus = sum(int(ch) for ch in r["placement"])
-        lines.append(f"{gpus},{len(r['placement'])},{r['step_time']},{81 * gpus}")
-    (tmp_path / "m.csv").write_text("\n".join(lines) + "\n")
-    (tmp_path / "w.toml").write_text(POLLUX_SPEC)
-    return tmp_path / "w.toml", tmp_path / "m.csv"
+    """Real step times (Pollux imagenet, 81 images per GPU, 1-16 GPUs on 1-4 nodes), three tiers."""
+    return write_imagenet_inputs(tmp_path, 81, POLLUX_JOB, POLLUX_TIERS)
 
 
 @pytest.mark.parametrize("limits", [["--budget", "100"], ["--deadline", "10"], ["--budget", "100", "--deadline", "30"]])

@@ -15,6 +15,7 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import CalibrationOpt, GpusOpt, JsonOpt, MeasurementsOpt, ModelOpt, PlotOpt, WorkloadArg
+from advisor.cli.output import console as _console, warn as _warn
 
 
 def _model(workload, calibration, measurements, family):
@@ -26,18 +27,6 @@ def _model(workload, calibration, measurements, family):
         raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", family)
     w = load_workload(workload)
     return build_model(w, calibration=calibration, measurements=measurements, family=family)
-
-
-def _warn(lines: list[str]) -> None:
-    for line in dict.fromkeys(lines):
-        print(f"warning: {line}", file=sys.stderr)
-
-
-def _console():
-    """rich Console for tables; wide when piped (rich would wrap at 80 columns and truncate cells)."""
-    from rich.console import Console
-
-    return Console() if sys.stdout.isatty() else Console(width=200)
 
 
 def _pct(x: Optional[float]) -> str:

@@ -152,8 +152,15 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
     if "step_seconds" not in header and "throughput" not in header:
         raise InputError.at(file, f"line {header_no}", "needs a 'step_seconds' or a 'throughput' column")
     runs = []
+    seen: dict[tuple, int] = {}
     for lineno, line in lines[1:]:
         cells = [c.strip() for c in next(csv.reader([line]))]
+        # Rows of one placement with different values are repeated measurements (Pollux traces
+        # hold many); a row identical in every cell is a copy-paste slip that would double-count.
+        if tuple(cells) in seen:
+            raise InputError.at(file, f"line {lineno}", f"repeats line {seen[tuple(cells)]} exactly; remove the copy "
+                                "(rows of one placement with different values count as repeated measurements)")
+        seen[tuple(cells)] = lineno
         if len(cells) != len(header):
             raise InputError.at(file, f"line {lineno}", f"expected {len(header)} fields like the header", len(cells))
         row = dict(zip(header, cells))

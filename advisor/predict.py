@@ -123,6 +123,11 @@ class ScalingModel:
                  n_bootstrap: int = 40, seed: int = 0):
         if family not in FAMILY_CHOICES:
             raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", family)
+        counts = sorted({int(g) for g in measurements.gpus})
+        if len(counts) < 2:
+            raise InputError.at(measurements.source or "<measurements>", "runs",
+                                "measure at least 2 GPU counts to fit a scaling curve; 3+ across 2+ nodes to extrapolate "
+                                "across nodes", counts)
         from threadpoolctl import threadpool_limits
 
         # Hundreds of small least-squares problems: multi-threaded BLAS only adds contention

@@ -152,8 +152,15 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
     if "step_seconds" not in header and "throughput" not in header:
         raise InputError.at(file, f"line {header_no}", "needs a 'step_seconds' or a 'throughput' column")
     runs = []
+    seen: dict[tuple, int] = {}
     for lineno, line in lines[1:]:
         cells = [c.strip() for c in next(csv.reader([line]))]
+        # Rows of one placement with different values are repeated measurements (Pollux traces
+        # hold many); a row identical in every cell is a copy-paste slip that would double-count.
+        if tuple(cells) in seen:
+            raise InputError.at(file, f"line {lineno}", f"repeats line {seen[tuple(cells)]} exactly; remove the copy "
+                                "(rows of one placement with different values count as repeated measurements)")
+        seen[tuple(cells)] = lineno
         if len(cells) != len(header):
             raise InputError.at(file, f"line {lineno}", f"expected {len(header)} fields like the header", len(cells))
         row = dict(zip(header, cells))
@@ -162,6 +169,9 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
                  else int(workload.nodes(gpus)))
         if nodes > gpus:
             raise InputError.at(file, f"line {lineno}.nodes", f"more nodes than GPUs ({gpus})", nodes)
+        if -(-gpus // nodes) > workload.cluster.gpus_per_node:
+            raise InputError.at(file, f"line {lineno}.nodes", f"{gpus} GPUs on {nodes} node(s) exceed cluster.gpus_per_node "
+                                f"({workload.cluster.gpus_per_node})", nodes)
         batch = (_number(row["global_batch"], file, f"line {lineno}.global_batch") if row.get("global_batch")
                  else float(workload.global_batch(gpus)))
         if row.get("step_seconds"):

@@ -33,9 +33,9 @@ import numpy as np
 from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration, read_measurements_csv
 from advisor.model.families import FAMILIES
-from advisor.model.fitting import FitData, coverage_of, fit_family
+from advisor.model.fitting import FitData, coverage_of, fit_family, naive_step
 from advisor.model.estimator import gradient
-from advisor.model.intervals import NoiseModel, bootstrap, delta_spread, interval
+from advisor.model.intervals import ALTERNATIVE_MARGIN, NoiseModel, bootstrap, delta_spread, interval
 from advisor.model.selection import CrossValidation, leave_one_count_out, widening_per_doubling
 
 if TYPE_CHECKING:
@@ -123,6 +123,11 @@ class ScalingModel:
                  n_bootstrap: int = 40, seed: int = 0):
         if family not in FAMILY_CHOICES:
             raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", family)
+        counts = sorted({int(g) for g in measurements.gpus})
+        if len(counts) < 2:
+            raise InputError.at(measurements.source or "<measurements>", "runs",
+                                "measure at least 2 GPU counts to fit a scaling curve; 3+ across 2+ nodes to extrapolate "
+                                "across nodes", counts)
         from threadpoolctl import threadpool_limits
 
         # Hundreds of small least-squares problems: multi-threaded BLAS only adds contention
@@ -154,6 +159,9 @@ class ScalingModel:
         self.family = chosen
         self.fitted = full[chosen]
         self.requested_family = family
+        best = self.cv[chosen].mape
+        self.alternatives = [full[n] for n in scored if n != chosen and best is not None
+                             and self.cv[n].mape <= ALTERNATIVE_MARGIN * best]
 
         cv = self.cv[chosen]
         residuals = cv.log_residuals  # empty without CV: the prior noise carries the interval
@@ -168,8 +176,6 @@ class ScalingModel:
         self.baseline_nodes = int(self.data.nodes[base_rows].min())
         self.max_gpus_measured = int(self.data.gpus.max())
         self.max_nodes_measured = int(self.data.nodes.max())
-        # Naive linear guess: the measured per-GPU throughput at the baseline, held constant.
-        self.naive_per_gpu = float(np.median(self.data.batch[base_rows] / self.data.step[base_rows]) / self.baseline_gpus)
         self.fit_warnings = self._fit_warnings()
 
     # ---- predictions -------------------------------------------------------------------------
@@ -192,17 +198,23 @@ class ScalingModel:
         median = est.predict(d.X)
         spread = delta_spread(*gradient(d.X, est.coef_, est.gamma_, d.n_compute), median, self.boot)
         distance = np.maximum(gpus / self.max_gpus_measured, nodes / self.max_nodes_measured)
-        low, high = interval(median, spread, self.noise, distance)
+        alternatives = tuple(a.predict(gpus, nodes, batch) for a in self.alternatives)
+        low, high = interval(median, spread, self.noise, distance, alternatives)
         return median, low, high
 
     def predict(self, gpus, nodes=None, global_batch=None) -> Prediction:
+        """Step time, throughput (samples/s), speedup and efficiency vs `baseline_gpus`, MFU, naive guess.
+
+        The baseline runs the workload's batch policy, or, when `global_batch` is given, each row's
+        per-GPU batch (so speedup compares like with like when rows differ in batch).
+        """
         gpus, nodes, batch = self._placements(gpus, nodes, global_batch)
         t, lo, hi = self.step_time(gpus, nodes, batch)
-        base_batch = float(self.workload.global_batch(self.baseline_gpus)) if global_batch is None else float(batch[0])
-        t_base, _, _ = self.step_time([self.baseline_gpus], [self.baseline_nodes], [base_batch])
+        base = np.full_like(gpus, float(self.baseline_gpus))
+        base_batch = self.workload.global_batch(base) if global_batch is None else batch / gpus * base
+        t_base, _, _ = self.step_time(base, np.full_like(gpus, float(self.baseline_nodes)), base_batch)
         thr = batch / t
-        base_thr = base_batch / float(t_base[0])
-        speedup = thr / base_thr
+        speedup = thr / (base_batch / t_base)
         peak = self.workload.peak_flops
         mfu = None
         if peak:
@@ -210,7 +222,7 @@ class ScalingModel:
 
             mfu = flops_per_gpu(self.workload, gpus, batch) / t / peak
         return Prediction(gpus, nodes, batch, t, lo, hi, thr, batch / hi, batch / lo, speedup,
-                          speedup * self.baseline_gpus / gpus, mfu, self.naive_per_gpu * gpus,
+                          speedup * self.baseline_gpus / gpus, mfu, batch / naive_step(self.data, gpus, batch),
                           self.fit_warnings + self.extrapolation_warnings(gpus, nodes))
 
     # ---- evidence ----------------------------------------------------------------------------
@@ -267,16 +279,17 @@ class ScalingModel:
         return out
 
     def _naive_cv(self) -> Optional[float]:
-        """Leave-one-count-out error of the naive linear guess (per-GPU throughput of the smallest count)."""
+        """Leave-one-count-out error of the naive linear guess (per-GPU throughput of the largest other count)."""
         d = self.data
         counts = np.unique(d.gpus)
         if counts.size < 3:
             return None
-        base = d.gpus == counts[0]
-        per_gpu = np.median(d.batch[base] / d.step[base]) / counts[0]
-        held = d.gpus != counts[0]
-        pred = d.batch[held] / (per_gpu * d.gpus[held])
-        return float(np.mean(np.abs(pred - d.step[held]) / d.step[held]) * 100)
+        errors = []
+        for held in counts[1:]:
+            test = d.gpus == held
+            pred = naive_step(d.take(~test), d.gpus[test], d.batch[test])
+            errors.append(np.abs(pred - d.step[test]) / d.step[test])
+        return float(np.mean(np.concatenate(errors)) * 100)
 
     def residuals(self) -> list[dict]:
         """In-sample fit per measured run: measured and fitted median step seconds."""
@@ -303,6 +316,7 @@ class ScalingModel:
             "naive_linear_cv_mape": self.naive_cv_mape,
             "coefficients": coefficients,
             "interval": {"level": 0.9, "bootstrap": int(len(self.boot.coefs)), "residuals": self.noise.n_residuals,
+                         "alternatives": [a.family.name for a in self.alternatives],
                          "widening_per_doubling": self.noise.kappa, "widening_measured": self.noise.kappa_measured},
             "measured": {"runs": len(self.measurements.runs), "steps": self.measurements.n_steps,
                          "gpus": sorted({int(g) for g in self.data.gpus}), "max_nodes": self.max_nodes_measured,
@@ -335,7 +349,7 @@ def backtest(workload: "Workload", measurements: Measurements, fit_max_gpus: int
     points = [{"gpus": int(g), "nodes": int(n), "global_batch": float(b), "measured": float(m), "predicted": float(p),
                "error": float((p - m) / m), "low": float(lo_), "high": float(hi_), "inside": bool(i)}
               for g, n, b, m, p, lo_, hi_, i in zip(test.gpus, test.nodes, test.global_batch, measured, pred, lo, hi, inside)]
-    naive = test.global_batch / (model.naive_per_gpu * test.gpus)
+    naive = naive_step(model.data, test.gpus, test.global_batch)
     return {
         "workload": workload.name,
         "fit_max_gpus": int(fit_max_gpus),

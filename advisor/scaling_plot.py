@@ -1,8 +1,8 @@
 """The scaling plot: measured points, fitted curve with its 90% band, ideal linear, node boundary.
 
 Left: throughput (samples/s) against GPUs on log-log axes: the model's median and 90% band, the
-measured runs, the ideal line (linear from the baseline) and the naive guess (measured per-GPU
-throughput held constant), a dotted line where jobs leave one node and a dashed one at the
+measured runs, the ideal line (linear from the baseline) and the naive guess (per-GPU
+throughput of the largest measured count held constant), a dotted line where jobs leave one node and a dashed one at the
 largest measured count. Right: scaling efficiency and, where the peak is known, MFU. matplotlib
 is imported lazily with the Agg backend (no display needed); the PNG is written atomically.
 """
@@ -47,11 +47,14 @@ def plot_scaling(model: "ScalingModel", requested: "Prediction", path: str | Pat
         a.set_xscale("log", base=2)
         a.set_xlabel("GPUs")
         a.grid(alpha=0.3)
-    ax.text(w.cluster.gpus_per_node, ax.get_ylim()[0], " node boundary", rotation=90, va="bottom", fontsize=8)
+    ax.text(w.cluster.gpus_per_node, 0.98, f" {w.cluster.gpus_per_node} GPUs: one node full", rotation=90, va="top",
+            fontsize=8, transform=ax.get_xaxis_transform())
+    ax.text(model.max_gpus_measured, 0.02, " largest measured", rotation=90, va="bottom", fontsize=8, color="C3",
+            transform=ax.get_xaxis_transform())
     ax.set_yscale("log")
     ax.set_ylabel("throughput (samples/s)")
     ax.set_title(f"{w.name}: throughput")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
 
     ax2.plot(grid, curve.efficiency, label=f"efficiency vs {model.baseline_gpus} GPU(s)")
     if curve.mfu is not None:

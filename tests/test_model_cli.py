@@ -2,55 +2,19 @@
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
 
-from conftest import SHARED_DATA, WORKLOADS, run_cli
+from conftest import WORKLOADS, run_cli
+from pollux_inputs import POLLUX, write_imagenet_inputs
 
-POLLUX = SHARED_DATA / "pollux-osdi21"
 needs_pollux = pytest.mark.skipif(not POLLUX.is_dir(), reason="Pollux traces (../shared/data) not present")
-
-SPEC = """name = "pollux-imagenet"
-[model]
-params = "25.6M"
-flops_per_sample = 1.23e10
-precision = "fp32"
-[batch]
-policy = "fixed-per-gpu"
-per_gpu_samples = 20
-[parallelism]
-strategy = "ddp"
-[cluster]
-gpu = "T4"
-gpus_per_node = 4
-max_gpus = 64
-inter_node_bandwidth = "50 Gbit/s"
-[job]
-steps = 1000
-[[tiers]]
-name = "on-demand"
-usd_per_gpu_hour = 1.0
-"""
-
 
 @pytest.fixture
 def pollux_csv(tmp_path):
     """ResNet-50 rows at 20 images per GPU from the Pollux placements trace, as a measurement CSV."""
-    if not POLLUX.is_dir():
-        pytest.skip("Pollux traces (../shared/data) not present")
-    out = tmp_path / "imagenet.csv"
-    with (POLLUX / "imagenet" / "placements.csv").open() as f, out.open("w") as g:
-        g.write("# Pollux (OSDI'21) trace, petuum/adaptdl osdi21-artifact simulator/traces/imagenet\n")
-        g.write("gpus,nodes,step_seconds,global_batch,comm_seconds\n")
-        for r in csv.DictReader(f):
-            if r["local_bsz"] == "20":
-                n = sum(int(c) for c in r["placement"])
-                g.write(f"{n},{len(r['placement'])},{r['step_time']},{20 * n},{r['sync_time']}\n")
-    spec = tmp_path / "pollux-imagenet.toml"
-    spec.write_text(SPEC)
-    return spec, out
+    return write_imagenet_inputs(tmp_path, 20)
 
 
 def test_predict_json_has_the_contract_fields(pollux_csv):
@@ -168,3 +132,12 @@ def test_predict_llm7b_from_its_checked_in_calibration():
                           "throughput_low", "throughput_high", "mfu"}
         assert 0 < p["mfu"] < 1  # H100 bf16 peak is in the catalog
         assert p["efficiency"] <= 1.0 + 1e-9
+
+
+def test_fit_table_shows_families_coefficients_and_warnings(pollux_csv):
+    spec, data = pollux_csv
+    r = run_cli("fit", spec, "--measurements", data)
+    assert r.returncode == 0, r.stderr
+    for text in ("leave-one-count-out CV", "✔", "naive linear", "inter_bandwidth", "x declared", "overlap γ", "residuals"):
+        assert text in r.stdout
+    assert "warning" not in r.stdout

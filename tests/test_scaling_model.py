@@ -123,9 +123,58 @@ def test_real_traces_cv_prefers_physics_over_the_naive_guess():
 
 
 @needs_pollux
-def test_backtest_on_real_traces_beats_naive_linear():
-    result = backtest(pollux_workload(), pollux_runs("cifar10"), fit_max_gpus=8, n_bootstrap=10)
+def test_backtest_on_real_traces_reports_errors_and_the_naive_guess():
+    runs = pollux_runs("cifar10")
+    result = backtest(pollux_workload(), runs, fit_max_gpus=8, n_bootstrap=10)
     assert {p["gpus"] for p in result["points"]} == set(range(9, 17))
     errors = np.array([p["error"] for p in result["points"]])
     assert result["mape"] == pytest.approx(np.mean(np.abs(errors)) * 100)
-    assert result["mape"] < result["naive_linear_mape"]
+    inside = [p["low"] <= p["measured"] <= p["high"] for p in result["points"]]
+    assert result["coverage"] == pytest.approx(100 * np.mean(inside))
+    # Naive: per-GPU throughput of the 8-GPU runs with the same per-GPU batch, held at every count.
+    per_gpu = {}
+    for r in runs.runs:
+        if r.gpus == 8:
+            per_gpu.setdefault(r.global_batch / 8, []).append(r.global_batch / (8 * r.median_step))
+    naive = [abs(r.global_batch / (np.median(per_gpu[r.global_batch / r.gpus]) * r.gpus) - r.median_step) / r.median_step
+             for r in runs.runs if r.gpus > 8]
+    assert result["naive_linear_mape"] == pytest.approx(np.mean(naive) * 100)
+
+
+@needs_pollux
+def test_speedup_compares_like_per_gpu_batch_with_like():
+    model = ScalingModel(pollux_workload(), pollux_runs("imagenet"), n_bootstrap=0)
+    gpus = np.array([1.0, 1.0, 16.0])
+    batch = np.array([20.0, 200.0, 16 * 200.0])
+    p = model.predict(gpus, np.array([1.0, 1.0, 4.0]), batch)
+    assert p.speedup[:2] == pytest.approx([1.0, 1.0])  # the baseline at its own per-GPU batch
+    t1 = model.step_time([1.0], [1.0], [200.0])[0][0]
+    assert p.speedup[2] == pytest.approx((batch[2] / p.step_seconds[2]) / (200.0 / t1))
+    assert p.efficiency[2] == pytest.approx(p.speedup[2] / 16)
+
+
+def test_weak_scaling_fit_on_two_counts_stays_physical_below_the_data():
+    """torchtitan's Llama-3.1-8B FSDP at 8 and 128 GPUs (weak scaling, 2 samples per GPU).
+
+    Independent expectation: per-GPU work is fixed, and FSDP traffic at the declared 450 GB/s
+    NVLink is ~0.09 s of the measured 2.84 s step, so fewer GPUs cannot make a step much
+    faster. Without priors the fit let an unidentified term (host contention) explain the whole
+    step and predicted 0.55 s at 2 GPUs; the torchtitan page quotes 33-39% MFU for these runs.
+    """
+    import numpy as np
+
+    from advisor.predict import build_model
+    from advisor.spec import load_workload
+    from conftest import ROOT
+
+    w = load_workload(ROOT / "workloads" / "llm7b.toml")
+    model = build_model(w, calibration=ROOT / "calibrations" / "llm7b_published_torchtitan.toml")
+    median, low, high = model.step_time(np.array([1, 2, 4, 8]), np.array([1, 1, 1, 1]))
+    measured_8 = 2.0 * 8192 / 5762  # local batch 2 x seq 8192 / tokens per second per GPU
+    assert median[3] == pytest.approx(measured_8, rel=0.02)
+    assert (median[:3] >= 0.85 * measured_8).all(), median
+    # MFU implied by the fitted compute coefficient lies in the published 33-39% band (+-5 points).
+    peak = w.peak_flops
+    flops_per_gpu_step = w.model.training_flops_per_sample * 2
+    mfu_8 = flops_per_gpu_step / (median[3] * peak)
+    assert 0.28 <= mfu_8 <= 0.44

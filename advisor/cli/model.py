@@ -15,6 +15,7 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import CalibrationOpt, GpusOpt, JsonOpt, MeasurementsOpt, ModelOpt, PlotOpt, WorkloadArg
+from advisor.cli.output import console as _console, warn as _warn
 
 
 def _model(workload, calibration, measurements, family):
@@ -26,18 +27,6 @@ def _model(workload, calibration, measurements, family):
         raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", family)
     w = load_workload(workload)
     return build_model(w, calibration=calibration, measurements=measurements, family=family)
-
-
-def _warn(lines: list[str]) -> None:
-    for line in dict.fromkeys(lines):
-        print(f"warning: {line}", file=sys.stderr)
-
-
-def _console():
-    """rich Console for tables; wide when piped (rich would wrap at 80 columns and truncate cells)."""
-    from rich.console import Console
-
-    return Console() if sys.stdout.isatty() else Console(width=200)
 
 
 def _pct(x: Optional[float]) -> str:
@@ -66,17 +55,23 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
         t.add_column(col)
     for f in desc["families"]:
         t.add_row(("✔ " if f["name"] == m.family else "  ") + f["name"], _pct(f["cv_mape"]), f["summary"])
-    t.add_row("  naive linear", _pct(desc["naive_linear_cv_mape"]), "per-GPU throughput of the smallest count, held")
+    t.add_row("  naive linear", _pct(desc["naive_linear_cv_mape"]), "per-GPU throughput of the largest count, held")
     con.print(t)
     c = Table(title=f"coefficients of '{m.family}' (90% bootstrap range)")
     for col in ("term", "value", "90% range", "unit"):
         c.add_column(col, no_wrap=col != "unit")
     for k in desc["coefficients"]:
-        rng = "fixed: declared speed" if k["fixed"] else f"{k['low']:.3g} – {k['high']:.3g}"
+        rng = ("fixed: declared speed" if k["fixed"] else
+               "- (nothing to resample)" if k["low"] == k["high"] else f"{k['low']:.3g} – {k['high']:.3g}")
         c.add_row(k["name"], f"{k['value']:.4g}", rng, k["unit"])
     if "overlap_gamma" in desc:
         c.add_row("overlap γ", f"{desc['overlap_gamma']:.3g}", "", "1 none … 10 full")
     con.print(c)
+    iv = desc["interval"]
+    widening = f"{iv['widening_per_doubling']:.0%} per doubling past the data ({'measured by forward CV' if iv['widening_measured'] else 'assumed'})"
+    alts = f"; plus disagreement of {', '.join(iv['alternatives'])} (CV cannot tell them apart)" if iv["alternatives"] else ""
+    con.print(f"90% intervals: {iv['bootstrap']} bootstrap refits (runs and steps), {iv['residuals']} out-of-sample residuals, "
+              f"widening {widening}{alts}")
     r = Table(title="residuals (in-sample, median step per run)")
     for col in ("GPUs", "nodes", "batch", "measured s", "fitted s", "error"):
         r.add_column(col, justify="right")

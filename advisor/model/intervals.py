@@ -9,6 +9,10 @@ Two independent sources of error, combined in log space (errors are multiplicati
   assumed 5% prior noise, PRIOR_NOISE), scaled by
   1 + κ·log2(distance past the data), distance = max(N / largest count, nodes / largest node count).
 
+- structure: families whose cross-validation error is within ALTERNATIVE_MARGIN of the chosen
+  one's fit the measured range equally well; where they disagree (typically past the data: tree
+  vs ring hops across nodes) the disagreement is added to the interval.
+
 The fit's spread enters by the delta method (gradient of log T times the bootstrap covariance of
 the coefficients and γ), which keeps sweeps over 65,536 counts fast. Half-widths add in
 quadrature (independent errors). Coverage is measured, not assumed:
@@ -35,6 +39,9 @@ MIN_EMPIRICAL = 20
 #: says when it dominates.
 PRIOR_NOISE = 0.05
 PRIOR_WEIGHT = 5
+
+#: Families whose CV error is within this factor of the best are "indistinguishable" (intervals).
+ALTERNATIVE_MARGIN = 1.1
 
 class Resampler:
     """Stratified bootstrap resamples of runs and steps, as run medians (vectorised)."""
@@ -135,12 +142,18 @@ def delta_spread(d_coef: np.ndarray, d_gamma: np.ndarray, median: np.ndarray, bo
     return np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", grad, cov, grad), 0.0))
 
 
-def interval(median: np.ndarray, spread: np.ndarray, noise: NoiseModel, distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) around `median`: fit spread (one sigma of log T) and the noise model, in quadrature."""
+def interval(median: np.ndarray, spread: np.ndarray, noise: NoiseModel, distance: np.ndarray,
+             alternatives: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) around `median`, in quadrature: fit spread (one sigma of log T), noise, and the
+    disagreement of `alternatives` (step times of families cross-validation could not tell apart)."""
     from scipy.stats import norm
 
     z = norm.ppf(1 - (1 - LEVEL) / 2)
     scale = 1.0 + noise.kappa * np.log2(np.maximum(distance, 1.0))
-    down = np.sqrt((z * spread) ** 2 + (noise.lower * scale) ** 2)
-    up = np.sqrt((z * spread) ** 2 + (noise.upper * scale) ** 2)
-    return median * np.exp(-down), median * np.exp(up)
+    down2 = (z * spread) ** 2 + (noise.lower * scale) ** 2
+    up2 = (z * spread) ** 2 + (noise.upper * scale) ** 2
+    for alt in alternatives:
+        d = np.log(np.maximum(alt, 1e-300) / np.maximum(median, 1e-300))
+        down2 = down2 + np.minimum(d, 0.0) ** 2
+        up2 = up2 + np.maximum(d, 0.0) ** 2
+    return median * np.exp(-np.sqrt(down2)), median * np.exp(np.sqrt(up2))

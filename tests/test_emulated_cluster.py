@@ -46,13 +46,13 @@ def test_a_slow_link_bends_scaling_at_the_node_boundary(result):
     capped, uncapped = result["speedup_2_to_4_capped"], result["speedup_2_to_4_uncapped"]
     assert capped < 1.3  # issue 6's bar
     # "clearly more": at least 30% more speedup from the same 2-rank baseline, and a real gain.
-    # Seen here: capped 0.84-0.89x, uncapped 1.29-1.57x (the machine shared with other work).
+    # Seen here: capped 0.84-0.96x, uncapped 1.29-1.68x (the machine shared with other work).
     assert uncapped > 1.3 * capped and uncapped > 1.15
 
 
 def test_node_aware_model_predicts_8_ranks_over_4_nodes(result):
     # Issue 6's bar is 15%; benchmarks/emulated_cluster.py prints the error against it (accuracy
-    # targets live in benchmarks). Seen here with --model topology: +13.0%, +13.3%, +16.7%.
+    # targets live in benchmarks). Seen here with --model topology: +5.6%, +13.0%, +13.3%, +16.7%.
     # This test guards the cross-node path end to end against gross breakage: within 25%.
     row = result["predicted_8@4"]["topology"]
     assert row["step_seconds"] is not None, row.get("error")

@@ -34,8 +34,7 @@ from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration, read_measurements_csv
 from advisor.model.families import FAMILIES
 from advisor.model.fitting import FitData, coverage_of, fit_family, naive_step
-from advisor.model.estimator import gradient
-from advisor.model.intervals import ALTERNATIVE_MARGIN, NoiseModel, bootstrap, delta_spread, interval
+from advisor.model.intervals import ALTERNATIVE_MARGIN, NoiseModel, bootstrap, bootstrap_spread, interval
 from advisor.model.selection import CrossValidation, leave_one_count_out, widening_per_doubling
 
 if TYPE_CHECKING:
@@ -205,7 +204,7 @@ class ScalingModel:
         d = self.fitted.design(gpus, nodes, batch)
         est = self.fitted.estimator
         median = est.predict(d.X)
-        spread = delta_spread(*gradient(d.X, est.coef_, est.gamma_, d.n_compute), median, self.boot)
+        spread = bootstrap_spread(d.X, d.n_compute, median, self.boot)
         distance = np.maximum(gpus / self.max_gpus_measured, nodes / self.max_nodes_measured)
         alternatives = tuple(a.predict(gpus, nodes, batch) for a in self.alternatives)
         low, high = interval(median, spread, self.noise, distance, alternatives)

@@ -20,7 +20,7 @@ from typing import Callable, Optional
 from advisor.calibrate.launcher import launch_local
 from advisor.calibrate.results import add_result, find_result_dirs, read_result_dir
 from advisor.calibration_data import Calibration, Provenance, calibrations_dir, load_calibration, now_utc, save_calibration
-from advisor.errors import InputError
+from advisor.errors import InputError, Problem
 from advisor.fileio import exclusive_lock
 from advisor.spec import Workload, load_workload
 
@@ -155,12 +155,22 @@ def calibrate(
                 continue
             event("start", f"N={n}: starting {n} rank{'s' if n > 1 else ''} ({device})")
             results = Path(tempfile.mkdtemp(prefix=f"advisor-calibrate-{w.name}-{n}-"))
-            result = launch_local(
-                workload_path.resolve(), n, device, steps, warmup, results, timeout,
-                on_progress=lambda text: event("progress", text),
-            )
-            cal = add_result(cal, w, result)
-            save_calibration(cal, out)
+            try:
+                result = launch_local(
+                    workload_path.resolve(), n, device, steps, warmup, results, timeout,
+                    on_progress=lambda text: event("progress", text),
+                )
+            except KeyboardInterrupt:
+                shutil.rmtree(results, ignore_errors=True)
+                raise
+            measured = add_result(cal, w, result)
+            try:
+                save_calibration(measured, out)
+            except InputError as exc:  # the old file is intact; keep this count's measurement too
+                keep = Problem(str(results), "", f"the N={n} measurement is kept here; when {out.parent} is "
+                               f"writable again add it with: advisor calibrate {workload_path} --collect {results} --out {out}")
+                raise InputError([*exc.problems, keep]) from None
+            cal = measured
             shutil.rmtree(results, ignore_errors=True)
             event("saved", f"N={n}: saved to {out}")
     return cal, out

@@ -21,8 +21,9 @@ line i on node i, all lines of one placement at the same time (node 0's first is
 others wait for it), placements one after another. Lines starting with `#` are comments. HOST
 is node 0's address, reachable from every node (`--rdzv-host`, default this host's name); node 0
 hosts the c10d rendezvous store on PORT (`is_host=1` on its line only). The workload file and
-DIR must be at the same path on every node (a shared file system, or copy them); gloo ranks pick their interface from GLOO_SOCKET_IFNAME (NCCL: NCCL_SOCKET_IFNAME) when
-set in the node's environment. Each run writes DIR/gpusN-nodesM/result.json (rank 0) and one
+DIR must be at the same path on every node (a shared file system, or copy them); gloo ranks pick
+their interface from GLOO_SOCKET_IFNAME (NCCL: NCCL_SOCKET_IFNAME) when set in the node's
+environment. Each run writes DIR/gpusN-nodesM/result.json (rank 0) and one
 rank<R>.json per rank; `--collect DIR` merges every finished run under DIR into the calibration
 file (default calibrations/NAME_DEVICE_DATE.toml).
 

@@ -61,6 +61,10 @@ def calibrate_command(
     from rich.console import Console
 
     err = Console(stderr=True)
+    if emit is not None and collect is not None:
+        from advisor.errors import InputError
+
+        raise InputError.at("--emit", "", "use --emit (print the commands) or --collect (merge their results), not both")
     command = shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
     if emit is not None:
         _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port)
@@ -150,5 +154,5 @@ def _summary(workload_path: Path, cal, path: Path, err) -> None:
             f"{r.efficiency:.0%}", "-" if r.exposed_comm is None else f"{r.exposed_comm:.0%}",
             "-" if r.busbw is None else f"{r.busbw:.3g}",
         )
-    Console(soft_wrap=True).print(table)
+    Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120).print(table)
     err.print(f"wrote {path}", highlight=False)

@@ -27,7 +27,7 @@ from advisor.spec import Workload, load_workload
 Placement = tuple[int, Optional[int]]  # (gpus, nodes or None: as the workload fills nodes)
 
 #: Note added to provenance of CPU calibrations.
-CPU_NOTE = "CPU processes with gloo stand in for GPUs; the proxy ran in fp32 on CPU"
+CPU_NOTE = "CPU processes with gloo stand in for GPUs, one OpenMP thread each; the proxy ran in fp32 on CPU"
 
 
 def parse_counts(text: str) -> list[Placement]:

@@ -103,13 +103,16 @@ def test_existing_file_is_not_overwritten_without_resume(tmp_path):
 def test_second_calibration_of_the_same_file_is_refused(tmp_path):
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
-    first = start_cli("calibrate", spec, "--gpus", "1", "--steps", "50", *CPU, "--out", out)
+    # Started as a shell starts a background job (SIGINT ignored): `kill -INT` must still stop it.
+    first = start_cli("calibrate", spec, "--gpus", "1", "--steps", "50", *CPU, "--out", out,
+                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     _rank_pid(first, 0)  # the lock is taken before any rank starts
     r = run_cli("calibrate", spec, "--gpus", "1", *CPU, "--out", out, "--resume")
     assert r.returncode == 2, r.stderr
     assert "another advisor process is writing this file" in r.stderr and "Traceback" not in r.stderr
     first.send_signal(signal.SIGINT)
-    first.communicate(timeout=60)
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 130 and "interrupted" in err
     assert_no_workers_left(first.pid)
 
 

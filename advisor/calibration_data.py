@@ -14,7 +14,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from advisor.errors import InputError, Problem
+from advisor.errors import InputError, Problem, dotted_path
 from advisor.fileio import atomic_write_text
 
 SCHEMA_VERSION = 1
@@ -99,13 +99,6 @@ def now_utc() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def _dotted(loc: tuple) -> str:
-    out = ""
-    for item in loc:
-        out += f"[{item}]" if isinstance(item, int) else ("." if out else "") + str(item)
-    return out
-
-
 def calibration_from_dict(data: dict, file: str | Path, workload: Optional[str] = None) -> Calibration:
     file = str(file)
     version = data.get("schema")
@@ -117,7 +110,7 @@ def calibration_from_dict(data: dict, file: str | Path, workload: Optional[str] 
         problems = []
         for e in exc.errors():
             msg = "required" if e["type"] == "missing" else ("unknown key" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, "))
-            problems.append(Problem(file, _dotted(tuple(e["loc"])), msg, e.get("input"), e["type"] != "missing"))
+            problems.append(Problem(file, dotted_path(tuple(e["loc"])), msg, e.get("input"), e["type"] != "missing"))
         raise InputError(problems) from None
     if workload is not None and cal.workload != workload:
         raise InputError.at(file, "workload", f"calibration is for another workload, not {workload!r}", cal.workload)

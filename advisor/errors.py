@@ -28,9 +28,25 @@ class Problem:
         return f"{where}{self.message}{got}"
 
 
+def dotted_path(loc: tuple) -> str:
+    """`('tiers', 1, 'name')` -> `tiers[1].name`; odd keys are quoted as in TOML (`model."a b"`)."""
+    import json
+    import re
+
+    out = ""
+    for item in loc:
+        if isinstance(item, int):
+            out += f"[{item}]"
+            continue
+        key = str(item)
+        key = key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+        out += ("." if out else "") + key
+    return out
+
+
 def _show(value: object) -> str:
     text = repr(value) if isinstance(value, str) else str(value)
-    text = text.replace("\n", " ")
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     return text if len(text) <= 80 else text[:77] + "..."
 
 

@@ -20,6 +20,11 @@ from advisor.errors import InputError
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Replace `path` with `text` atomically; the old file is untouched on any failure."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Replace `path` with `data` atomically (a PNG plot, a TOML file); the old file is untouched on any failure."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     try:
@@ -27,8 +32,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     except OSError as exc:
         raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

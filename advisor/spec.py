@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from advisor.catalog import find_gpu
-from advisor.errors import InputError, Problem
+from advisor.errors import InputError, Problem, dotted_path
 from advisor.units import parse_bandwidth, parse_count, parse_duration
 
 Count = Annotated[float, BeforeValidator(parse_count)]
@@ -261,16 +261,6 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
     return out
 
 
-def _dotted(loc: tuple) -> str:
-    parts: list[str] = []
-    for item in loc:
-        if isinstance(item, int):
-            parts.append(f"[{item}]")
-        else:
-            parts.append(("." if parts else "") + str(item))
-    return "".join(parts)
-
-
 def _model_at(loc: tuple) -> type[BaseModel] | None:
     """The pydantic model class that owns the key at `loc` (for 'did you mean')."""
     cls: type[BaseModel] | None = Workload
@@ -289,7 +279,7 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
 
 def _problem_for(error: dict, file: str) -> Problem:
     loc = tuple(error["loc"])
-    path = _dotted(loc)
+    path = dotted_path(loc)
     kind = error["type"]
     value = error.get("input")
     if kind == "extra_forbidden":

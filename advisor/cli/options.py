@@ -26,3 +26,7 @@ GpusOpt = Annotated[
     Optional[str],
     typer.Option("--gpus", help="Comma-separated GPU counts; N@M means N GPUs over M nodes (e.g. 16,64,64@16)."),
 ]
+ModelOpt = Annotated[
+    str,
+    typer.Option("--model", help="Model family: auto (chosen by leave-one-count-out CV), amdahl, ernest, topology, topology-ring."),
+]

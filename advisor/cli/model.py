@@ -1,0 +1,169 @@
+"""Commands of the scaling model: fit, predict, backtest (DESIGN.md §4).
+
+Thin: each parses options, calls `advisor.predict`, prints a table (stdout) or one JSON document
+(`--json`); warnings go to stderr (and into the JSON). numpy, scikit-learn and matplotlib are
+imported inside the commands, so `advisor validate` does not pay for them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from advisor.cli.app import app
+from advisor.cli.options import CalibrationOpt, GpusOpt, JsonOpt, MeasurementsOpt, ModelOpt, PlotOpt, WorkloadArg
+from advisor.cli.output import console as _console, warn as _warn
+
+
+def _model(workload, calibration, measurements, family):
+    from advisor.predict import FAMILY_CHOICES, build_model
+    from advisor.spec import load_workload
+    from advisor.errors import InputError
+
+    if family not in FAMILY_CHOICES:
+        raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", family)
+    w = load_workload(workload)
+    return build_model(w, calibration=calibration, measurements=measurements, family=family)
+
+
+def _pct(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.1f}%"
+
+
+@app.command()
+def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements: MeasurementsOpt = None,
+        model: ModelOpt = "auto", as_json: JsonOpt = False) -> None:
+    """Fit the scaling model: families compared by CV, chosen coefficients with units, residuals."""
+    m = _model(workload, calibration, measurements, model)
+    desc = m.describe()
+    if as_json:
+        print(json.dumps({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": desc,
+                          "residuals": m.residuals(), "warnings": m.fit_warnings}, indent=2))
+        _warn(m.fit_warnings)
+        return
+    from rich.table import Table
+
+    con = _console()
+    meas = desc["measured"]
+    con.print(f"{m.workload.name}: {meas['runs']} runs ({meas['steps']} steps) at GPUs {meas['gpus']}, up to "
+              f"{meas['max_nodes']} node(s), {meas['probes']} collective probes, from {meas['source']}")
+    t = Table(title="model families, leave-one-count-out CV (mean abs. % error on held-out counts)")
+    for col in ("family", "CV error", "form"):
+        t.add_column(col)
+    for f in desc["families"]:
+        t.add_row(("✔ " if f["name"] == m.family else "  ") + f["name"], _pct(f["cv_mape"]), f["summary"])
+    t.add_row("  naive linear", _pct(desc["naive_linear_cv_mape"]), "per-GPU throughput of the largest count, held")
+    con.print(t)
+    c = Table(title=f"coefficients of '{m.family}' (90% bootstrap range)")
+    for col in ("term", "value", "90% range", "unit"):
+        c.add_column(col, no_wrap=col != "unit")
+    for k in desc["coefficients"]:
+        rng = ("fixed: declared speed" if k["fixed"] else
+               "- (nothing to resample)" if k["low"] == k["high"] else f"{k['low']:.3g} – {k['high']:.3g}")
+        c.add_row(k["name"], f"{k['value']:.4g}", rng, k["unit"])
+    if "overlap_gamma" in desc:
+        c.add_row("overlap γ", f"{desc['overlap_gamma']:.3g}", "", "1 none … 10 full")
+    con.print(c)
+    iv = desc["interval"]
+    widening = f"{iv['widening_per_doubling']:.0%} per doubling past the data ({'measured by forward CV' if iv['widening_measured'] else 'assumed'})"
+    alts = f"; plus disagreement of {', '.join(iv['alternatives'])} (CV cannot tell them apart)" if iv["alternatives"] else ""
+    con.print(f"90% intervals: {iv['bootstrap']} bootstrap refits (runs and steps), {iv['residuals']} out-of-sample residuals, "
+              f"widening {widening}{alts}")
+    r = Table(title="residuals (in-sample, median step per run)")
+    for col in ("GPUs", "nodes", "batch", "measured s", "fitted s", "error"):
+        r.add_column(col, justify="right")
+    for row in m.residuals()[:60]:
+        r.add_row(str(row["gpus"]), str(row["nodes"]), f"{row['global_batch']:g}", f"{row['measured']:.4g}",
+                  f"{row['fitted']:.4g}", f"{row['error'] * 100:+.1f}%")
+    con.print(r)
+    if len(m.residuals()) > 60:
+        con.print(f"... {len(m.residuals()) - 60} more runs (--json lists all)")
+    _warn(m.fit_warnings)
+
+
+def _default_counts(m) -> list[tuple[int, int]]:
+    top = m.workload.cluster.max_gpus
+    counts = []
+    n = m.baseline_gpus
+    while n < top:
+        counts.append(n)
+        n *= 2
+    counts.append(top)
+    return [(g, int(m.workload.nodes(g))) for g in counts]
+
+
+@app.command()
+def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements: MeasurementsOpt = None,
+            gpus: GpusOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False, plot: PlotOpt = None) -> None:
+    """Predict step time, throughput, speedup, efficiency and MFU with 90% intervals."""
+    from advisor.placement import parse_placements
+
+    m = _model(workload, calibration, measurements, model)
+    placements = parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus else _default_counts(m)
+    p = m.predict([g for g, _ in placements], [n for _, n in placements])
+    if plot is not None:
+        from advisor.scaling_plot import plot_scaling
+
+        plot_scaling(m, p, plot)
+    if as_json:
+        print(json.dumps({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": m.describe(),
+                          "predictions": p.rows(), "warnings": p.warnings}, indent=2))
+        _warn(p.warnings)
+        return
+    from rich.table import Table
+
+    desc = m.describe()
+    t = Table(title=f"{m.workload.name}: model '{m.family}' (CV error {_pct(desc['cv_mape'])}), "
+                    f"speedup vs {m.baseline_gpus} GPU(s), 90% intervals")
+    cols = ("GPUs", "nodes", "step s", "step 90%", "samples/s", "samples/s 90%", "speedup", "efficiency", "MFU", "naive samples/s")
+    for col in cols:
+        t.add_column(col, justify="right")
+    for r in p.rows():
+        t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['step_seconds']:.4g}",
+                  f"{r['step_seconds_low']:.3g}–{r['step_seconds_high']:.3g}", f"{r['throughput']:.4g}",
+                  f"{r['throughput_low']:.3g}–{r['throughput_high']:.3g}", f"{r['speedup']:.3g}",
+                  f"{r['efficiency'] * 100:.0f}%", "-" if r["mfu"] is None else f"{r['mfu'] * 100:.1f}%",
+                  f"{r['naive_throughput']:.4g}")
+    _console().print(t)
+    if plot is not None:
+        print(f"wrote {plot}", file=sys.stderr)
+    _warn(p.warnings)
+
+
+FitMaxOpt = Annotated[int, typer.Option("--fit-max-gpus", help="Fit on runs with at most this many GPUs; predict the rest.", min=1)]
+
+
+@app.command()
+def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: CalibrationOpt = None,
+             measurements: MeasurementsOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False) -> None:
+    """Fit on small counts, predict the larger measured ones: per-point error, MAPE, interval coverage."""
+    from advisor.errors import InputError
+    from advisor.predict import FAMILY_CHOICES, backtest as run_backtest, load_measurements
+    from advisor.spec import load_workload
+
+    if calibration is None and measurements is None:
+        raise InputError.at("backtest", "", "needs --calibration FILE.toml or --measurements FILE.csv")
+    if model not in FAMILY_CHOICES:
+        raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", model)
+    w = load_workload(workload)
+    result = run_backtest(w, load_measurements(w, calibration, measurements), fit_max_gpus, model)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        _warn(result["warnings"])
+        return
+    from rich.table import Table
+
+    t = Table(title=f"{w.name}: fit on <= {fit_max_gpus} GPUs with '{result['model']['name']}', predict the rest")
+    for col in ("GPUs", "nodes", "batch", "measured s", "predicted s", "error", "90% interval", "inside"):
+        t.add_column(col, justify="right")
+    for r in result["points"]:
+        t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['global_batch']:g}", f"{r['measured']:.4g}", f"{r['predicted']:.4g}",
+                  f"{r['error'] * 100:+.1f}%", f"{r['low']:.3g}–{r['high']:.3g}", "yes" if r["inside"] else "NO")
+    con = _console()
+    con.print(t)
+    con.print(f"MAPE {result['mape']:.1f}% (naive linear {result['naive_linear_mape']:.1f}%), "
+              f"90% interval coverage {result['coverage']:.0f}% over {len(result['points'])} points")
+    _warn(result["warnings"])

@@ -1,0 +1,94 @@
+"""Physical features of one optimizer step, from the workload and the declared topology.
+
+Every feature is in seconds at the declared speed (or a count), so each fitted coefficient is a
+dimensionless factor on a physical quantity (1.0 = as fast as declared) and its bounds mean
+something. Functions take numpy arrays of GPU counts `gpus`, node counts `nodes` and samples per
+step `global_batch` (rows may differ) and are vectorised over them.
+
+Formulas (DESIGN.md §5):
+- compute: W = training FLOPs per sample x samples per GPU per step (6·P·T + attention, PaLM
+  App. B), as seconds at the GPU's peak. Gradient accumulation: W covers every micro-batch, and
+  communication happens once per step.
+- volume per GPU (nccl-tests bus-bandwidth factors, NVIDIA/nccl-tests doc/PERFORMANCE.md): DDP
+  ring all-reduce 2(N-1)/N·G; FSDP all-gather (forward) + all-gather (backward) + reduce-scatter
+  3(N-1)/N·G, G = params x bytes per gradient element.
+- bottleneck bus bandwidth: one node: the per-GPU intra-node link. Across nodes NCCL runs one ring
+  per NIC, so bus bandwidth approaches the node's total NIC bandwidth, capped by the intra-node link.
+- latency hops: ring 2(N-1) steps inside a node; across nodes NCCL's double binary tree
+  (NCCL >= 2.4, `src/graph/tuning.cc`) ~2·log2(N). The ring alternative is kept as a family.
+- contention: GPUs on one host share its CPU, PCIe and NIC; per step a term in (GPUs per node - 1)
+  (the Pollux traces: yolov3 compute 0.41 s alone, 0.53 s with 4 GPUs per node).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from advisor.spec import Workload
+
+#: FLOP/s used to express compute in seconds when the GPU's peak is unknown (1 TFLOP/s): the
+#: coefficient is then seconds per TFLOP instead of 1/MFU.
+NOMINAL_FLOPS = 1e12
+
+#: Bus-bandwidth volume factor per GPU, in units of the full gradient G, times (N-1)/N.
+VOLUME_FACTOR = {"ddp": 2.0, "fsdp": 3.0}
+
+
+def flops_per_gpu(workload: "Workload", gpus: np.ndarray, global_batch: np.ndarray) -> np.ndarray:
+    """Training FLOPs one GPU does per optimizer step."""
+    return workload.model.training_flops_per_sample * np.asarray(global_batch, float) / np.asarray(gpus, float)
+
+
+def compute_seconds(workload: "Workload", gpus: np.ndarray, global_batch: np.ndarray) -> np.ndarray:
+    """Per-GPU compute per step at peak FLOP/s (at NOMINAL_FLOPS when the peak is unknown)."""
+    peak = workload.peak_flops or NOMINAL_FLOPS
+    return flops_per_gpu(workload, gpus, global_batch) / peak
+
+
+def gpus_per_node_used(gpus: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """GPUs on the fullest node: ceil(gpus / nodes)."""
+    return np.ceil(np.asarray(gpus, float) / np.asarray(nodes, float))
+
+
+def volume_bytes(workload: "Workload", gpus: np.ndarray) -> np.ndarray:
+    """Bytes each GPU moves per step over the bottleneck link (bus-bandwidth convention)."""
+    n = np.asarray(gpus, float)
+    factor = VOLUME_FACTOR[workload.parallelism.strategy]
+    return factor * (n - 1) / n * workload.model.gradient_bytes
+
+
+def bus_bandwidth(workload: "Workload", nodes: np.ndarray) -> np.ndarray:
+    """Declared bottleneck bus bandwidth in bytes/s: intra-node link in one node, else min(node NICs, intra)."""
+    intra = workload.intra_node_bandwidth
+    inter = min(workload.cluster.inter_node_bandwidth, intra)
+    return np.where(np.asarray(nodes) > 1, inter, intra)
+
+
+def hop_latency_seconds(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray, inter_hops: str = "tree") -> np.ndarray:
+    """Latency per step at declared per-hop latency: ring 2(N-1) hops in a node; across nodes tree 2·log2 N (or ring)."""
+    n = np.asarray(gpus, float)
+    multi = np.asarray(nodes) > 1
+    ring = 2 * (n - 1)
+    across = 2 * np.log2(np.maximum(n, 1)) if inter_hops == "tree" else ring
+    return np.where(multi, across * workload.cluster.inter_node_latency, ring * workload.cluster.intra_node_latency)
+
+
+def collective_seconds_at_declared(workload: "Workload", op: str, gpus: np.ndarray, nodes: np.ndarray, nbytes: np.ndarray,
+                                   inter_hops: str = "tree") -> tuple[np.ndarray, np.ndarray]:
+    """(bandwidth seconds, latency seconds) of one collective probe of `nbytes`, at declared speeds."""
+    n = np.asarray(gpus, float)
+    factor = 2.0 if op == "all_reduce" else 1.0
+    volume = factor * (n - 1) / n * np.asarray(nbytes, float)
+    lat = hop_latency_seconds(workload, gpus, nodes, inter_hops)
+    if op != "all_reduce":
+        lat = lat / 2  # one pass (reduce-scatter or all-gather) is half an all-reduce's hops
+    return volume / bus_bandwidth(workload, nodes), lat
+
+
+def bus_bandwidth_gbps(op: str, gpus: int, nbytes: float, seconds: float) -> float:
+    """nccl-tests bus bandwidth in GB/s: algbw·2(n-1)/n for all-reduce, ·(n-1)/n otherwise."""
+    factor = 2.0 if op == "all_reduce" else 1.0
+    return nbytes / seconds * factor * (gpus - 1) / gpus / 1e9

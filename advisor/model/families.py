@@ -1,0 +1,164 @@
+"""Model families and their design matrices: which physical terms each one fits.
+
+- `amdahl`: t0 + c·W. Per-step overhead plus compute; communication is ignored (the naive view).
+- `ernest`: θ0 + θ1·W + θ2·log N + θ3·N (Venkataraman et al., NSDI'16), W = per-GPU compute in
+  place of Ernest's input/machines; non-negative.
+- `topology`: the model of DESIGN.md §5. Compute (overhead, FLOPs at peak, host contention) overlapped with communication on the bottleneck link: a per-step sync overhead, bus
+  volume over declared bandwidth, and latency hops, with separate coefficients for one node and
+  across nodes (the bottleneck link changes), inter-node hops of NCCL's tree (2·log2 N).
+- `topology-ring`: the same with ring hops 2(N-1) across nodes (NCCL's ring algorithm).
+
+On the Pollux traces (benchmarks/accuracy.py) the tree hops extrapolate 16 -> 64 GPUs best; the two
+cannot be told apart within 16 GPUs, so both stay available (`--model`).
+
+Gradient accumulation needs no term of its own: W counts the FLOPs of every micro-batch and the
+communication terms are once per step. (A per-micro-batch overhead was tried and dropped: under a
+fixed global batch the micro-batch count is proportional to 1/N, like W, so no calibration can
+separate the two, and the arbitrary split changed predictions once the count bottoms out at 1.)
+
+When no measured run crossed nodes, the inter-node coefficients cannot be fitted: the sync
+overhead is shared by both links and the inter-node bandwidth and latency terms are held at the
+declared speeds (coefficient 1.0) unless collective probes across nodes pin them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from advisor import features as F
+
+if TYPE_CHECKING:
+    from advisor.spec import Workload
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    unit: str
+    meaning: str
+
+
+@dataclass(frozen=True)
+class Design:
+    """A design matrix with named columns; the first `n_compute` are compute terms."""
+
+    X: np.ndarray
+    columns: tuple[Column, ...]
+    n_compute: int
+    fixed: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What the measurements span, which decides the topology design (see module docstring)."""
+
+    steps_crossed_nodes: bool
+    probes_crossed_nodes: bool
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    summary: str
+    build: Callable[["Workload", np.ndarray, np.ndarray, np.ndarray, Coverage], Design]
+    has_overlap: bool = False
+
+    def design(self, workload: "Workload", gpus, nodes, global_batch, coverage: Coverage) -> Design:
+        gpus, nodes, global_batch = (np.asarray(a, float) for a in (gpus, nodes, global_batch))
+        return self.build(workload, gpus, nodes, global_batch, coverage)
+
+    def probe_design(self, workload: "Workload", probes, coverage: Coverage) -> tuple[np.ndarray, np.ndarray]:
+        """Design rows and seconds for collective probes (only the communication columns are non-zero)."""
+        if not self.has_overlap or not probes:
+            return np.zeros((0, 0)), np.zeros(0)
+        gpus = np.array([p.gpus for p in probes], float)
+        nodes = np.array([p.nodes for p in probes], float)
+        ones = np.ones_like(gpus)
+        d = self.design(workload, gpus, nodes, ones, coverage)
+        X = np.zeros_like(d.X)
+        bw = np.zeros_like(gpus)
+        lat = np.zeros_like(gpus)
+        for i, p in enumerate(probes):
+            b, lt = F.collective_seconds_at_declared(workload, p.op, gpus[i:i + 1], nodes[i:i + 1], np.array([p.bytes]),
+                                                     _INTER_HOPS.get(self.name, "tree"))
+            bw[i], lat[i] = b[0], lt[0]
+        names = [c.name for c in d.columns]
+        multi = nodes > 1
+        for link, rows in (("intra", ~multi), ("inter", multi)):
+            X[rows, names.index(f"{link}_bandwidth")] = bw[rows]
+            X[rows, names.index(f"{link}_latency")] = lat[rows]
+        return X, np.array([p.seconds for p in probes], float)
+
+
+def _amdahl(w, gpus, nodes, batch, cov) -> Design:
+    cols = (Column("overhead", "s", "fixed time per step"),
+            Column("compute", _compute_unit(w), "per-GPU FLOPs per step at peak"))
+    X = np.column_stack([np.ones_like(gpus), F.compute_seconds(w, gpus, batch)])
+    return Design(X, cols, n_compute=2)
+
+
+def _ernest(w, gpus, nodes, batch, cov) -> Design:
+    cols = (Column("overhead", "s", "fixed time per step"),
+            Column("compute", _compute_unit(w), "per-GPU FLOPs per step at peak"),
+            Column("log_gpus", "s per e-fold of N", "tree-like aggregation, log N"),
+            Column("gpus", "s per GPU", "linear serial term, N"))
+    X = np.column_stack([np.ones_like(gpus), F.compute_seconds(w, gpus, batch), np.log(gpus), gpus])
+    return Design(X, cols, n_compute=4)
+
+
+def _topology(inter_hops: str):
+    def build(w, gpus, nodes, batch, cov: Coverage) -> Design:
+        cols = [Column("overhead", "s", "fixed time per step"),
+                Column("compute", _compute_unit(w), "per-GPU FLOPs per step at peak")]
+        arrays = [np.ones_like(gpus), F.compute_seconds(w, gpus, batch)]
+        cols.append(Column("contention", "s per extra GPU on a node", "host CPU/PCIe sharing: GPUs per node - 1"))
+        arrays.append(F.gpus_per_node_used(gpus, nodes) - 1)
+        n_compute = len(cols)
+
+        multi = nodes > 1
+        single = (~multi) & (gpus > 1)
+        bw = F.volume_bytes(w, gpus) / F.bus_bandwidth(w, nodes)
+        lat = F.hop_latency_seconds(w, gpus, nodes, inter_hops)
+        fixed = []
+        if cov.steps_crossed_nodes:
+            cols.append(Column("intra_sync", "s", "per-step synchronisation overhead in one node"))
+            arrays.append(single.astype(float))
+        else:
+            cols.append(Column("sync", "s", "per-step synchronisation overhead (one node and across nodes alike)"))
+            arrays.append((gpus > 1).astype(float))
+        cols += [Column("intra_bandwidth", "x declared", "bus volume / declared intra-node bandwidth"),
+                 Column("intra_latency", "x declared", "ring hops x declared intra-node latency")]
+        arrays += [np.where(single, bw, 0.0), np.where(single, lat, 0.0)]
+        if cov.steps_crossed_nodes:
+            cols.append(Column("inter_sync", "s", "per-step synchronisation overhead across nodes"))
+            arrays.append(multi.astype(float))
+        cols += [Column("inter_bandwidth", "x declared", "bus volume / declared inter-node bandwidth"),
+                 Column("inter_latency", "x declared", f"{inter_hops} hops x declared inter-node latency")]
+        arrays += [np.where(multi, bw, 0.0), np.where(multi, lat, 0.0)]
+        if not (cov.steps_crossed_nodes or cov.probes_crossed_nodes):
+            fixed = [(len(cols) - 2, 1.0), (len(cols) - 1, 1.0)]
+        return Design(np.column_stack(arrays), tuple(cols), n_compute, tuple(fixed))
+
+    return build
+
+
+def _compute_unit(w) -> str:
+    return "x peak-time (1/MFU)" if w.peak_flops else f"s per {F.NOMINAL_FLOPS:.0e} FLOP"
+
+
+_INTER_HOPS = {"topology": "tree", "topology-ring": "ring"}
+
+FAMILIES: dict[str, Family] = {
+    "amdahl": Family("amdahl", "t0 + c·W (no communication)", _amdahl),
+    "ernest": Family("ernest", "θ0 + θ1·W + θ2·log N + θ3·N (Ernest, NSDI'16)", _ernest),
+    "topology": Family("topology", "compute overlapped with bandwidth + latency on the bottleneck link, tree hops across nodes",
+                       _topology("tree"), has_overlap=True),
+    "topology-ring": Family("topology-ring", "as topology, ring hops 2(N-1) across nodes", _topology("ring"), has_overlap=True),
+}
+
+
+def family(name: str) -> Family:
+    return FAMILIES[name]

@@ -1,0 +1,85 @@
+"""Measurement CSV import and N@M placements: good rows, and one-line errors for bad ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from advisor.errors import InputError
+from advisor.measurements import read_measurements_csv
+from advisor.placement import parse_placements
+from test_features import LLM7B  # a fixed spec: global batch 1024, 8 GPUs per node
+
+
+def write(tmp_path, text):
+    p = tmp_path / "m.csv"
+    p.write_text(text)
+    return p
+
+
+def test_csv_rows_become_runs_with_defaults(tmp_path):
+    p = write(tmp_path, "# source: a test\ngpus,nodes,step_seconds,throughput,global_batch\n"
+                        "8,,2.0,,\n16,4,,512,\n# comment in between\n32,4,1.5,,2048\n")
+    m = read_measurements_csv(p, LLM7B)
+    assert list(m.gpus) == [8, 16, 32]
+    assert list(m.nodes) == [1, 4, 4]  # default ceil(8/8) = 1
+    assert list(m.global_batch) == [1024, 1024, 2048]  # workload's fixed global batch unless given
+    assert m.step[1] == pytest.approx(1024 / 512)  # throughput -> step seconds
+    assert np.isnan(m.comm).all()
+
+
+BAD = {
+    "missing gpus column": ("step_seconds\n1.0\n", "m.csv: line 1: missing required column 'gpus'"),
+    "no time column": ("gpus,nodes\n1,1\n", "m.csv: line 1: needs a 'step_seconds' or a 'throughput' column"),
+    "unknown column": ("gpus,step_secs\n1,1\n", "m.csv: line 1: unknown column; did you mean 'step_seconds'? (got 'step_secs')"),
+    "bad number": ("gpus,step_seconds\n1,fast\n", "m.csv: line 2.step_seconds: must be a number (got 'fast')"),
+    "fractional gpus": ("gpus,step_seconds\n1.5,1\n", "m.csv: line 2.gpus: must be a whole number (got '1.5')"),
+    "negative time": ("gpus,step_seconds\n2,-1\n", "m.csv: line 2.step_seconds: must be a positive number (got '-1')"),
+    "more nodes than gpus": ("gpus,nodes,step_seconds\n2,4,1\n", "m.csv: line 2.nodes: more nodes than GPUs (2) (got 4)"),
+    "overfull node": ("gpus,nodes,step_seconds\n16,1,1\n", "m.csv: line 2.nodes: 16 GPUs on 1 node(s) exceed cluster.gpus_per_node (8) (got 1)"),
+    "short row": ("gpus,step_seconds\n2\n", "m.csv: line 2: expected 2 fields like the header (got 1)"),
+    "header only": ("# nothing\ngpus,step_seconds\n", "m.csv: no data rows after the header"),
+}
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_bad_csv_is_one_line_error(tmp_path, name):
+    text, expected = BAD[name]
+    with pytest.raises(InputError) as err:
+        read_measurements_csv(write(tmp_path, text), LLM7B)
+    lines = err.value.lines()
+    assert len(lines) == 1
+    assert lines[0] == str(tmp_path / expected)
+
+
+def test_placements_default_to_filled_nodes():
+    assert parse_placements("16,64,64@16,1", 8) == [(16, 2), (64, 8), (64, 16), (1, 1)]
+
+
+@pytest.mark.parametrize("text,message", [
+    ("16,,4", "expected comma-separated GPU counts"),
+    ("x", "expected N or N@M with whole numbers"),
+    ("4@8", "more nodes than GPUs"),
+    ("64@4", "needs more than 8 GPUs on a node"),
+    ("0", "GPU and node counts must be >= 1"),
+])
+def test_bad_placements(text, message):
+    with pytest.raises(InputError) as err:
+        parse_placements(text, 8)
+    assert message in err.value.lines()[0]
+    assert err.value.lines()[0].startswith("--gpus: ")
+
+
+def test_calibration_compute_steps_give_exposed_communication():
+    from advisor.calibration_data import calibration_from_dict
+    from advisor.measurements import from_calibration
+
+    cal = calibration_from_dict({
+        "schema": 1, "workload": "t", "provenance": {"source": "measured", "created": "2026-11-30T00:00:00Z"},
+        "runs": [{"gpus": 2, "step_seconds": [1.0, 1.2, 1.1], "compute_seconds": [0.9, 0.8, 1.0]},
+                 {"gpus": 1, "step_seconds": [0.8]}],
+    }, "<t>")
+    m = from_calibration(cal, LLM7B)
+    assert m.runs[0].comm_seconds == pytest.approx([0.1, 0.3, 0.2])  # each step minus the compute median 0.9
+    assert m.runs[1].comm_seconds is None
+    assert list(m.global_batch) == [1024, 1024]

@@ -1,0 +1,143 @@
+"""fit, predict and backtest through the real CLI, on a CSV made from the Pollux traces."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import WORKLOADS, run_cli
+from pollux_inputs import POLLUX, write_imagenet_inputs
+
+needs_pollux = pytest.mark.skipif(not POLLUX.is_dir(), reason="Pollux traces (../shared/data) not present")
+
+@pytest.fixture
+def pollux_csv(tmp_path):
+    """ResNet-50 rows at 20 images per GPU from the Pollux placements trace, as a measurement CSV."""
+    return write_imagenet_inputs(tmp_path, 20)
+
+
+def test_predict_json_has_the_contract_fields(pollux_csv):
+    spec, data = pollux_csv
+    r = run_cli("predict", spec, "--measurements", data, "--gpus", "1,8,16,64@16", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["baseline_gpus"] == 1
+    assert isinstance(doc["model"]["name"], str)
+    preds = doc["predictions"]
+    assert [(p["gpus"], p["nodes"]) for p in preds] == [(1, 1), (8, 2), (16, 4), (64, 16)]
+    for p in preds:
+        for key in ("gpus", "nodes", "step_seconds", "throughput", "speedup", "efficiency", "throughput_low",
+                    "throughput_high", "mfu"):
+            assert key in p
+        assert p["throughput_low"] <= p["throughput"] <= p["throughput_high"]
+        assert p["throughput"] == pytest.approx(20 * p["gpus"] / p["step_seconds"])
+        assert p["efficiency"] == pytest.approx(p["speedup"] / p["gpus"])
+        assert 0 < p["mfu"] < 1  # T4's fp32 peak is in the catalog
+    assert preds[0]["speedup"] == pytest.approx(1.0)
+    assert any("past the largest measured node count (4)" in w for w in doc["warnings"])
+    assert "warning:" in r.stderr
+
+
+def test_predict_plot_writes_png_and_table_goes_to_stdout(pollux_csv, tmp_path):
+    spec, data = pollux_csv
+    png = tmp_path / "curve.png"
+    r = run_cli("predict", spec, "--measurements", data, "--gpus", "8,32", "--plot", png)
+    assert r.returncode == 0, r.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "samples/s" in r.stdout and "warning" not in r.stdout
+
+
+def test_fit_json_reports_families_coefficients_and_residuals(pollux_csv):
+    spec, data = pollux_csv
+    r = run_cli("fit", spec, "--measurements", data, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    m = doc["model"]
+    assert {f["name"] for f in m["families"]} == {"amdahl", "ernest", "topology", "topology-ring"}
+    best = min((f for f in m["families"]), key=lambda f: f["cv_mape"])
+    assert m["name"] == best["name"] and m["cv_mape"] == best["cv_mape"]
+    assert all(c["value"] >= 0 and c["unit"] for c in m["coefficients"])
+    assert len(doc["residuals"]) == sum(1 for line in data.read_text().splitlines()[2:] if line)
+
+
+def test_fit_forced_family(pollux_csv):
+    spec, data = pollux_csv
+    r = run_cli("fit", spec, "--measurements", data, "--model", "ernest", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["model"]["name"] == "ernest"
+    assert [c["name"] for c in doc["model"]["coefficients"]] == ["overhead", "compute", "log_gpus", "gpus"]
+
+
+def test_backtest_json(pollux_csv):
+    spec, data = pollux_csv
+    r = run_cli("backtest", spec, "--measurements", data, "--fit-max-gpus", "8", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["points"] and all(p["gpus"] > 8 for p in doc["points"])
+    for p in doc["points"]:
+        assert p["error"] == pytest.approx((p["predicted"] - p["measured"]) / p["measured"])
+    assert doc["mape"] == pytest.approx(sum(abs(p["error"]) for p in doc["points"]) / len(doc["points"]) * 100)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--model", "magic"], "--model: unknown model family; choose from auto, amdahl, ernest, topology, topology-ring (got 'magic')"),
+    (["--gpus", "8@9"], "--gpus: more nodes than GPUs (got '8@9')"),
+])
+def test_bad_options_are_one_line_errors(pollux_csv, args, message):
+    spec, data = pollux_csv
+    r = run_cli("predict", spec, "--measurements", data, *args)
+    assert r.returncode == 2
+    assert r.stderr.strip() == message
+    assert r.stdout == ""
+
+
+def test_backtest_with_nothing_to_predict(pollux_csv):
+    spec, data = pollux_csv
+    r = run_cli("backtest", spec, "--measurements", data, "--fit-max-gpus", "64")
+    assert r.returncode == 2
+    assert r.stderr.strip().startswith("--fit-max-gpus: every measured run is at or below this count")
+
+
+def test_bad_csv_exits_2_with_file_and_line(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("gpus,step_seconds\n1,0.5\n2,slow\n")
+    r = run_cli("fit", WORKLOADS / "llm7b.toml", "--measurements", bad)
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"{bad}: line 3.step_seconds: must be a number (got 'slow')"
+
+
+def test_no_calibration_data_says_what_to_do(tmp_path):
+    spec = tmp_path / "workloads" / "llm7b.toml"
+    spec.parent.mkdir()
+    spec.write_text((WORKLOADS / "llm7b.toml").read_text())
+    r = run_cli("predict", spec, "--json", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "no calibration data (calibrations/llm7b*.toml)" in r.stderr
+    assert r.stdout == ""
+
+
+def test_predict_llm7b_from_its_checked_in_calibration():
+    """The issue's bar: `advisor predict workloads/llm7b.toml --gpus 8,16,64,512 --json`."""
+    r = run_cli("predict", WORKLOADS / "llm7b.toml", "--gpus", "8,16,64,512", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["baseline_gpus"] == 8  # the smallest count in calibrations/llm7b_*.toml
+    assert doc["model"]["name"]
+    preds = doc["predictions"]
+    assert [(p["gpus"], p["nodes"]) for p in preds] == [(8, 1), (16, 2), (64, 8), (512, 64)]
+    for p in preds:
+        assert set(p) >= {"gpus", "nodes", "step_seconds", "throughput", "speedup", "efficiency",
+                          "throughput_low", "throughput_high", "mfu"}
+        assert 0 < p["mfu"] < 1  # H100 bf16 peak is in the catalog
+        assert p["efficiency"] <= 1.0 + 1e-9
+
+
+def test_fit_table_shows_families_coefficients_and_warnings(pollux_csv):
+    spec, data = pollux_csv
+    r = run_cli("fit", spec, "--measurements", data)
+    assert r.returncode == 0, r.stderr
+    for text in ("leave-one-count-out CV", "✔", "naive linear", "inter_bandwidth", "x declared", "overlap γ", "residuals"):
+        assert text in r.stdout
+    assert "warning" not in r.stdout

@@ -1,0 +1,235 @@
+"""advisor.recommend: objectives at their edges (hand-computed), odds from the model's interval,
+the bar properties checked by brute force over every candidate, and where spot stops paying off.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor.errors import InputError
+from advisor.recommend import pareto_frontier, probability_at_most, recommend
+from advisor.spec import load_workload
+from conftest import WORKLOADS
+from recommend_inputs import Amdahl, workload
+
+# On-demand alone, T(N) = 0.2 + 3.2/N h (3600 steps), cost = N x T x $2:
+#   N   1     2     4    8    12     16
+#   h   3.4   1.8   1.0  0.6  0.4667 0.4
+#   $   6.8   7.2   8.0  9.6  11.2   12.8
+
+
+def chosen(rec):
+    t, c = rec.chosen
+    return int(rec.sweep.gpus[c]), rec.sweep.tiers[t].name
+
+
+@pytest.mark.parametrize("budget, gpus", [(8.0, 4), (7.999, 2), (6.9, 1), (12.8, 16), (100.0, 16)])
+def test_budget_edge_fastest_within(budget, gpus):
+    rec = recommend(workload(), Amdahl(), budget=budget, tier="on-demand")
+    assert chosen(rec) == (gpus, "on-demand")
+    assert rec.objective == "fastest-within-budget"
+
+
+@pytest.mark.parametrize("deadline, gpus", [(1.0, 4), (0.999, 8), (3.5, 1), (0.4, 16)])
+def test_deadline_edge_cheapest_within(deadline, gpus):
+    rec = recommend(workload(), Amdahl(), deadline=deadline, tier="on-demand")
+    assert chosen(rec) == (gpus, "on-demand")
+
+
+def test_budget_and_deadline_cheapest_meeting_both():
+    # within 0.7 h: 8, 12, 16 GPUs; within $11.2: 8 and 12; cheapest: 8 GPUs ($9.6)
+    rec = recommend(workload(), Amdahl(), budget=11.2, deadline=0.7, tier="on-demand")
+    assert chosen(rec) == (8, "on-demand") and rec.objective == "cheapest-within-budget-and-deadline"
+
+
+def test_nothing_qualifies_says_so_and_shows_the_closest():
+    rec = recommend(workload(), Amdahl(), budget=5.0, tier="on-demand")
+    assert rec.chosen is None and "No plan qualifies" in rec.message
+    assert [int(rec.sweep.gpus[c]) for _, c in rec.closest] == [1, 2, 4]  # cheapest first: $6.8, 7.2, 8.0
+    rec = recommend(workload(), Amdahl(), deadline=0.1, tier="on-demand")
+    assert [int(rec.sweep.gpus[c]) for _, c in rec.closest] == [16, 12, 8]  # fastest first
+    # both: max(cost/6, hours/0.5): N=8 1.6, N=4 max(1.33, 2) = 2, N=12 1.867 -> 8, 12, 4
+    rec = recommend(workload(), Amdahl(), budget=6.0, deadline=0.5, tier="on-demand")
+    assert [int(rec.sweep.gpus[c]) for _, c in rec.closest] == [8, 12, 4]
+    assert "closest: 8 GPUs" in rec.message
+
+
+def test_default_objective_is_best_speedup_per_dollar_by_brute_force():
+    w = load_workload(WORKLOADS / "llm7b.toml")
+    rec = recommend(w, Amdahl(serial=0.5, parallel=60.0, per_node=0.05))
+    sw = rec.sweep
+    best, best_value = None, -1.0
+    for t in range(len(sw.tiers)):
+        for c in range(sw.gpus.size):
+            if sw.available[t, c]:
+                value = (sw.baseline_hours / sw.wall_hours[0, t, c]) / sw.cost_usd[0, t, c]
+                if value > best_value:
+                    best, best_value = (t, c), value
+    assert rec.chosen == best and rec.objective == "speedup-per-dollar"
+
+
+def test_probability_reads_the_90_percent_interval():
+    # symmetric in log: median 1, [0.5, 2] -> the bounds are the 5th and 95th percentiles
+    assert probability_at_most(np.array([0.5, 1.0, 2.0]), 1.0, 0.5, 2.0) == pytest.approx([0.05, 0.5, 0.95], abs=1e-9)
+    # asymmetric: each side keeps its own spread
+    assert probability_at_most(np.array([0.9, 1.5]), 1.0, 0.9, 1.5) == pytest.approx([0.05, 0.95], abs=1e-9)
+    # no interval: certain on either side of the median
+    assert probability_at_most(np.array([0.99, 1.0, 3.0]), 1.0, 1.0, 1.0).tolist() == [0.0, 1.0, 1.0]
+    assert probability_at_most(np.array([-np.inf, np.inf]), 1.0, 0.5, 2.0).tolist() == [0.0, 1.0]
+
+
+def test_odds_of_budget_and_deadline_per_plan():
+    rec = recommend(workload(), Amdahl(low_ratio=0.8, high_ratio=1.2), budget=9.6, deadline=1.2)
+    t, c = [x.name for x in rec.sweep.tiers].index("on-demand"), 2  # 4 GPUs
+    # on-demand at 4 GPUs: cost 8 x [0.8, 1, 1.2] -> budget 9.6 is the high end (95%); deadline 1.2 h also (95%)
+    assert rec.probabilities["budget"][t, c] == pytest.approx(0.95)
+    assert rec.probabilities["deadline"][t, c] == pytest.approx(0.95)
+    assert rec.probabilities["both"][t, c] == pytest.approx(0.95)
+    # reserved at 4 GPUs always bills 2 h = $12 > 9.6: no chance, whatever the step time
+    r = [x.name for x in rec.sweep.tiers].index("reserved")
+    assert rec.probabilities["budget"][r, c] == 0.0
+
+
+def test_confidence_asks_for_likely_plans():
+    # median cost $8 at 4 GPUs: a $8 budget is a coin flip there; 2 GPUs ($7.2, at most $7.92 at the
+    # interval's top) keep within it with over 95% odds, so at 90% confidence 2 GPUs win
+    model = Amdahl(low_ratio=0.9, high_ratio=1.1)
+    rec = recommend(workload(), model, budget=8.0, tier="on-demand")
+    assert chosen(rec) == (4, "on-demand")
+    assert any("likely" in line for line in rec.why)
+    sure = recommend(workload(), model, budget=8.0, tier="on-demand", confidence=0.9)
+    assert chosen(sure) == (2, "on-demand")
+    assert any("with 90% odds: 2 GPUs" in line for line in rec.why)
+
+
+def test_bad_limits_and_tier_are_one_line_errors():
+    with pytest.raises(InputError, match=r"--budget: must be a positive number \(got -1"):
+        recommend(workload(), Amdahl(), budget=-1)
+    with pytest.raises(InputError, match=r"--deadline: must be a positive number \(got nan\)"):
+        recommend(workload(), Amdahl(), deadline=float("nan"))
+    with pytest.raises(InputError, match=r"no tier named 'spott'; did you mean 'spot'\?"):
+        recommend(workload(), Amdahl(), tier="spott")
+
+
+def brute_force_checks(rec, budget, deadline):
+    """The bar, checked over every candidate independently of the selection code."""
+    sw = rec.sweep
+    plans = [(t, c, sw.wall_hours[0, t, c], sw.cost_usd[0, t, c])
+             for t in range(len(sw.tiers)) for c in range(sw.gpus.size) if sw.available[t, c]]
+    ok = [p for p in plans if (budget is None or p[3] <= budget) and (deadline is None or p[2] <= deadline)]
+    if not ok:
+        assert rec.chosen is None and rec.closest
+        return
+    t, c = rec.chosen
+    hours, cost = sw.wall_hours[0, t, c], sw.cost_usd[0, t, c]
+    if budget is not None:
+        assert cost <= budget
+    if deadline is not None:
+        assert hours <= deadline
+    if budget is None and deadline is None:
+        return  # the default objective: test_default_objective_is_best_speedup_per_dollar_by_brute_force
+    if budget is not None and deadline is None:
+        assert not any(p[2] < hours for p in ok), "a plan within budget is faster"
+    else:
+        assert not any(p[3] < cost for p in ok), "a plan meeting the limits is cheaper"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    serial=st.floats(0.01, 5), parallel=st.floats(1, 500), per_node=st.floats(0, 0.5),
+    budget=st.one_of(st.none(), st.floats(1e3, 1e7)), deadline=st.one_of(st.none(), st.floats(10, 1e4)),
+)
+def test_bar_properties_by_brute_force(serial, parallel, per_node, budget, deadline):
+    w = load_workload(WORKLOADS / "llm7b.toml")
+    rec = recommend(w, Amdahl(serial, parallel, per_node, 0.8, 1.3), budget=budget, deadline=deadline)
+    brute_force_checks(rec, budget, deadline)
+
+
+def test_frontier_is_exactly_the_undominated_plans():
+    w = load_workload(WORKLOADS / "llm7b.toml")
+    rec = recommend(w, Amdahl(serial=0.5, parallel=60.0, per_node=0.05))
+    sw = rec.sweep
+    plans = [(t, c) for t in range(len(sw.tiers)) for c in range(sw.gpus.size) if sw.available[t, c]]
+    h, k = sw.wall_hours[0], sw.cost_usd[0]
+    undominated = {
+        p for p in plans
+        if not any(h[q] <= h[p] and k[q] <= k[p] and (h[q] < h[p] or k[q] < k[p]) for q in plans)
+    }
+    assert set(rec.frontier) == undominated
+    assert pareto_frontier(np.array([1.0, 2.0, 3.0]), np.array([3.0, 1.0, 2.0])).tolist() == [0, 1]
+
+
+def test_high_spot_rate_cost_rises_with_nodes_and_the_output_names_where_it_stops_paying_off():
+    # Perfect scaling (no serial part): on-demand costs the same at every count, so only preemptions
+    # move spot's cost. 2 preemptions per node-hour, checkpoint 72 s, restart 6 min, spot at half price.
+    w = workload(**{"tiers.1.preemptions_per_node_hour": 2.0, "cluster.max_gpus": 256})
+    w = w.model_copy(update={"tiers": w.tiers[:2]})
+    rec = recommend(w, Amdahl(serial=0.0, parallel=3600.0))
+    sw = rec.sweep
+    spot = [x.name for x in sw.tiers].index("spot")
+    whole = sw.gpus % 4 == 0
+    assert np.all(np.diff(sw.cost_usd[0, spot, whole]) > 0), "spot's expected cost must rise with node count"
+    # Independent: spot pays while 1 x (1 + sqrt(2Λδ) + ΛR) < 2. With x = sqrt(Λ):
+    # R x² + sqrt(2δ) x - 1 = 0 -> x = (-sqrt(2δ) + sqrt(2δ + 4R)) / (2R); Λ* = x², n* = ceil(Λ*/2)
+    delta, restart = 0.02, 0.1
+    x = (-math.sqrt(2 * delta) + math.sqrt(2 * delta + 4 * restart)) / (2 * restart)
+    nodes = math.ceil(x * x / 2.0)
+    assert rec.spot[0].stops_at_gpus == 4 * nodes and rec.spot[0].compared_with == "on-demand"
+    text = " ".join([rec.message, *rec.why])
+    assert f"spot stops paying off at {4 * nodes} GPUs ({nodes} nodes)" in text
+
+
+def test_spot_that_always_pays_is_said_to():
+    rec = recommend(workload(), Amdahl(serial=0.0, parallel=3.2))
+    assert rec.spot[0].stops_at_gpus is None
+    assert any("stays cheaper than" in line for line in rec.why)
+
+
+def test_sweep_over_65536_counts_and_every_tier():
+    w = workload(**{"cluster.gpus_per_node": 1, "cluster.max_gpus": 65536, "batch.global_samples": 65536})
+    rec = recommend(w, Amdahl(serial=0.1, parallel=100.0, low_ratio=0.9, high_ratio=1.2), budget=50.0, deadline=1.0)
+    assert rec.sweep.cost_usd.shape == (3, 3, 65536)
+    brute_force_checks(rec, 50.0, 1.0)
+
+
+def test_no_possible_count_says_why():
+    rec = recommend(workload(**{"model.params": 6.7e9}), Amdahl())  # DDP: 107 GB of states on an 80 GB GPU
+    assert rec.chosen is None and rec.closest == [] and rec.message.startswith("No plan")
+    assert rec.why == ["Left out at every count: the model states (16 bytes per parameter, 107 GB) do not fit in GPU memory."]
+
+
+def test_statistical_efficiency_is_shown_when_used():
+    w = workload(**{"batch.policy": "fixed-per-gpu", "batch.global_samples": None, "batch.per_gpu_samples": 10,
+                    "batch.gradient_noise_scale": 100, "job.steps": None, "job.samples": 1_000_000})
+    rec = recommend(w, Amdahl(), budget=1e6)
+    assert rec.sweep.statistical_efficiency and rec.summary()["statistical_efficiency"]
+    t, c = rec.chosen
+    # the chosen count's steps from S = S_min (1 + 100 / (10 N)), S_min = 1e5 / 11
+    n = int(rec.sweep.gpus[c])
+    steps = math.ceil(1e5 / 11 * (1 + 100 / (10 * n)))
+    assert f"{steps:,} at {n} GPUs" in " ".join(rec.why) and "100,000 at 1 GPU" in " ".join(rec.why)
+    plain = recommend(workload(), Amdahl(), budget=1e6)
+    assert not any("noise scale" in line for line in plain.why)
+
+
+@pytest.mark.parametrize("budget, sentence", [
+    (8.0, "Doubling to 8 GPUs on on-demand would finish 1.67x sooner for 1.20x the cost."),  # 1.0/0.6 h, 9.6/8
+    (11.2, "Going to 16 GPUs (the most on this tier) on on-demand would finish 1.17x sooner for 1.14x the cost."),
+    (12.8, "16 GPUs is the most considered on on-demand."),
+])
+def test_why_says_what_more_gpus_would_buy(budget, sentence):
+    rec = recommend(workload(), Amdahl(), budget=budget, tier="on-demand")
+    assert rec.why[0] == sentence
+
+
+def test_a_plan_below_the_smallest_measured_count_is_flagged():
+    rec = recommend(workload(), Amdahl(baseline_gpus=4), budget=7.5, tier="on-demand")  # 2 GPUs: $7.2
+    assert chosen(rec) == (2, "on-demand")
+    assert rec.warnings == ["2 GPUs is below the smallest measured count (4): the step time there is extrapolated "
+                            "downwards (efficiency 111% of the baseline); measure it before trusting it"]
+    # T(4) = 1.0 h, T(2) = 1.8 h: speedup 1/1.8 = 0.556 over 2/4 of the GPUs = 111%

@@ -1,0 +1,154 @@
+"""`advisor recommend` through the real CLI (subprocess): JSON shape, the no-calibration line,
+one-line errors, and the bar on llm7b with its checked-in calibration and the fitted model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import ROOT, WORKLOADS, run_cli
+from pollux_inputs import write_imagenet_inputs
+
+
+@pytest.fixture
+def project_without_calibrations(tmp_path):
+    (tmp_path / "workloads").mkdir()
+    shutil.copy(WORKLOADS / "llm7b.toml", tmp_path / "workloads" / "llm7b.toml")
+    shutil.copy(WORKLOADS / "tiny-cpu.toml", tmp_path / "workloads" / "tiny-cpu.toml")
+    return tmp_path
+
+
+def test_no_workload_and_no_calibration_says_so_per_workload(project_without_calibrations):
+    result = run_cli("recommend", "--budget", "20000", cwd=project_without_calibrations)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("workloads/llm7b.toml: no calibration data for llm7b")
+    assert lines[1].startswith("workloads/tiny-cpu.toml: no calibration data for tiny-cpu")
+
+
+def test_no_calibration_json_is_one_document(project_without_calibrations):
+    result = run_cli("recommend", "--json", cwd=project_without_calibrations)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["recommendations"] == [] and doc["candidates"] == []
+    assert [(x["workload"], x["status"]) for x in doc["workloads"]] == [("llm7b", "no-calibration"), ("tiny-cpu", "no-calibration")]
+
+
+def test_no_workloads_folder_is_a_one_line_error(tmp_path):
+    result = run_cli("recommend", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == "workloads: no workload specs here; give a WORKLOAD.toml or run from the project folder\n"
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--budget", "-5"], "--budget: must be a positive number (got -5.0)"),
+    (["--deadline", "0"], "--deadline: must be a positive number (got 0.0)"),
+    (["--budget", "100", "--confidence", "1.5"], "--confidence: must be between 0 and 1 (exclusive) (got 1.5)"),
+    (["--confidence", "0.9"], "--confidence: needs --budget or --deadline (the odds are of meeting them) (got 0.9)"),
+    (["--tier", "spott"], "workloads/llm7b.toml: tiers: no tier named 'spott'; did you mean 'spot'? (got 'spott')"),
+])
+def test_bad_options_are_one_line_errors(args, line):
+    result = run_cli("recommend", "workloads/llm7b.toml", *args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == line + "\n"
+
+
+def test_calibration_needs_a_workload():
+    result = run_cli("recommend", "--calibration", "x.toml")
+    assert result.returncode == 2 and result.stderr == "--calibration: needs a WORKLOAD argument\n"
+
+
+def recommend_json(*args):
+    pytest.importorskip("advisor.predict", reason="the scaling model (advisor.predict) is not in this build")
+    from advisor.calibration_data import find_calibrations
+
+    if not find_calibrations("llm7b", WORKLOADS / "llm7b.toml"):
+        pytest.skip("no checked-in llm7b calibration")
+    result = run_cli("recommend", "workloads/llm7b.toml", *args, "--json", cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["candidates"], "every (gpus, tier) considered is listed"
+    for row in doc["recommendations"] + doc["candidates"]:
+        assert {"workload", "objective", "gpus", "nodes", "tier", "hours", "cost_usd", "speedup", "efficiency",
+                "step_seconds", "p_meet"} <= set(row)
+    return doc
+
+
+def limits_of(args: list[str]) -> tuple[float, float]:
+    value = lambda flag: float(args[args.index(flag) + 1]) if flag in args else float("inf")  # noqa: E731
+    return value("--budget"), value("--deadline")
+
+
+def check_bar(doc: dict, args: list[str]) -> list[dict]:
+    """The bar over the JSON candidates, by brute force: the recommendation meets the limits, and
+    no candidate meeting them is faster (budget alone) or cheaper (deadline, or both)."""
+    budget, deadline = limits_of(args)
+    ok = [c for c in doc["candidates"] if c["cost_usd"] <= budget and c["hours"] <= deadline]
+    assert len(doc["recommendations"]) == (1 if ok else 0)
+    for rec in doc["recommendations"]:
+        assert rec["cost_usd"] <= budget and rec["hours"] <= deadline and rec["chosen"]
+        if deadline == float("inf"):
+            assert not any(c["hours"] < rec["hours"] for c in ok), "a plan within budget is faster"
+        else:
+            assert not any(c["cost_usd"] < rec["cost_usd"] for c in ok), "a plan meeting the limits is cheaper"
+        assert 0 <= rec["p_meet"] <= 1 and rec["hours_low"] <= rec["hours"] <= rec["hours_high"]
+    if not ok:
+        assert doc["workloads"][0]["status"] == "none-qualifies" and doc["workloads"][0]["closest"]
+    return ok
+
+
+@pytest.mark.parametrize("args", [["--budget", "20000"], ["--deadline", "48"]])
+def test_llm7b_bar_through_the_cli(args):
+    check_bar(recommend_json(*args), args)
+
+
+# ResNet-50 for 90 epochs of ImageNet at 81 images per GPU; prices are test inputs in the range of
+# T4 cloud list prices.
+POLLUX_JOB = 'samples = "115.3M"'
+POLLUX_TIERS = """[[tiers]]
+name = "on-demand"
+usd_per_gpu_hour = 0.98
+[[tiers]]
+name = "spot"
+usd_per_gpu_hour = 0.40
+preemptions_per_node_hour = 0.1
+restart = "5 min"
+checkpoint = "30 s"
+[[tiers]]
+name = "reserved"
+usd_per_gpu_hour = 0.62
+min_hours = 24
+"""
+
+
+@pytest.fixture
+def pollux_imagenet(tmp_path):
+    """Real step times (Pollux imagenet, 81 images per GPU, 1-16 GPUs on 1-4 nodes), three tiers."""
+    return write_imagenet_inputs(tmp_path, 81, POLLUX_JOB, POLLUX_TIERS)
+
+
+@pytest.mark.parametrize("limits", [["--budget", "100"], ["--deadline", "10"], ["--budget", "100", "--deadline", "30"]])
+def test_bar_on_real_measurements_through_the_cli(pollux_imagenet, limits):
+    spec, csv_path = pollux_imagenet
+    result = run_cli("recommend", spec, "--measurements", csv_path, *limits, "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert check_bar(doc, limits), "these limits leave real plans"
+
+
+def test_real_measurements_table_and_plot(pollux_imagenet, tmp_path):
+    spec, csv_path = pollux_imagenet
+    png = tmp_path / "frontier.png"
+    result = run_cli("recommend", spec, "--measurements", csv_path, "--budget", "100", "--plot", png)
+    assert result.returncode == 0, result.stderr
+    assert "✔" in result.stdout and "Fastest plan within $100" in result.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_named_workload_without_calibration_is_an_error(project_without_calibrations):
+    result = run_cli("recommend", "workloads/tiny-cpu.toml", cwd=project_without_calibrations)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("workloads/tiny-cpu.toml: no calibration data") and result.stderr.count("\n") == 1

@@ -1,0 +1,180 @@
+"""The ScalingModel end to end: recovery of known curves, warnings, and behaviour on real traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from advisor.calibration_data import calibration_from_dict
+from advisor.model.families import FAMILIES, Coverage
+from advisor.predict import ScalingModel, backtest, build_model
+from advisor.measurements import MeasuredRun, Measurements
+from advisor.spec import load_workload
+from conftest import SHARED_DATA, WORKLOADS
+
+LLM7B = load_workload(WORKLOADS / "llm7b.toml")
+POLLUX = SHARED_DATA / "pollux-osdi21"
+needs_pollux = pytest.mark.skipif(not POLLUX.is_dir(), reason="Pollux traces (../shared/data) not present")
+
+
+# overhead, compute (1/MFU), contention | intra_sync, intra_bw, intra_lat, inter_sync, inter_bw, inter_lat
+TRUE = np.array([0.05, 2.5, 0.002, 0.01, 1.4, 1.0, 0.03, 1.8, 1.0])
+
+
+def truth(gpus, nodes, gamma=1.5):
+    g, n = np.asarray(gpus, float), np.asarray(nodes, float)
+    d = FAMILIES["topology"].design(LLM7B, g, n, LLM7B.global_batch(g), Coverage(True, False))
+    tc, ts = d.X[:, :3] @ TRUE[:3], d.X[:, 3:] @ TRUE[3:]
+    return (tc**gamma + ts**gamma) ** (1 / gamma)
+
+
+def synthetic_calibration(placements, probes=(), noise=0.0, seed=0, steps=20):
+    """A calibration whose steps follow the topology family with the known coefficients TRUE."""
+    rng = np.random.default_rng(seed)
+    g = np.array([p[0] for p in placements], float)
+    n = np.array([p[1] for p in placements], float)
+    t = truth(g, n)
+    runs = [{"gpus": int(a), "nodes": int(b), "step_seconds": list(ti * rng.lognormal(0, noise, steps) if noise else [ti] * 3)}
+            for a, b, ti in zip(g, n, t)]
+    data = {"schema": 1, "workload": "llm7b", "provenance": {"source": "measured", "created": "2026-11-30T00:00:00Z"},
+            "runs": runs, "collectives": list(probes)}
+    return calibration_from_dict(data, "<synthetic>")
+
+
+def test_fit_recovers_synthetic_curve_and_extrapolates_it():
+    placements = [(1, 1), (2, 1), (4, 1), (8, 1), (16, 2), (32, 4), (64, 8)]
+    cal = synthetic_calibration(placements, noise=0.005)
+    model = build_model(LLM7B, calibration=cal, family="topology", n_bootstrap=10)
+    far = np.array([256.0, 1024.0])
+    med, lo, hi = model.step_time(far)
+    assert med == pytest.approx(truth(far, LLM7B.nodes(far)), rel=0.05)
+    assert (lo <= med).all() and (med <= hi).all()
+
+
+def test_uncrossed_inter_node_term_uses_declared_bandwidth_and_says_so():
+    cal = synthetic_calibration([(1, 1), (2, 1), (4, 1), (8, 1)])
+    model = build_model(LLM7B, calibration=cal, family="topology", n_bootstrap=5)
+    coefs = {c["name"]: c for c in model.describe()["coefficients"]}
+    assert coefs["inter_bandwidth"]["fixed"] and coefs["inter_bandwidth"]["value"] == 1.0
+    assert any("no measurement crossed nodes" in w for w in model.fit_warnings)
+    # 16 GPUs on 2 nodes cannot beat moving the FSDP volume at the declared 400 GB/s per node.
+    declared = 3 * 15 / 16 * 6.7e9 * 2 / 400e9
+    med, _, _ = model.step_time([16], [2])
+    assert med[0] >= declared
+
+
+def test_probe_far_below_declared_link_warns():
+    slow = {"op": "all_reduce", "gpus": 16, "nodes": 2, "bytes": 1 << 30, "seconds": 1.0, "busbw": 2.0}
+    cal = synthetic_calibration([(1, 1), (2, 1), (4, 1), (8, 1), (16, 2)], probes=[slow])
+    model = build_model(LLM7B, calibration=cal, family="topology", n_bootstrap=5)
+    assert any("likely a misconfiguration" in w and "2 GB/s" in w for w in model.fit_warnings)
+
+
+def test_extrapolation_warnings_name_the_distance():
+    cal = synthetic_calibration([(1, 1), (2, 1), (4, 1), (8, 1), (16, 2)])
+    model = build_model(LLM7B, calibration=cal, n_bootstrap=5)
+    p = model.predict([16, 128])
+    assert any("128 GPUs, 8x the largest measured count (16)" in w for w in p.warnings)
+    assert any("16 nodes, past the largest measured node count (2)" in w for w in p.warnings)
+
+
+def pollux_runs(model: str) -> Measurements:
+    import csv
+
+    runs = []
+    with (POLLUX / model / "placements.csv").open() as f:
+        for r in csv.DictReader(f):
+            gpus = sum(int(c) for c in r["placement"])
+            runs.append(MeasuredRun(gpus, len(r["placement"]), float(r["local_bsz"]) * gpus,
+                                    np.array([float(r["step_time"])]), np.array([float(r["sync_time"])])))
+    return Measurements(runs, [], "pollux")
+
+
+def pollux_workload():
+    import sys
+
+    sys.path.insert(0, str(WORKLOADS.parent / "benchmarks"))
+    from accuracy import pollux_workload as make
+
+    return make("imagenet")
+
+
+@needs_pollux
+def test_real_traces_vectorised_predictions_match_pointwise_and_widen_past_the_data():
+    model = ScalingModel(pollux_workload(), pollux_runs("imagenet"), n_bootstrap=20)
+    gpus = np.array([4.0, 8.0, 16.0, 64.0, 256.0])
+    nodes = np.array([1.0, 2.0, 4.0, 16.0, 64.0])
+    batch = 20 * gpus
+    med, lo, hi = model.step_time(gpus, nodes, batch)
+    for i in range(len(gpus)):
+        one = model.step_time(gpus[i:i + 1], nodes[i:i + 1], batch[i:i + 1])
+        assert one[0][0] == pytest.approx(med[i]) and one[2][0] == pytest.approx(hi[i])
+    assert (lo < med).all() and (med < hi).all()
+    width = (hi - lo) / med
+    assert width[-1] >= width[2]  # 256 GPUs on 64 nodes: at least as uncertain as 16 GPUs measured
+
+
+@needs_pollux
+def test_real_traces_cv_prefers_physics_over_the_naive_guess():
+    model = ScalingModel(pollux_workload(), pollux_runs("bert"), n_bootstrap=0)
+    assert model.family in ("topology", "topology-ring")
+    assert model.cv[model.family].mape < model.naive_cv_mape
+    assert model.cv[model.family].mape < model.cv["amdahl"].mape
+
+
+@needs_pollux
+def test_backtest_on_real_traces_reports_errors_and_the_naive_guess():
+    runs = pollux_runs("cifar10")
+    result = backtest(pollux_workload(), runs, fit_max_gpus=8, n_bootstrap=10)
+    assert {p["gpus"] for p in result["points"]} == set(range(9, 17))
+    errors = np.array([p["error"] for p in result["points"]])
+    assert result["mape"] == pytest.approx(np.mean(np.abs(errors)) * 100)
+    inside = [p["low"] <= p["measured"] <= p["high"] for p in result["points"]]
+    assert result["coverage"] == pytest.approx(100 * np.mean(inside))
+    # Naive: per-GPU throughput of the 8-GPU runs with the same per-GPU batch, held at every count.
+    per_gpu = {}
+    for r in runs.runs:
+        if r.gpus == 8:
+            per_gpu.setdefault(r.global_batch / 8, []).append(r.global_batch / (8 * r.median_step))
+    naive = [abs(r.global_batch / (np.median(per_gpu[r.global_batch / r.gpus]) * r.gpus) - r.median_step) / r.median_step
+             for r in runs.runs if r.gpus > 8]
+    assert result["naive_linear_mape"] == pytest.approx(np.mean(naive) * 100)
+
+
+@needs_pollux
+def test_speedup_compares_like_per_gpu_batch_with_like():
+    model = ScalingModel(pollux_workload(), pollux_runs("imagenet"), n_bootstrap=0)
+    gpus = np.array([1.0, 1.0, 16.0])
+    batch = np.array([20.0, 200.0, 16 * 200.0])
+    p = model.predict(gpus, np.array([1.0, 1.0, 4.0]), batch)
+    assert p.speedup[:2] == pytest.approx([1.0, 1.0])  # the baseline at its own per-GPU batch
+    t1 = model.step_time([1.0], [1.0], [200.0])[0][0]
+    assert p.speedup[2] == pytest.approx((batch[2] / p.step_seconds[2]) / (200.0 / t1))
+    assert p.efficiency[2] == pytest.approx(p.speedup[2] / 16)
+
+
+def test_weak_scaling_fit_on_two_counts_stays_physical_below_the_data():
+    """torchtitan's Llama-3.1-8B FSDP at 8 and 128 GPUs (weak scaling, 2 samples per GPU).
+
+    Independent expectation: per-GPU work is fixed, and FSDP traffic at the declared 450 GB/s
+    NVLink is ~0.09 s of the measured 2.84 s step, so fewer GPUs cannot make a step much
+    faster. Without priors the fit let an unidentified term (host contention) explain the whole
+    step and predicted 0.55 s at 2 GPUs; the torchtitan page quotes 33-39% MFU for these runs.
+    """
+    import numpy as np
+
+    from advisor.predict import build_model
+    from advisor.spec import load_workload
+    from conftest import ROOT
+
+    w = load_workload(ROOT / "workloads" / "llm7b.toml")
+    model = build_model(w, calibration=ROOT / "calibrations" / "llm7b_published_torchtitan.toml")
+    median, low, high = model.step_time(np.array([1, 2, 4, 8]), np.array([1, 1, 1, 1]))
+    measured_8 = 2.0 * 8192 / 5762  # local batch 2 x seq 8192 / tokens per second per GPU
+    assert median[3] == pytest.approx(measured_8, rel=0.02)
+    assert (median[:3] >= 0.85 * measured_8).all(), median
+    # MFU implied by the fitted compute coefficient lies in the published 33-39% band (+-5 points).
+    peak = w.peak_flops
+    flops_per_gpu_step = w.model.training_flops_per_sample * 2
+    mfu_8 = flops_per_gpu_step / (median[3] * peak)
+    assert 0.28 <= mfu_8 <= 0.44

@@ -14,7 +14,7 @@ import pytest
 from advisor.calibrate.emit import emit_placements, slurm_script, torchrun_commands
 from advisor.calibrate.launcher import RankState, first_failure
 from advisor.calibrate.plan import MIB, batch_plan, probe_sizes, proxy_shape
-from advisor.calibrate.session import parse_counts
+from advisor.calibrate.session import local_counts
 from advisor.errors import InputError
 from advisor.spec import load_workload, workload_from_dict
 from conftest import ROOT, WORKLOADS
@@ -61,11 +61,14 @@ def test_probe_sizes_span_1mib_to_capped_gradient(gradient_bytes, device, gpus):
     assert all(s % (4 * gpus) == 0 for s in sizes)
 
 
-def test_parse_counts():
-    assert parse_counts("1,2, 16@2") == [(1, None), (2, None), (16, 2)]
-    for bad in ("", "0", "2@3", "a", "1,1", "4@0"):
-        with pytest.raises(InputError, match="--gpus"):
-            parse_counts(bad)
+def test_local_counts_any_n_on_cpu_one_node_only():
+    w = load_workload(WORKLOADS / "tiny-cpu.toml")  # 4 GPUs per node
+    assert local_counts(w, "1,2,8", "cpu", None) == [1, 2, 8]  # 8 CPU ranks on this one host
+    assert local_counts(w, None, "cpu", None) == [1, 2, 4]
+    assert local_counts(w, None, "cuda", 2) == [1, 2]  # the spec's counts, capped by visible GPUs
+    for bad, why in (("8@2", "spans nodes"), ("1,1", "unique"), ("0", ">= 1"), ("a", "whole numbers"), ("4", "has 2")):
+        with pytest.raises(InputError, match=why):
+            local_counts(w, bad, "cuda" if bad == "4" else "cpu", 2 if bad == "4" else None)
 
 
 def test_proxy_parameter_count_matches_formula_and_tiny_cpu_spec():

@@ -38,8 +38,8 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
-from advisor.calibrate.session import parse_counts
 from advisor.errors import InputError
+from advisor.placement import parse_placements
 from advisor.spec import Workload
 
 DEFAULT_RDZV_PORT = 29500
@@ -57,12 +57,10 @@ def emit_placements(w: Workload, gpus: Optional[str]) -> list[tuple[int, int]]:
                 list(w.calibration.gpus),
             )
         return placements
-    placements = []
-    for n, nodes in parse_counts(gpus):
-        nodes = nodes or w.nodes(n)
+    placements = parse_placements(gpus, w.cluster.gpus_per_node)
+    for n, nodes in placements:
         if n % nodes:
             raise InputError.at("--gpus", "", f"{n}@{nodes}: every node must run the same number of ranks", gpus)
-        placements.append((n, nodes))
     return placements
 
 

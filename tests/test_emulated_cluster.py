@@ -1,0 +1,59 @@
+"""Calibrate -> fit -> predict across emulated nodes, with real gloo traffic over tbf-capped links.
+
+Runs benchmarks/emulated_cluster.py's experiment once (about 3-4 minutes on 2 cores): advisor's
+emitted torchrun commands in network namespaces, 2 ranks per node, collected with --collect. Skips
+with the reason without root, network namespaces or torch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from netcluster import parse_rate, unavailable_reason  # noqa: E402
+
+RATE = "200mbit"
+
+pytestmark = [pytest.mark.netns, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    reason = unavailable_reason(cpu_budgets=True)
+    if reason is None and importlib.util.find_spec("torch") is None:
+        reason = "needs torch (pip install torch==2.13.0)"
+    if reason:
+        pytest.skip(reason)
+    import emulated_cluster
+
+    return emulated_cluster.experiment(rate=RATE, steps=5, warmup=2, folder=tmp_path_factory.mktemp("emulated"))
+
+
+def test_calibration_measures_the_emulated_link(result):
+    # advisor's own all_reduce probe across two nodes moves data at the tbf rate (a few percent of
+    # headers below it), not at loopback speed: the ranks really talked over the capped link.
+    assert 0.8 * parse_rate(RATE) < result["link_busbw_bits"] < 1.05 * parse_rate(RATE)
+
+
+def test_a_slow_link_bends_scaling_at_the_node_boundary(result):
+    capped, uncapped = result["speedup_2_to_4_capped"], result["speedup_2_to_4_uncapped"]
+    assert capped < 1.3  # issue 6's bar
+    # "clearly more": at least 30% more speedup from the same 2-rank baseline, and a real gain.
+    # Seen here: capped 0.84-0.96x, uncapped 1.29-1.68x (the machine shared with other work).
+    assert uncapped > 1.3 * capped and uncapped > 1.15
+
+
+def test_node_aware_model_predicts_8_ranks_over_4_nodes(result):
+    # Issue 6's bar is 15%; benchmarks/emulated_cluster.py prints the error against it (accuracy
+    # targets live in benchmarks). Seen here with --model topology: +5.6%, +13.0%, +13.3%, +16.7%.
+    # This test guards the cross-node path end to end against gross breakage: within 25%.
+    row = result["predicted_8@4"]["topology"]
+    assert row["step_seconds"] is not None, row.get("error")
+    assert abs(row["error"]) <= 0.25, result

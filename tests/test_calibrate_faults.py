@@ -173,3 +173,15 @@ def test_write_failure_mid_run_leaves_the_previous_file_untouched(tmp_path):
     assert r.returncode == 0, r.stderr
     assert _saved_counts(out) == [1, 2]
     shutil.rmtree(kept, ignore_errors=True)
+
+
+def test_ranks_die_with_a_killed_cli(tmp_path):
+    # SIGKILL leaves the CLI no chance to clean up: the kernel ends its ranks (PR_SET_PDEATHSIG).
+    spec = small_workload(tmp_path)
+    cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", tmp_path / "cal.toml")
+    _rank_pid(cli, 1)
+    time.sleep(3)  # past start-up: the ranks are training
+    assert len(workers_of(cli.pid)) == 2
+    cli.kill()
+    cli.communicate(timeout=30)
+    assert_no_workers_left(cli.pid)

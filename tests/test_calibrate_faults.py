@@ -185,3 +185,16 @@ def test_ranks_die_with_a_killed_cli(tmp_path):
     cli.kill()
     cli.communicate(timeout=30)
     assert_no_workers_left(cli.pid)
+
+
+def test_misconfigured_network_fails_with_the_ranks_own_error(tmp_path):
+    # A half-configured host: gloo told to use an interface that does not exist. The ranks raise
+    # at start-up; the message carries the first line of a rank's own error.
+    spec = small_workload(tmp_path)
+    env = cli_env({"GLOO_SOCKET_IFNAME": "advisor-no-such-if0"})
+    r = subprocess.run([sys.executable, "-m", "advisor", "calibrate", str(spec), "--gpus", "2", *CPU,
+                        "--out", str(tmp_path / "cal.toml")], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    line = next(ln for ln in r.stderr.splitlines() if "failed:" in ln)
+    assert re.search(r"N=2: rank [01] failed: \w+(Error|Exception)?: .*advisor-no-such-if0", line), line
+    assert "Traceback" not in r.stderr and not (tmp_path / "cal.toml").exists()

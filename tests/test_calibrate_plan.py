@@ -3,11 +3,9 @@ emitted commands, proxy parameter counts, failure attribution."""
 
 from __future__ import annotations
 
-import math
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -4,7 +4,8 @@ Public API (torch is imported only inside the functions that launch or run ranks
 
     calibrate(workload_path, gpus="1,2,4", device="auto", ...) -> (Calibration, Path)
     collect(workload_path, results_dir, out=None) -> (Calibration, Path)
-    torchrun_commands(...), slurm_script(...)      # multi-node: advisor.calibrate.emit
+    emit_placements(workload, "16,32@4") -> [(gpus, nodes)]
+    torchrun_commands(...), slurm_script(...) -> str   # multi-node: advisor.calibrate.emit
     summary(calibration, workload) -> [SummaryRow]
 
 Modules: plan (batch split, proxy shape, probe sizes), proxy (the model), worker (one rank),
@@ -12,8 +13,12 @@ launcher (local ranks, failures, timeouts), session (lock, resume, save per coun
 (result.json -> runs), environment (versions, devices), emit (torchrun/Slurm for many nodes).
 """
 
+from advisor.calibrate.emit import emit_placements, slurm_script, torchrun_commands
 from advisor.calibrate.launcher import CalibrationFailed
 from advisor.calibrate.results import SummaryRow, summary
 from advisor.calibrate.session import calibrate, collect
 
-__all__ = ["CalibrationFailed", "SummaryRow", "calibrate", "collect", "summary"]
+__all__ = [
+    "CalibrationFailed", "SummaryRow", "calibrate", "collect", "emit_placements", "slurm_script",
+    "summary", "torchrun_commands",
+]

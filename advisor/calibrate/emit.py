@@ -11,17 +11,19 @@ Interface (kept small so other tools and people can drive it):
 calibration counts that need more than one node, M = ceil(N / gpus_per_node)), one line per node:
 
     torchrun --nnodes M --node-rank i --nproc-per-node N/M --rdzv-backend c10d
-             --rdzv-endpoint HOST:PORT --rdzv-id advisor-NAME-N-M --max-restarts 0
+             --rdzv-endpoint HOST:PORT --rdzv-id advisor-NAME-N-M --rdzv-conf is_host=0|1
+             --max-restarts 0
              -m advisor.calibrate.worker --workload /abs/W.toml --results DIR/gpusN-nodesM
              --device D --steps S --warmup K
 
 On CPU (`--device cpu`) each line starts with OMP_NUM_THREADS=1 (one thread per rank). Run
-line i on node i (all lines of one placement at the same time; placements one after
-another). HOST is node 0's address, reachable from every node (`--rdzv-host`, default this
-host's name); node 0 hosts the c10d rendezvous store on PORT. Lines starting with `#` are comments.
-The workload file and DIR must be at the same path on every node (a shared file system, or copy
-them); gloo ranks pick their interface from GLOO_SOCKET_IFNAME (NCCL: NCCL_SOCKET_IFNAME) when
-set in the node's environment. Each run writes DIR/gpusN-nodesM/result.json (rank 0) and one
+line i on node i, all lines of one placement at the same time (node 0's first is best; the
+others wait for it), placements one after another. Lines starting with `#` are comments. HOST
+is node 0's address, reachable from every node (`--rdzv-host`, default this host's name); node 0
+hosts the c10d rendezvous store on PORT (`is_host=1` on its line only). The workload file and
+DIR must be at the same path on every node (a shared file system, or copy them); gloo ranks pick
+their interface from GLOO_SOCKET_IFNAME (NCCL: NCCL_SOCKET_IFNAME) when set in the node's
+environment. Each run writes DIR/gpusN-nodesM/result.json (rank 0) and one
 rank<R>.json per rank; `--collect DIR` merges every finished run under DIR into the calibration
 file (default calibrations/NAME_DEVICE_DATE.toml).
 
@@ -36,8 +38,8 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
-from advisor.calibrate.session import parse_counts
 from advisor.errors import InputError
+from advisor.placement import parse_placements
 from advisor.spec import Workload
 
 DEFAULT_RDZV_PORT = 29500
@@ -55,12 +57,10 @@ def emit_placements(w: Workload, gpus: Optional[str]) -> list[tuple[int, int]]:
                 list(w.calibration.gpus),
             )
         return placements
-    placements = []
-    for n, nodes in parse_counts(gpus):
-        nodes = nodes or w.nodes(n)
+    placements = parse_placements(gpus, w.cluster.gpus_per_node)
+    for n, nodes in placements:
         if n % nodes:
             raise InputError.at("--gpus", "", f"{n}@{nodes}: every node must run the same number of ranks", gpus)
-        placements.append((n, nodes))
     return placements
 
 
@@ -77,7 +77,14 @@ def _torchrun(workload_path: Path, gpus: int, nodes: int, results: Path, device:
     if node_rank is not None:
         words += ["--node-rank", str(node_rank)]
     words += ["--nproc-per-node", str(gpus // nodes), "--rdzv-backend", "c10d",
-              "--rdzv-endpoint", endpoint_word, "--rdzv-id", id_word, "--max-restarts", "0",
+              "--rdzv-endpoint", endpoint_word, "--rdzv-id", id_word]
+    if node_rank is not None:
+        # Say which node hosts the rendezvous store instead of letting torchrun guess from host
+        # names: with a localhost endpoint every node would match, and if the wrong one hosts the
+        # store it can leave first and strand the others at torchrun's 300 s exit barrier
+        # (pytorch#69520).
+        words += ["--rdzv-conf", f"is_host={int(node_rank == 0)}"]
+    words += ["--max-restarts", "0",
               "-m", "advisor.calibrate.worker", "--workload", q(str(workload_path.resolve())),
               "--results", q(str(result_dir(results.resolve(), gpus, nodes))), "--device", device,
               "--steps", str(steps), "--warmup", str(warmup)]

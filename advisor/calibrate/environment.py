@@ -39,6 +39,8 @@ def describe_rank(device_type: str, local_rank: int) -> dict:
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "omp_threads": torch.get_num_threads(),
     }
+    if hasattr(os, "getloadavg"):  # other work on the host at the end of the run (1, 5, 15 min)
+        env["load_average"] = [round(x, 2) for x in os.getloadavg()]
     if device_type == "cuda":
         env["backend"] = "nccl"
         env["device"] = torch.cuda.get_device_name(local_rank)
@@ -51,12 +53,17 @@ def describe_rank(device_type: str, local_rank: int) -> dict:
     return env
 
 
+#: Values that differ between GPU counts, stored as tables keyed by the count.
+PER_COUNT = ("omp_threads", "gpus_per_node", "load_average")
+
+
 def merge_environments(old: dict, new: dict, gpus: int) -> dict:
     """One `[environment]` for the file: the first run's values, hosts united over runs, and the
-    per-count values (OpenMP threads per rank, ranks per node) keyed by GPU count."""
-    merged = dict(old) if old else {k: v for k, v in new.items() if k not in ("hosts", "omp_threads", "gpus_per_node")}
+    per-count values (OpenMP threads per rank, ranks per node, rank 0's host load average at the
+    end of the run) keyed by GPU count."""
+    merged = dict(old) if old else {k: v for k, v in new.items() if k not in ("hosts", *PER_COUNT)}
     merged["hosts"] = sorted(set(old.get("hosts", [])) | set(new.get("hosts", [])))
-    for key in ("omp_threads", "gpus_per_node"):
+    for key in PER_COUNT:
         if key in new:
             table = dict(merged.get(key, {}) if isinstance(merged.get(key), dict) else {})
             table[str(gpus)] = new[key]

@@ -5,8 +5,8 @@ machine, one per rank, with the standard env:// variables, and waits for them. W
 or `elastic_launch` here: a launcher that owns the ranks directly can (1) put all of them in one
 process group of their own and kill that whole group on a timeout, a failure or Ctrl-C, (2) read
 each rank's own one-line error file and log, so a failure names the rank and its cause, and
-(3) set OMP_NUM_THREADS per worker (elastic_launch does not: unset, a 2-rank CPU DDP step was
-~60x slower on the development machine). Multi-node runs use torchrun (advisor.calibrate.emit);
+(3) set OMP_NUM_THREADS per worker (`threads_per_rank`; elastic_launch does not: unset, a 2-rank
+CPU DDP step was ~60x slower on the development machine). Multi-node runs use torchrun (advisor.calibrate.emit);
 the worker is the same.
 
 No orphans: the ranks run in their own process group (so a terminal's Ctrl-C reaches only the
@@ -63,8 +63,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def threads_per_rank(ranks: int) -> int:
-    """OpenMP threads per rank: this machine's usable cores shared evenly, at least 1."""
+def threads_per_rank(ranks: int, device: str) -> int:
+    """OpenMP threads per rank. CPU ranks stand in for GPUs, so each gets one thread: a rank is one
+    fixed unit of compute whatever N is, and adding ranks adds compute as adding GPUs does (with
+    cores // N threads, N=1 would get every core and the 1 -> 2 step would measure nothing but
+    thread scaling; OpenMP's spinning threads also collapse when other jobs share the cores).
+    CUDA ranks: the host's cores shared evenly, at least 1 (data loading and kernel launches)."""
+    if device == "cpu":
+        return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores // ranks)
 
@@ -156,7 +162,7 @@ def launch_local(
         "MASTER_PORT": str(free_port()),
         "WORLD_SIZE": str(gpus),
         "LOCAL_WORLD_SIZE": str(gpus),
-        "OMP_NUM_THREADS": str(threads_per_rank(gpus)),
+        "OMP_NUM_THREADS": str(threads_per_rank(gpus, device)),
         "ADVISOR_PARENT_PID": str(os.getpid()),
         "PYTHONUNBUFFERED": "1",
     })

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import socket
+import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,27 +21,13 @@ from typing import Callable, Optional
 from advisor.calibrate.launcher import launch_local
 from advisor.calibrate.results import add_result, find_result_dirs, read_result_dir
 from advisor.calibration_data import Calibration, Provenance, calibrations_dir, load_calibration, now_utc, save_calibration
-from advisor.errors import InputError
+from advisor.errors import InputError, Problem
 from advisor.fileio import exclusive_lock
+from advisor.placement import parse_placements
 from advisor.spec import Workload, load_workload
 
-Placement = tuple[int, Optional[int]]  # (gpus, nodes or None: as the workload fills nodes)
-
 #: Note added to provenance of CPU calibrations.
-CPU_NOTE = "CPU processes with gloo stand in for GPUs; the proxy ran in fp32 on CPU"
-
-
-def parse_counts(text: str) -> list[Placement]:
-    """`--gpus 1,2,4,16@2` -> [(1, None), (2, None), (4, None), (16, 2)]."""
-    out: list[Placement] = []
-    for item in text.split(","):
-        m = re.fullmatch(r"\s*(\d+)\s*(?:@\s*(\d+)\s*)?", item)
-        if not m or int(m.group(1)) < 1 or (m.group(2) is not None and not 1 <= int(m.group(2)) <= int(m.group(1))):
-            raise InputError.at("--gpus", "", "expected comma-separated counts N or N@NODES, N >= NODES >= 1", text)
-        out.append((int(m.group(1)), int(m.group(2)) if m.group(2) else None))
-    if len({g for g, _ in out}) != len(out):
-        raise InputError.at("--gpus", "", "counts must be unique", text)
-    return out
+CPU_NOTE = "CPU processes with gloo stand in for GPUs, one OpenMP thread each; the proxy ran in fp32 on CPU"
 
 
 def resolve_device(device: str) -> tuple[str, Optional[int]]:
@@ -87,9 +74,13 @@ def local_counts(w: Workload, gpus: Optional[str], device: str, available: Optio
         if available is not None:
             counts = [n for n in counts if n <= available] or [available]
         return counts
-    placements = parse_counts(gpus)
+    # A bare N here means N ranks on this machine (one node), whatever the cluster's node size:
+    # on CPU any N is allowed; on CUDA the visible GPUs cap it below.
+    placements = parse_placements(gpus, gpus_per_node=sys.maxsize)
+    if len({n for n, _ in placements}) != len(placements):
+        raise InputError.at("--gpus", "", "counts must be unique", gpus)
     for n, nodes in placements:
-        if nodes not in (None, 1):
+        if nodes != 1:
             raise InputError.at("--gpus", "", f"{n}@{nodes} spans nodes: use --emit torchrun|slurm and --collect", gpus)
         if available is not None and n > available:
             raise InputError.at("--gpus", "", f"{n} GPUs asked, this machine has {available}", gpus)
@@ -154,13 +145,27 @@ def calibrate(
                 event("skip", f"N={n}: already in {out}")
                 continue
             event("start", f"N={n}: starting {n} rank{'s' if n > 1 else ''} ({device})")
+            if n > w.cluster.gpus_per_node:
+                event("warn", f"N={n}: more than cluster.gpus_per_node ({w.cluster.gpus_per_node}) on this one "
+                              "host; recorded as 1 node, though the spec's cluster would need "
+                              f"{w.nodes(n)} (multi-node counts: --emit torchrun, then --collect)")
             results = Path(tempfile.mkdtemp(prefix=f"advisor-calibrate-{w.name}-{n}-"))
-            result = launch_local(
-                workload_path.resolve(), n, device, steps, warmup, results, timeout,
-                on_progress=lambda text: event("progress", text),
-            )
-            cal = add_result(cal, w, result)
-            save_calibration(cal, out)
+            try:
+                result = launch_local(
+                    workload_path.resolve(), n, device, steps, warmup, results, timeout,
+                    on_progress=lambda text: event("progress", text),
+                )
+            except KeyboardInterrupt:
+                shutil.rmtree(results, ignore_errors=True)
+                raise
+            measured = add_result(cal, w, result)
+            try:
+                save_calibration(measured, out)
+            except InputError as exc:  # the old file is intact; keep this count's measurement too
+                keep = Problem(str(results), "", f"the N={n} measurement is kept here; when {out.parent} is "
+                               f"writable again add it with: advisor calibrate {workload_path} --collect {results} --out {out}")
+                raise InputError([*exc.problems, keep]) from None
+            cal = measured
             shutil.rmtree(results, ignore_errors=True)
             event("saved", f"N={n}: saved to {out}")
     return cal, out

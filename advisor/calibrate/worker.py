@@ -16,9 +16,10 @@ What one rank does:
 2. `warmup` untimed optimizer steps, then `steps` timed ones: forward + backward over the
    micro-batches of plan.batch_plan (gradient sync on the last micro-batch only), optimizer step.
    Every step starts after a barrier, and the clock is read after a device synchronise.
-3. `steps` more timed steps with gradient synchronisation switched off (DDP `no_sync`, FSDP2
-   `set_requires_gradient_sync(False)`): the compute part, so exposed communication is measured
-   as step - compute. FSDP2 still all-gathers parameters in those steps; only the gradient
+3. After each timed step, one more with gradient synchronisation switched off (DDP `no_sync`,
+   FSDP2 `set_requires_gradient_sync(False)`): the compute part, so exposed communication is
+   measured as step - compute. The two kinds alternate so that load drifting on a shared machine
+   biases neither. FSDP2 still all-gathers parameters in those steps; only the gradient
    reduce-scatter is dropped.
 4. For world > 1: collective probes (plan.probe_sizes) for all_reduce, reduce_scatter and
    all_gather; busbw by the nccl-tests definitions (doc/PERFORMANCE.md in NVIDIA/nccl-tests).
@@ -172,17 +173,23 @@ class Rank:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
-    def timed_steps(self, phase: str, count: int, sync_gradients: bool) -> list[float]:
-        seconds = []
+    def timed_step(self, sync_gradients: bool) -> float:
+        self.barrier()  # every rank starts together: the time is the step's, not a straggler's
+        self.sync()
+        start = time.perf_counter()
+        self.step(sync_gradients)
+        self.sync()  # a CUDA step is asynchronous until here
+        return time.perf_counter() - start
+
+    def timed_steps(self, count: int) -> tuple[list[float], list[float]]:
+        """`count` pairs of (full step, compute-only step), interleaved so that load drifting on a
+        shared machine hits both alike instead of biasing whichever ran later."""
+        full, compute = [], []
         for i in range(count):
-            self.barrier()
-            self.sync()
-            start = time.perf_counter()
-            self.step(sync_gradients)
-            self.sync()
-            seconds.append(time.perf_counter() - start)
-            _progress(phase, i + 1, count)
-        return seconds
+            full.append(self.timed_step(True))
+            compute.append(self.timed_step(False))
+            _progress("step", i + 1, count)
+        return full, compute
 
     # -- collectives ---------------------------------------------------------------------------
     def probe(self) -> list[dict]:
@@ -233,8 +240,8 @@ class Rank:
             _progress("warmup", i + 1, args.warmup)
         if self.cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
-        step_seconds = self.max_over_ranks(self.timed_steps("step", args.steps, True))
-        compute_seconds = self.max_over_ranks(self.timed_steps("compute", args.steps, False))
+        full, compute = self.timed_steps(args.steps)
+        step_seconds, compute_seconds = self.max_over_ranks(full), self.max_over_ranks(compute)
         peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else 0
         peak_max = int(self.max_over_ranks([float(peak)])[0])
         collectives = self.probe()

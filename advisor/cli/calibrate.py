@@ -36,6 +36,11 @@ class Emit(str, Enum):
     slurm = "slurm"
 
 
+def _say(console, text: str) -> None:
+    """One plain line on stderr: no rich markup (paths and errors hold brackets), no wrapping."""
+    console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
 def _terminate_as_interrupt(signum, frame):  # SIGTERM: stop like Ctrl-C, cleaning up the ranks
     raise KeyboardInterrupt
 
@@ -61,6 +66,10 @@ def calibrate_command(
     from rich.console import Console
 
     err = Console(stderr=True)
+    if emit is not None and collect is not None:
+        from advisor.errors import InputError
+
+        raise InputError.at("--emit", "", "use --emit (print the commands) or --collect (merge their results), not both")
     command = shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
     if emit is not None:
         _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port)
@@ -69,13 +78,12 @@ def calibrate_command(
         from advisor.calibrate import collect as collect_results
 
         cal, path = collect_results(workload, collect, out, notes=notes, command=command,
-                                    on_event=lambda kind, text: err.print(text, highlight=False))
+                                    on_event=lambda kind, text: _say(err, text))
         _summary(workload, cal, path, err)
         return
     from advisor.calibrate import CalibrationFailed, calibrate
 
     saved: list[str] = []
-    target: list[Path] = []
     status = err.status("starting") if err.is_terminal else None
 
     def on_event(kind: str, text: str) -> None:
@@ -85,9 +93,13 @@ def calibrate_command(
             return
         if kind == "saved":
             saved.append(text.split(":", 1)[0])
-        err.print(text, highlight=False)
+        _say(err, text)
 
+    # Ctrl-C and SIGTERM both stop the run cleanly (ranks killed, finished counts kept). SIGINT's
+    # handler is installed explicitly: a shell starts background jobs with SIGINT ignored, and
+    # `kill -INT` must still stop a calibration started that way.
     previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if status is not None:
             status.start()
@@ -95,20 +107,21 @@ def calibrate_command(
     except CalibrationFailed as exc:
         if status is not None:
             status.stop()
-        err.print(f"advisor calibrate: {exc}", highlight=False, markup=False, soft_wrap=True)
+        _say(err, f"advisor calibrate: {exc}")
         kept = ", ".join(saved) if saved else "none"
-        err.print(f"finished counts kept: {kept}; fix the cause and rerun with --resume", highlight=False)
+        _say(err, f"finished counts kept: {kept}; fix the cause and rerun with --resume")
         raise SystemExit(EXIT_FAILED) from None
     except KeyboardInterrupt:
         if status is not None:
             status.stop()
         kept = ", ".join(saved) if saved else "none"
-        err.print(f"advisor calibrate: interrupted; ranks stopped; finished counts kept: {kept}; rerun with --resume to continue", highlight=False)
+        _say(err, f"advisor calibrate: interrupted; ranks stopped; finished counts kept: {kept}; rerun with --resume to continue")
         raise SystemExit(EXIT_INTERRUPTED) from None
     finally:
         if status is not None:
             status.stop()
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
     _summary(workload, cal, path, err)
 
 
@@ -150,5 +163,5 @@ def _summary(workload_path: Path, cal, path: Path, err) -> None:
             f"{r.efficiency:.0%}", "-" if r.exposed_comm is None else f"{r.exposed_comm:.0%}",
             "-" if r.busbw is None else f"{r.busbw:.3g}",
         )
-    Console(soft_wrap=True).print(table)
-    err.print(f"wrote {path}", highlight=False)
+    Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120).print(table)
+    _say(err, f"wrote {path}")

@@ -1,0 +1,104 @@
+"""Helpers for the calibration tests: a small real workload, the CLI as a background process,
+and finding (or proving the absence of) a run's worker processes through /proc."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from conftest import ROOT, WORKLOADS
+
+#: Parameters of the 2-layer proxy below: embeddings 1024·256 + 64·256, 2·(12·256² + 13·256),
+#: final norm 2·256 (advisor.calibrate.proxy.params_of_transformer; checked in test_calibrate_plan).
+SMALL_PARAMS = 1024 * 256 + 64 * 256 + 2 * (12 * 256 * 256 + 13 * 256) + 2 * 256
+
+
+def small_workload(folder: Path, strategy: str = "ddp", name: str = "tiny-test", **batch) -> Path:
+    """tiny-cpu cut to 2 layers and a global batch of 8 (micro 4): a real but quick proxy."""
+    text = (WORKLOADS / "tiny-cpu.toml").read_text()
+    text = text.replace('name = "tiny-cpu"', f'name = "{name}"')
+    text = text.replace("layers = 4", "layers = 2")
+    text = "\n".join(
+        f"params = {SMALL_PARAMS}" if line.startswith("params =") else line for line in text.splitlines()
+    ) + "\n"
+    text = text.replace('strategy = "ddp"', f'strategy = "{strategy}"')
+    text = text.replace("global_samples = 32", f"global_samples = {batch.get('global_samples', 8)}")
+    path = folder / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def cli_env(extra: Optional[dict] = None) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra or {})
+    return env
+
+
+def start_cli(*args: str, **popen) -> subprocess.Popen:
+    """`python -m advisor ARGS` in the background, output captured."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "advisor", *map(str, args)], cwd=ROOT, env=popen.pop("env", cli_env()),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen,
+    )
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, proc: Optional[subprocess.Popen] = None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"CLI exited ({proc.returncode}) before {what}:\n{err}")
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def worker_processes() -> dict[int, dict]:
+    """Every live advisor.calibrate.worker process: pid -> {ppid, rank, parent (ADVISOR_PARENT_PID)}."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        cmd = _read(f"/proc/{entry}/cmdline").split(b"\0")
+        if b"advisor.calibrate.worker" not in cmd:
+            continue
+        stat = _read(f"/proc/{entry}/stat").decode(errors="replace")
+        if not stat or stat.rsplit(")", 1)[-1].split()[0] == "Z":
+            continue  # gone, or a zombie awaiting its parent's wait()
+        env = dict(
+            item.split(b"=", 1) for item in _read(f"/proc/{entry}/environ").split(b"\0") if b"=" in item
+        )
+        found[int(entry)] = {
+            "ppid": int(stat.rsplit(")", 1)[-1].split()[1]),
+            "rank": int(env.get(b"RANK", b"-1")),
+            "parent": int(env.get(b"ADVISOR_PARENT_PID", b"0")),
+        }
+    return found
+
+
+def workers_of(cli_pid: int) -> dict[int, dict]:
+    return {pid: info for pid, info in worker_processes().items() if info["parent"] == cli_pid}
+
+
+def assert_no_workers_left(cli_pid: int, grace: float = 5.0) -> None:
+    """No worker of that CLI run survives (allowing the kernel a moment to reap)."""
+    deadline = time.monotonic() + grace
+    while workers_of(cli_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = workers_of(cli_pid)
+    assert not left, f"orphaned worker processes: {left}"

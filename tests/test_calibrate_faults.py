@@ -1,0 +1,200 @@
+"""Calibration faults injected for real (issue 8): a worker killed, a hung rank past --timeout,
+SIGINT to the CLI then --resume, a read-only output folder, two calibrations on one file.
+Each checks the exit status, the one-line message, the file, and that no worker survives."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from advisor.calibration_data import load_calibration
+from calibrate_support import assert_no_workers_left, cli_env, small_workload, start_cli, wait_for, workers_of
+from conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+CPU = ("--device", "cpu", "--warmup", "1")
+
+
+def _rank_pid(cli: subprocess.Popen, rank: int) -> int:
+    def find():
+        return next((pid for pid, info in workers_of(cli.pid).items() if info["rank"] == rank), None)
+    return wait_for(find, 60, f"rank {rank} to start", cli)
+
+
+def _saved_counts(path: Path) -> list[int]:
+    try:
+        return [r.gpus for r in load_calibration(path).runs]
+    except Exception:  # noqa: BLE001 - not written yet
+        return []
+
+
+def test_killed_worker_is_named_and_no_rank_survives(tmp_path):
+    spec = small_workload(tmp_path)
+    out = tmp_path / "cal.toml"
+    cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", out)
+    victim = _rank_pid(cli, 1)
+    time.sleep(3)  # past start-up: rank 1 is in the training loop
+    os.kill(victim, signal.SIGKILL)
+    _, err = cli.communicate(timeout=60)
+    assert cli.returncode == 1, err
+    assert "N=2: rank 1 failed: killed by SIGKILL" in err and "Traceback" not in err
+    assert_no_workers_left(cli.pid)
+    assert not out.exists()  # no count finished: nothing written, nothing half-written
+
+
+def test_hung_rank_is_killed_by_timeout_with_its_whole_group(tmp_path):
+    spec = small_workload(tmp_path)
+    out = tmp_path / "cal.toml"
+    cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--timeout", "12", "--out", out)
+    wait_for(lambda: _saved_counts(out) == [1], 90, "N=1 saved", cli)
+    hung = _rank_pid(cli, 1)
+    os.kill(hung, signal.SIGSTOP)  # a real hang: rank 1 stops, rank 0 waits in a collective
+    peers = list(workers_of(cli.pid))
+    _, err = cli.communicate(timeout=90)
+    assert cli.returncode == 1, err
+    assert "N=2: no result after 12 s (--timeout); killed all 2 ranks" in err and "rank 1:" in err
+    assert "finished counts kept: N=1" in err
+    assert_no_workers_left(cli.pid)
+    for pid in peers:  # the stopped rank too: SIGKILL ends stopped processes
+        assert not Path(f"/proc/{pid}").exists() or b"Z" in Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1][:3]
+    assert _saved_counts(out) == [1]
+
+
+def test_sigint_keeps_finished_counts_then_resume_completes(tmp_path):
+    spec = small_workload(tmp_path)
+    out = tmp_path / "cal.toml"
+    cli = start_cli("calibrate", spec, "--gpus", "1,2,4", "--steps", "2", *CPU, "--out", out)
+    wait_for(lambda: _saved_counts(out) == [1], 90, "N=1 saved", cli)
+    _rank_pid(cli, 0)  # N=2 is running
+    cli.send_signal(signal.SIGINT)
+    _, err = cli.communicate(timeout=60)
+    assert cli.returncode == 130, err
+    assert "interrupted" in err and "finished counts kept: N=1" in err and "Traceback" not in err
+    assert_no_workers_left(cli.pid)
+    first = load_calibration(out)
+    assert [r.gpus for r in first.runs] == [1]
+    r = run_cli("calibrate", spec, "--gpus", "1,2,4", "--steps", "2", *CPU, "--out", out, "--resume", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "N=1: already in" in r.stderr
+    done = load_calibration(out)
+    assert [x.gpus for x in done.runs] == [1, 2, 4]
+    assert done.runs[0] == first.runs[0] and done.provenance.created == first.provenance.created
+    assert {c.gpus for c in done.collectives} == {2, 4}
+
+
+def test_existing_file_is_not_overwritten_without_resume(tmp_path):
+    spec = small_workload(tmp_path)
+    out = tmp_path / "cal.toml"
+    out.write_text("keep me\n")
+    r = run_cli("calibrate", spec, "--gpus", "1", *CPU, "--out", out)
+    assert r.returncode == 2 and "exists; pass --resume" in r.stderr
+    assert out.read_text() == "keep me\n"
+
+
+def test_second_calibration_of_the_same_file_is_refused(tmp_path):
+    spec = small_workload(tmp_path)
+    out = tmp_path / "cal.toml"
+    # Started as a shell starts a background job (SIGINT ignored): `kill -INT` must still stop it.
+    first = start_cli("calibrate", spec, "--gpus", "1", "--steps", "50", *CPU, "--out", out,
+                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    _rank_pid(first, 0)  # the lock is taken before any rank starts
+    r = run_cli("calibrate", spec, "--gpus", "1", *CPU, "--out", out, "--resume")
+    assert r.returncode == 2, r.stderr
+    assert "another advisor process is writing this file" in r.stderr and "Traceback" not in r.stderr
+    first.send_signal(signal.SIGINT)
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 130 and "interrupted" in err
+    assert_no_workers_left(first.pid)
+
+
+def _make_read_only(folder: Path) -> None:
+    """A folder the CLI cannot write to. Root ignores permission bits, so as root the folder is
+    made immutable (chattr +i: no entry can be created, renamed or removed, even by root)."""
+    if os.geteuid() == 0:
+        if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(folder)]).returncode != 0:
+            pytest.skip("running as root without chattr +i: cannot make a folder read-only for root")
+    else:
+        folder.chmod(0o555)
+
+
+def _make_writable(folder: Path) -> None:
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
+    folder.chmod(0o755)
+
+
+def test_read_only_output_folder_is_refused_before_measuring(tmp_path):
+    spec = small_workload(tmp_path)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    _make_read_only(out_dir)
+    try:
+        r = run_cli("calibrate", spec, "--gpus", "1", *CPU, "--out", out_dir / "cal.toml")
+        assert r.returncode == 2, r.stderr
+        assert f"{out_dir / 'cal.toml'}: cannot create lock file cal.toml.lock" in r.stderr
+        assert "Traceback" not in r.stderr and "N=1: starting" not in r.stderr
+        assert list(out_dir.iterdir()) == []
+    finally:
+        _make_writable(out_dir)
+
+
+def test_write_failure_mid_run_leaves_the_previous_file_untouched(tmp_path):
+    spec = small_workload(tmp_path)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "cal.toml"
+    cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--out", out)
+    try:
+        wait_for(lambda: _saved_counts(out) == [1], 90, "N=1 saved", cli)
+        before = out.read_bytes()
+        _make_read_only(out_dir)  # the disk refuses the next write
+        _, err = cli.communicate(timeout=120)
+    finally:
+        _make_writable(out_dir)
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 2, err
+    assert f"{out}: cannot write: " in err and "Traceback" not in err
+    assert out.read_bytes() == before and _saved_counts(out) == [1]
+    assert not [p for p in out_dir.iterdir() if p.name.endswith(".tmp")]
+    assert_no_workers_left(cli.pid)
+    # Nothing lost: the N=2 measurement waits in the folder the message names; --collect adds it.
+    kept = re.search(r"^(\S+): the N=2 measurement is kept here", err, re.MULTILINE).group(1)
+    r = run_cli("calibrate", spec, "--collect", kept, "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert _saved_counts(out) == [1, 2]
+    shutil.rmtree(kept, ignore_errors=True)
+
+
+def test_ranks_die_with_a_killed_cli(tmp_path):
+    # SIGKILL leaves the CLI no chance to clean up: the kernel ends its ranks (PR_SET_PDEATHSIG).
+    spec = small_workload(tmp_path)
+    cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", tmp_path / "cal.toml")
+    _rank_pid(cli, 1)
+    time.sleep(3)  # past start-up: the ranks are training
+    assert len(workers_of(cli.pid)) == 2
+    cli.kill()
+    cli.communicate(timeout=30)
+    assert_no_workers_left(cli.pid)
+
+
+def test_misconfigured_network_fails_with_the_ranks_own_error(tmp_path):
+    # A half-configured host: gloo told to use an interface that does not exist. The ranks raise
+    # at start-up; the message carries the first line of a rank's own error.
+    spec = small_workload(tmp_path)
+    env = cli_env({"GLOO_SOCKET_IFNAME": "advisor-no-such-if0"})
+    r = subprocess.run([sys.executable, "-m", "advisor", "calibrate", str(spec), "--gpus", "2", *CPU,
+                        "--out", str(tmp_path / "cal.toml")], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    line = next(ln for ln in r.stderr.splitlines() if "failed:" in ln)
+    assert re.search(r"N=2: rank [01] failed: \w+(Error|Exception)?: .*advisor-no-such-if0", line), line
+    assert "Traceback" not in r.stderr and not (tmp_path / "cal.toml").exists()

@@ -6,7 +6,7 @@ The experiment (issue 6), all through advisor's own multi-node path:
 
 1. A 4-node emulated cluster, each node's link capped with tc tbf at --rate both ways, each rank
    given a --cpus-per-rank CPU budget (so compute grows with ranks as it does with GPUs).
-   `advisor calibrate benchmarks/workloads/emulated-cluster.toml --emit torchrun --gpus 1@1,2@1,4@2` prints
+   `advisor calibrate benchmarks/emulated-cluster.toml --emit torchrun --gpus 1@1,2@1,4@2` prints
    the per-node torchrun commands; each line runs inside its node (2 ranks per node, rendezvous at
    node 0's address); `--collect` merges what the ranks wrote into a calibration file.
 2. `advisor predict ... --gpus 8@4 --json` from that calibration.
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from netcluster import EmulatedCluster, parse_rate, unavailable_reason  # noqa: E402
 
-WORKLOAD = ROOT / "benchmarks" / "workloads" / "emulated-cluster.toml"
+WORKLOAD = ROOT / "benchmarks" / "emulated-cluster.toml"
 
 CPUS_PER_RANK = 0.2
 """Cores per rank: 8 ranks use 1.6 of this machine's 2 cores, leaving room for the launchers."""

@@ -222,20 +222,16 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
     if not given and m.flops_per_sample is None:
         out.append(("model.flops_per_sample", "required when no transformer shape (layers, hidden, heads, seq_len) is given", None))
 
-    if b.policy == "fixed-global":
-        if b.global_samples is None:
-            out.append(("batch.global_samples", "required when batch.policy is 'fixed-global'", None))
-        elif b.micro_samples is not None and b.global_samples % b.micro_samples:
-            out.append(("batch.micro_samples", f"must divide batch.global_samples ({b.global_samples})", b.micro_samples))
-        if b.per_gpu_samples is not None:
-            out.append(("batch.per_gpu_samples", "only used when batch.policy is 'fixed-per-gpu'", b.per_gpu_samples))
-    else:
-        if b.per_gpu_samples is None:
-            out.append(("batch.per_gpu_samples", "required when batch.policy is 'fixed-per-gpu'", None))
-        elif b.micro_samples is not None and b.per_gpu_samples % b.micro_samples:
-            out.append(("batch.micro_samples", f"must divide batch.per_gpu_samples ({b.per_gpu_samples})", b.micro_samples))
-        if b.global_samples is not None:
-            out.append(("batch.global_samples", "only used when batch.policy is 'fixed-global'", b.global_samples))
+    # Each policy needs its own batch size (which the micro-batch must divide) and ignores the other's.
+    policies = {"fixed-global": "global_samples", "fixed-per-gpu": "per_gpu_samples"}
+    for policy, key in sorted(policies.items(), key=lambda item: item[0] != b.policy):
+        size = getattr(b, key)
+        if policy == b.policy and size is None:
+            out.append((f"batch.{key}", f"required when batch.policy is '{policy}'", None))
+        elif policy == b.policy and b.micro_samples is not None and size % b.micro_samples:
+            out.append(("batch.micro_samples", f"must divide batch.{key} ({size})", b.micro_samples))
+        elif policy != b.policy and size is not None:
+            out.append((f"batch.{key}", f"only used when batch.policy is '{policy}'", size))
 
     if w.cluster.intra_node_bandwidth is None:
         gpu = find_gpu(w.cluster.gpu)

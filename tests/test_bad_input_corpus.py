@@ -111,3 +111,19 @@ def test_any_csv_exits_0_or_2(tmp_path, header, rows):
     assert code in (0, 2), err
     if code == 2:
         assert err.strip() and all(line.startswith(str(path)) for line in err.strip().splitlines()), err
+
+
+def test_calibrate_without_torch_says_how_to_install(tmp_path):
+    """A planner's install has no torch: calibrate refuses up front (exit 2), writes nothing."""
+    import subprocess
+    import sys
+
+    code = ("import importlib.util, sys\n"
+            "real = importlib.util.find_spec\n"
+            "importlib.util.find_spec = lambda name, *a: None if name == 'torch' else real(name, *a)\n"
+            "from advisor.cli import main\n"
+            f"main(['calibrate', {str(TINY)!r}, '--gpus', '1', '--device', 'cpu', '--out', 'x.toml'])\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "needs torch, which is not installed: pip install 'advisor[calibrate]'" in r.stderr
+    assert not (tmp_path / "x.toml").exists()

@@ -81,6 +81,13 @@ def calibrate_command(
                                     on_event=lambda kind, text: _say(err, text))
         _summary(workload, cal, path, err)
         return
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        from advisor.errors import InputError
+
+        raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install 'advisor[calibrate]' "
+                            "(CPU-only machines: pip install torch==2.13.0); --emit needs no torch here")
     from advisor.calibrate import CalibrationFailed, calibrate
 
     saved: list[str] = []

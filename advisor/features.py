@@ -79,16 +79,19 @@ def hop_latency_seconds(workload: "Workload", gpus: np.ndarray, nodes: np.ndarra
 def collective_seconds_at_declared(workload: "Workload", op: str, gpus: np.ndarray, nodes: np.ndarray, nbytes: np.ndarray,
                                    inter_hops: str = "tree") -> tuple[np.ndarray, np.ndarray]:
     """(bandwidth seconds, latency seconds) of one collective probe of `nbytes`, at declared speeds."""
-    n = np.asarray(gpus, float)
-    factor = 2.0 if op == "all_reduce" else 1.0
-    volume = factor * (n - 1) / n * np.asarray(nbytes, float)
+    volume = busbw_factor(op, np.asarray(gpus, float)) * np.asarray(nbytes, float)
     lat = hop_latency_seconds(workload, gpus, nodes, inter_hops)
     if op != "all_reduce":
         lat = lat / 2  # one pass (reduce-scatter or all-gather) is half an all-reduce's hops
     return volume / bus_bandwidth(workload, nodes), lat
 
 
+def busbw_factor(op: str, gpus):
+    """nccl-tests' busbw / algbw: 2(n-1)/n for all-reduce, (n-1)/n for reduce-scatter and all-gather
+    (NVIDIA/nccl-tests doc/PERFORMANCE.md)."""
+    return (2.0 if op == "all_reduce" else 1.0) * (gpus - 1) / gpus
+
+
 def bus_bandwidth_gbps(op: str, gpus: int, nbytes: float, seconds: float) -> float:
-    """nccl-tests bus bandwidth in GB/s: algbw·2(n-1)/n for all-reduce, ·(n-1)/n otherwise."""
-    factor = 2.0 if op == "all_reduce" else 1.0
-    return nbytes / seconds * factor * (gpus - 1) / gpus / 1e9
+    """nccl-tests bus bandwidth in GB/s (1e9 bytes/s): algbw = bytes / time, times busbw_factor."""
+    return nbytes / seconds * busbw_factor(op, gpus) / 1e9

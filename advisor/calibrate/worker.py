@@ -46,18 +46,10 @@ from pathlib import Path
 #: timed iterations; fewer on CPU, where one 64 MiB gloo all-reduce takes ~0.1 s).
 PROBE_REPEATS = {"cpu": (1, 5), "cuda": (5, 20)}
 
-#: Busbw factor per op for n ranks (nccl-tests doc/PERFORMANCE.md).
-BUSBW_FACTOR = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-}
-
-
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    from advisor.fileio import atomic_write_text
+
+    atomic_write_text(path, json.dumps(data, indent=1))
 
 
 def _progress(phase: str, i: int, n: int) -> None:
@@ -193,6 +185,8 @@ class Rank:
 
     # -- collectives ---------------------------------------------------------------------------
     def probe(self) -> list[dict]:
+        from advisor.features import bus_bandwidth_gbps
+
         torch, dist = self.torch, self.dist
         warm, repeats = PROBE_REPEATS[self.args.device]
         n = self.world
@@ -222,7 +216,7 @@ class Rank:
                     if i >= warm:
                         times.append(time.perf_counter() - start)
                 seconds = statistics.median(self.max_over_ranks(times))
-                busbw = size / seconds / 1e9 * BUSBW_FACTOR[op](n)
+                busbw = bus_bandwidth_gbps(op, n, size, seconds)
                 out.append({"op": op, "bytes": size, "seconds": seconds, "busbw": busbw})
                 done += 1
                 _progress("probe", done, total)

@@ -14,8 +14,9 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from advisor.errors import InputError, Problem, dotted_path
+from advisor.errors import InputError
 from advisor.fileio import atomic_write_text
+from advisor.validation import validation_error
 
 SCHEMA_VERSION = 1
 
@@ -107,11 +108,7 @@ def calibration_from_dict(data: dict, file: str | Path, workload: Optional[str] 
     try:
         cal = Calibration.model_validate(data)
     except ValidationError as exc:
-        problems = []
-        for e in exc.errors():
-            msg = "required" if e["type"] == "missing" else ("unknown key" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, "))
-            problems.append(Problem(file, dotted_path(tuple(e["loc"])), msg, e.get("input"), e["type"] != "missing"))
-        raise InputError(problems) from None
+        raise validation_error(exc, file, Calibration) from None
     if workload is not None and cal.workload != workload:
         raise InputError.at(file, "workload", f"calibration is for another workload, not {workload!r}", cal.workload)
     if cal.provenance.source == "published":

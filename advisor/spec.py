@@ -8,7 +8,6 @@ descriptions in `advisor schema`.
 
 from __future__ import annotations
 
-import difflib
 import re
 import tomllib
 from pathlib import Path
@@ -17,8 +16,9 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from advisor.catalog import find_gpu
-from advisor.errors import InputError, Problem, dotted_path
+from advisor.errors import InputError, Problem
 from advisor.units import parse_bandwidth, parse_count, parse_duration
+from advisor.validation import validation_error
 
 Count = Annotated[float, BeforeValidator(parse_count)]
 Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth)]
@@ -257,49 +257,6 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
     return out
 
 
-def _model_at(loc: tuple) -> type[BaseModel] | None:
-    """The pydantic model class that owns the key at `loc` (for 'did you mean')."""
-    cls: type[BaseModel] | None = Workload
-    for item in loc[:-1]:
-        if isinstance(item, int) or cls is None:
-            continue
-        field = cls.model_fields.get(item)
-        if field is None:
-            return None
-        ann = field.annotation
-        inner = getattr(ann, "__args__", None)
-        candidates = [ann, *(inner or ())]
-        cls = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
-    return cls
-
-
-def _problem_for(error: dict, file: str) -> Problem:
-    loc = tuple(error["loc"])
-    path = dotted_path(loc)
-    kind = error["type"]
-    value = error.get("input")
-    if kind == "extra_forbidden":
-        owner = _model_at(loc)
-        known = list(owner.model_fields) if owner else []
-        known = [k for k in known if k != "source"]
-        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else (f"; known keys: {', '.join(known)}" if known else "")
-        return Problem(file, path, f"unknown key{hint}", value, True)
-    if kind == "missing":
-        return Problem(file, path, "required", None, False)
-    message = error["msg"]
-    ctx = error.get("ctx") or {}
-    bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
-    if kind in bounds:
-        limit = next(iter(ctx.values()), "")
-        message = f"must be {bounds[kind]} {limit}"
-    if kind == "value_error":
-        message = message.removeprefix("Value error, ")
-    if kind == "string_pattern_mismatch" and loc == ("name",):
-        message = "must be lower-case letters, digits, '-' or '_', starting with a letter or digit"
-    return Problem(file, path, message, value, True)
-
-
 def parse_toml(path: Path) -> dict:
     """Read a TOML file; a syntax error names line and column."""
     try:
@@ -328,7 +285,7 @@ def workload_from_dict(data: dict, file: str | Path = "<spec>") -> Workload:
     try:
         workload = Workload.model_validate(data)
     except ValidationError as exc:
-        raise InputError([_problem_for(e, file) for e in exc.errors()]) from None
+        raise validation_error(exc, file, Workload) from None
     problems = _cross_field_problems(workload)
     if problems:
         raise InputError([Problem(file, p, msg, v, v is not None) for p, msg, v in problems])

@@ -40,7 +40,7 @@ BAD = {
     ),
     "negative price": (
         mutate("usd_per_gpu_hour = 1.20", "usd_per_gpu_hour = -1.20"),
-        ["tiers[1].usd_per_gpu_hour: must be >= 0.0 (got -1.2)"],
+        ["tiers[1].usd_per_gpu_hour: must be >= 0 (got -1.2)"],
     ),
     "malformed toml": (
         mutate("layers = 32", "layers = 32 ="),

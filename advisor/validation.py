@@ -1,0 +1,61 @@
+"""pydantic validation errors as advisor's one-line problems: `FILE: dotted.path: message (got VALUE)`.
+
+One translation for every validated file (workload specs, calibration files): bounds read as
+`must be >= 0`, unknown keys get a "did you mean" from the keys the owning section accepts.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from pydantic import BaseModel, ValidationError
+
+from advisor.errors import InputError, Problem, dotted_path
+
+
+def validation_error(exc: ValidationError, file: str, root: type[BaseModel]) -> InputError:
+    """One Problem per pydantic error of a `root` model read from `file`."""
+    return InputError([_problem_for(e, str(file), root) for e in exc.errors()])
+
+
+def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model class that owns the key at `loc` (for 'did you mean')."""
+    cls: type[BaseModel] | None = root
+    for item in loc[:-1]:
+        if isinstance(item, int) or cls is None:
+            continue
+        field = cls.model_fields.get(item)
+        if field is None:
+            return None
+        ann = field.annotation
+        inner = getattr(ann, "__args__", None)
+        candidates = [ann, *(inner or ())]
+        cls = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+    return cls
+
+
+def _problem_for(error: dict, file: str, root: type[BaseModel]) -> Problem:
+    loc = tuple(error["loc"])
+    path = dotted_path(loc)
+    kind = error["type"]
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        owner = _model_at(root, loc)
+        known = [f.alias or k for k, f in owner.model_fields.items() if not f.exclude] if owner else []
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else (f"; known keys: {', '.join(known)}" if known else "")
+        return Problem(file, path, f"unknown key{hint}", value, True)
+    if kind == "missing":
+        return Problem(file, path, "required", None, False)
+    message = error["msg"]
+    ctx = error.get("ctx") or {}
+    bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+    if kind in bounds:
+        limit = next(iter(ctx.values()), "")
+        limit = int(limit) if isinstance(limit, float) and limit.is_integer() else limit  # 0, not 0.0
+        message = f"must be {bounds[kind]} {limit}"
+    if kind == "value_error":
+        message = message.removeprefix("Value error, ")
+    if kind == "string_pattern_mismatch" and loc == ("name",):
+        message = "must be lower-case letters, digits, '-' or '_', starting with a letter or digit"
+    return Problem(file, path, message, value, True)

@@ -35,7 +35,3 @@ def parse_placements(text: str, gpus_per_node: int, where: str = "--gpus") -> li
         out.append((gpus, nodes))
     return out
 
-
-def format_placement(gpus: int, nodes: int) -> str:
-    """'64@8' (always explicit, so a reader sees the node count)."""
-    return f"{gpus}@{nodes}"

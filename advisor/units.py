@@ -86,13 +86,3 @@ def parse_duration(value: object) -> float:
     """`"10 us"` -> 1e-5 s; `"2 min"` -> 120 s."""
     return _parse(value, TIME_UNITS, "duration")
 
-
-def format_seconds(seconds: float) -> str:
-    """Human duration for tables: 0.512 s, 3.2 min, 41.0 h."""
-    if not math.isfinite(seconds):
-        return "-"
-    if seconds < 120:
-        return f"{seconds:.3g} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"

@@ -246,13 +246,6 @@ class OverlapRegressor(RegressorMixin, BaseEstimator):
         X = _validate_data(self, X, reset=False, dtype=np.float64)
         return self._predict_with(X, self.coef_, self.gamma_)
 
-    def split_times(self, X):
-        """(compute seconds, communication seconds) before overlap, per row."""
-        check_is_fitted(self, "coef_")
-        X = _validate_data(self, X, reset=False, dtype=np.float64)
-        nc = self._split(X.shape[1])
-        return X[:, :nc] @ self.coef_[:nc], X[:, nc:] @ self.coef_[nc:]
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.regressor_tags.poor_score = True  # physical model: bounded, not a general learner

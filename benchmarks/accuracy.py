@@ -98,9 +98,9 @@ def pollux_measurements(folder: Path):
 
 
 def evaluate(model: str, data: Path) -> dict:
-    from advisor.model.families import FAMILIES
-    from advisor.model.fitting import naive_step
-    from advisor.predict import ScalingModel
+    from advisor.scaling.families import FAMILIES
+    from advisor.scaling.fitting import naive_step
+    from advisor.scaling.model import ScalingModel
 
     w = pollux_workload(model)
     m = pollux_measurements(data / model)
@@ -135,7 +135,7 @@ def evaluate(model: str, data: Path) -> dict:
 
 
 def published() -> list[dict]:
-    from advisor.predict import backtest, load_measurements
+    from advisor.scaling.model import backtest, load_measurements
     from advisor.spec import load_workload
 
     out = []

@@ -42,8 +42,8 @@ def calibration_gpu_hours(w, model) -> float:
 
 
 def main(paths: list[str]) -> list[dict]:
-    from advisor.predict import build_model
-    from advisor.recommend import recommend
+    from advisor.scaling.model import build_model
+    from advisor.planning.recommend import recommend
     from advisor.spec import load_workload
 
     out = []

@@ -34,7 +34,7 @@ def median_seconds(fn, repeats=5) -> float:
 
 def main() -> int:
     from accuracy import DEFAULT_DATA, pollux_measurements, pollux_workload
-    from advisor.predict import ScalingModel, build_model
+    from advisor.scaling.model import ScalingModel, build_model
     from advisor.spec import load_workload
 
     if DEFAULT_DATA.is_dir():

@@ -2,12 +2,12 @@
 
 Target (issue: cost and recommendation): under 0.2 s for 65,536 counts x 3 tiers.
 
-1. The recommendation itself (advisor.cost + advisor.recommend: steps, hours, dollars, odds,
+1. The recommendation itself (advisor.planning.billing + advisor.planning.recommend: steps, hours, dollars, odds,
    objective, frontier, spot pay-off, why) on workloads/llm7b.toml with one GPU per "node" and
    max_gpus 65,536, so every count from 1 to 65,536 is a candidate on each of its 3 tiers
    (196,608 plans), --budget and --deadline set. Step times come from an explicit function
    (T = 0.05 + 40/N s, ±10% interval) so that this times the recommendation arithmetic alone.
-2. End to end with the fitted scaling model (advisor.predict) on real measurements: the Pollux
+2. End to end with the fitted scaling model (advisor.scaling.model) on real measurements: the Pollux
    OSDI'21 imagenet placements (../shared/data/pollux-osdi21, every batch size, read in place
    by benchmarks/accuracy.py; skipped when absent),
    fit excluded, the model's step_time over every count included; once with every count to
@@ -49,7 +49,7 @@ def with_cluster(w, gpus_per_node: int, max_gpus: int = 65536):
 
 
 def time_recommend(w, model, repeats: int, **limits) -> tuple[float, object]:
-    from advisor.recommend import recommend
+    from advisor.planning.recommend import recommend
 
     recommend(w, model, **limits)  # warm imports (scipy.special) outside the timing
     times, rec = [], None
@@ -71,7 +71,7 @@ def pollux_model():
     """(workload, fitted model) from the Pollux imagenet placements trace, or None without the data."""
     if not POLLUX.is_file():
         return None
-    from advisor.predict import build_model
+    from advisor.scaling.model import build_model
     from advisor.spec import workload_from_dict
 
     w = workload_from_dict({

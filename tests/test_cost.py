@@ -1,4 +1,4 @@
-"""advisor.cost against hand-computed cases: GPU counts, steps, on-demand, spot with a known
+"""advisor.planning.billing against hand-computed cases: GPU counts, steps, on-demand, spot with a known
 preemption rate (Young/Daly), reserved below and above min_hours, availability caps.
 
 Expected values are worked out in the comments from the formulas of DESIGN.md §6, written
@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from advisor.cost import checkpoint_interval_hours, gpu_counts, job_steps, sweep
+from advisor.planning.billing import checkpoint_interval_hours, gpu_counts, job_steps, sweep
 from recommend_inputs import Amdahl, workload
 
 

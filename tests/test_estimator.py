@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from advisor.model.estimator import OverlapRegressor, combine
+from advisor.scaling.estimator import OverlapRegressor, combine
 
 
 @parametrize_with_checks([OverlapRegressor(), OverlapRegressor(n_compute=1)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from advisor import features as F
+from advisor.scaling import features as F
 from advisor.spec import workload_from_dict
 
 

@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import t
 
 from advisor.measurements import MeasuredRun, Measurements
-from advisor.model.intervals import PRIOR_NOISE, PRIOR_WEIGHT, NoiseModel, Resampler, interval
+from advisor.scaling.intervals import PRIOR_NOISE, PRIOR_WEIGHT, NoiseModel, Resampler, interval
 
 
 def runs():
@@ -77,7 +77,7 @@ def test_interval_stays_finite_and_bounded_with_three_counts():
     """
     from advisor.calibration_data import load_calibration
     from advisor.measurements import from_calibration
-    from advisor.predict import ScalingModel
+    from advisor.scaling.model import ScalingModel
     from advisor.spec import load_workload
     from conftest import ROOT
 

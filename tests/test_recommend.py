@@ -1,4 +1,4 @@
-"""advisor.recommend: objectives at their edges (hand-computed), odds from the model's interval,
+"""advisor.planning.recommend: objectives at their edges (hand-computed), odds from the model's interval,
 the bar properties checked by brute force over every candidate, and where spot stops paying off.
 """
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.errors import InputError
-from advisor.recommend import pareto_frontier, probability_at_most, recommend
+from advisor.planning.recommend import pareto_frontier, probability_at_most, recommend
 from advisor.spec import load_workload
 from conftest import WORKLOADS
 from recommend_inputs import Amdahl, workload

@@ -62,7 +62,7 @@ def test_calibration_needs_a_workload():
 
 
 def recommend_json(*args):
-    pytest.importorskip("advisor.predict", reason="the scaling model (advisor.predict) is not in this build")
+    pytest.importorskip("advisor.scaling.model", reason="the scaling model (advisor.scaling.model) is not in this build")
     from advisor.calibration_data import find_calibrations
 
     if not find_calibrations("llm7b", WORKLOADS / "llm7b.toml"):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from advisor.calibration_data import calibration_from_dict
-from advisor.model.families import FAMILIES, Coverage
-from advisor.predict import ScalingModel, backtest, build_model
+from advisor.scaling.families import FAMILIES, Coverage
+from advisor.scaling.model import ScalingModel, backtest, build_model
 from advisor.measurements import MeasuredRun, Measurements
 from advisor.spec import load_workload
 from conftest import SHARED_DATA, WORKLOADS
@@ -163,7 +163,7 @@ def test_weak_scaling_fit_on_two_counts_stays_physical_below_the_data():
     """
     import numpy as np
 
-    from advisor.predict import build_model
+    from advisor.scaling.model import build_model
     from advisor.spec import load_workload
     from conftest import ROOT
 

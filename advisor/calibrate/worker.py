@@ -185,7 +185,7 @@ class Rank:
 
     # -- collectives ---------------------------------------------------------------------------
     def probe(self) -> list[dict]:
-        from advisor.features import bus_bandwidth_gbps
+        from advisor.scaling.features import bus_bandwidth_gbps
 
         torch, dist = self.torch, self.dist
         warm, repeats = PROBE_REPEATS[self.args.device]

@@ -1,6 +1,6 @@
 """Commands of the scaling model: fit, predict, backtest (DESIGN.md §4).
 
-Thin: each parses options, calls `advisor.predict`, prints a table (stdout) or one JSON document
+Thin: each parses options, calls `advisor.scaling.model`, prints a table (stdout) or one JSON document
 (`--json`); warnings go to stderr (and into the JSON). numpy, scikit-learn and matplotlib are
 imported inside the commands, so `advisor validate` does not pay for them.
 """
@@ -19,7 +19,7 @@ from advisor.cli.output import console as _console, warn as _warn
 
 
 def _model(workload, calibration, measurements, family):
-    from advisor.predict import FAMILY_CHOICES, build_model
+    from advisor.scaling.model import FAMILY_CHOICES, build_model
     from advisor.spec import load_workload
     from advisor.errors import InputError
 
@@ -105,7 +105,7 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
     placements = parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus else _default_counts(m)
     p = m.predict([g for g, _ in placements], [n for _, n in placements])
     if plot is not None:
-        from advisor.scaling_plot import plot_scaling
+        from advisor.scaling.plot import plot_scaling
 
         plot_scaling(m, p, plot)
     if as_json:
@@ -141,7 +141,7 @@ def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: Calibr
              measurements: MeasurementsOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False) -> None:
     """Fit on small counts, predict the larger measured ones: per-point error, MAPE, interval coverage."""
     from advisor.errors import InputError
-    from advisor.predict import FAMILY_CHOICES, backtest as run_backtest, load_measurements
+    from advisor.scaling.model import FAMILY_CHOICES, backtest as run_backtest, load_measurements
     from advisor.spec import load_workload
 
     if calibration is None and measurements is None:

@@ -47,7 +47,7 @@ def recommend(
     """Recommend a GPU count and billing tier: best speedup per dollar, or the fastest plan within
     --budget, or the cheapest within --deadline, or the cheapest meeting both."""
     from advisor.calibration_data import find_calibrations
-    from advisor.recommend import check_limits, recommend as recommend_plan, select_tiers
+    from advisor.planning.recommend import check_limits, recommend as recommend_plan, select_tiers
 
     check_limits(budget, deadline, confidence)
     if workload is None and (calibration is not None or measurements is not None):
@@ -61,7 +61,7 @@ def recommend(
         model = build_step_time_model(w, path, calibration, measurements)
         recs.append(recommend_plan(w, model, budget=budget, deadline=deadline, tier=tier, confidence=confidence))
     if plot is not None and recs:
-        from advisor.frontier_plot import plot_frontier
+        from advisor.planning.plot import plot_frontier
 
         plot_frontier(recs, plot)
         print(f"wrote {plot}", file=sys.stderr)
@@ -88,11 +88,11 @@ def _workloads(workload: Optional[Path]):
 
 
 def build_step_time_model(w, path, calibration, measurements):
-    """The fitted scaling model (advisor.predict) from the checked-in calibration or the given file."""
+    """The fitted scaling model (advisor.scaling.model) from the checked-in calibration or the given file."""
     try:
-        from advisor.predict import build_model
+        from advisor.scaling.model import build_model
     except ImportError:  # the scaling model is not part of this build
-        raise InputError.at(path, "", "no scaling model in this advisor build (advisor.predict missing)") from None
+        raise InputError.at(path, "", "no scaling model in this advisor build (advisor.scaling.model missing)") from None
     return build_model(w, calibration=calibration, measurements=measurements)
 
 
@@ -140,7 +140,7 @@ def _shown(rec) -> list[tuple[int, int]]:
 def _table(rec):
     from rich.table import Table
 
-    from advisor.recommend_why import fmt_hours, fmt_pct, fmt_usd
+    from advisor.planning.explain import fmt_hours, fmt_pct, fmt_usd
 
     sw = rec.sweep
     p = rec.probabilities["both"]

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from advisor.model.estimator import OverlapRegressor
-from advisor.model.families import Coverage, Design, Family
+from advisor.scaling.estimator import OverlapRegressor
+from advisor.scaling.families import Coverage, Design, Family
 
 if TYPE_CHECKING:
     from advisor.measurements import Measurements

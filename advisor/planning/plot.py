@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Sequence
 from advisor.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:
-    from advisor.recommend import Recommendation
+    from advisor.planning.recommend import Recommendation
 
 
 def plot_frontier(recs: Sequence["Recommendation"], path: str | Path) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 from advisor.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:
-    from advisor.predict import Prediction, ScalingModel
+    from advisor.scaling.model import Prediction, ScalingModel
 
 
 def plot_scaling(model: "ScalingModel", requested: "Prediction", path: str | Path) -> None:

@@ -1,6 +1,6 @@
 """The scaling model as a domain object: fit on measurements, predict at any GPU count.
 
-    from advisor.predict import build_model
+    from advisor.scaling.model import build_model
     model = build_model(workload)                      # the workload's checked-in calibration
     model = build_model(workload, measurements="runs.csv")
     median, low, high = model.step_time(gpus, nodes)   # numpy arrays, seconds per step
@@ -15,9 +15,9 @@ over arrays of any length (a sweep of 65,536 counts takes milliseconds); `nodes`
 filled nodes (ceil(gpus / gpus_per_node)), `global_batch` to the workload's batch policy;
 low/high bound a 90% prediction interval.
 
-How it fits (DESIGN.md §5): every family of `advisor.model.families` is fitted with non-negative
+How it fits (DESIGN.md §5): every family of `advisor.scaling.families` is fitted with non-negative
 coefficients, compared by leave-one-count-out cross-validation, and the best one kept (or the one
-`family` names); intervals come from `advisor.model.intervals`. Speedup and efficiency are relative
+`family` names); intervals come from `advisor.scaling.intervals`. Speedup and efficiency are relative
 to the smallest measured count (`baseline_gpus`); MFU is achieved FLOP/s per GPU over the GPU's
 peak (PaLM, Chowdhery et al. 2022, App. B), None when the peak is unknown.
 """
@@ -32,10 +32,10 @@ import numpy as np
 
 from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration, read_measurements_csv
-from advisor.model.families import FAMILIES
-from advisor.model.fitting import FitData, coverage_of, fit_family, naive_step
-from advisor.model.intervals import ALTERNATIVE_MARGIN, NoiseModel, bootstrap, bootstrap_spread, interval
-from advisor.model.selection import CrossValidation, leave_one_count_out, widening_per_doubling
+from advisor.scaling.families import FAMILIES
+from advisor.scaling.fitting import FitData, coverage_of, fit_family, naive_step
+from advisor.scaling.intervals import ALTERNATIVE_MARGIN, NoiseModel, bootstrap, bootstrap_spread, interval
+from advisor.scaling.selection import CrossValidation, leave_one_count_out, widening_per_doubling
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration
@@ -226,7 +226,7 @@ class ScalingModel:
         peak = self.workload.peak_flops
         mfu = None
         if peak:
-            from advisor.features import flops_per_gpu
+            from advisor.scaling.features import flops_per_gpu
 
             mfu = flops_per_gpu(self.workload, gpus, batch) / t / peak
         return Prediction(gpus, nodes, batch, t, lo, hi, thr, batch / hi, batch / lo, speedup,
@@ -260,7 +260,7 @@ class ScalingModel:
             out.append(f"{n_counts} measured GPU counts: too few to choose a model family by cross-validation "
                        f"(needs {MIN_COUNTS_TO_SELECT}); using the physical model '{self.family}'")
         if self.noise.prior_dominated:
-            from advisor.model.intervals import PRIOR_NOISE
+            from advisor.scaling.intervals import PRIOR_NOISE
 
             out.append(f"only {self.noise.n_residuals} out-of-sample residual(s): intervals lean on an assumed "
                        f"{PRIOR_NOISE:.0%} run-to-run noise")
@@ -271,7 +271,7 @@ class ScalingModel:
         return out
 
     def _busbw_warnings(self) -> list[str]:
-        from advisor.features import bus_bandwidth
+        from advisor.scaling.features import bus_bandwidth
 
         out = []
         largest: dict[tuple, object] = {}

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from advisor.model.families import Coverage, Family
-from advisor.model.fitting import FitData, fit_family
+from advisor.scaling.families import Coverage, Family
+from advisor.scaling.fitting import FitData, fit_family
 
 if TYPE_CHECKING:
     from advisor.spec import Workload

@@ -1,6 +1,6 @@
 """Choosing a plan: objectives, odds of meeting a budget or deadline, the cost-time frontier, why.
 
-Given a `Sweep` (advisor.cost: every GPU count on every tier, priced), `recommend` picks one plan:
+Given a `Sweep` (advisor.planning.billing: every GPU count on every tier, priced), `recommend` picks one plan:
 
 - default objective: the most speedup per dollar (speedup / cost; speedup from the baseline count);
 - `budget`: the fastest plan that costs at most the budget;
@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
-from advisor.cost import StepTimeModel, Sweep, checkpoint_interval_hours, sweep
+from advisor.planning.billing import StepTimeModel, Sweep, checkpoint_interval_hours, sweep
 from advisor.errors import InputError
 
 if TYPE_CHECKING:
@@ -345,7 +345,7 @@ def recommend(
     rec = Recommendation(w.name, objective, budget, deadline, confidence, sw, chosen, closest, frontier,
                          spot_payoff(sw), probabilities, "", gradient_noise_scale=w.batch.gradient_noise_scale,
                          params=w.model.params)
-    from advisor.recommend_why import explain
+    from advisor.planning.explain import explain
 
     rec.message, rec.why = explain(rec)
     rec.warnings = model_warnings(model, sw, chosen or (closest[0] if closest else None))

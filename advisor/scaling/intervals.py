@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from advisor.measurements import Measurements
-from advisor.model.fitting import FitData, FittedFamily, fit_family
+from advisor.scaling.fitting import FitData, FittedFamily, fit_family
 
 LEVEL = 0.90
 MIN_EMPIRICAL = 20
@@ -140,7 +140,7 @@ def bootstrap_spread(X: np.ndarray, n_compute: int, median: np.ndarray, boot: Bo
     if len(boot.coefs) < 2:
         zero = np.zeros_like(median)
         return zero, zero
-    from advisor.model.estimator import combine
+    from advisor.scaling.estimator import combine
 
     nc = n_compute
     tc = X[:, :nc] @ boot.coefs[:, :nc].T

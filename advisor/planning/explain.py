@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from advisor.recommend import choose
+from advisor.planning.recommend import choose
 
 if TYPE_CHECKING:
-    from advisor.recommend import Recommendation
+    from advisor.planning.recommend import Recommendation
 
 #: "each doubling adds less than this much speed" marks the knee.
 SMALL_GAIN = 0.15
@@ -126,7 +126,7 @@ def _knee(rec, t: int) -> str:
 
 
 def _preemption(rec, c: int) -> list[str]:
-    from advisor.cost import checkpoint_interval_hours
+    from advisor.planning.billing import checkpoint_interval_hours
 
     sw = rec.sweep
     out = []
@@ -189,7 +189,7 @@ def _frontier(rec) -> str:
 
 def _left_out(rec) -> list[str]:
     """Counts ruled out before pricing: memory for the model states, or under one sample per GPU."""
-    from advisor.cost import STATE_BYTES_PER_PARAM
+    from advisor.planning.billing import STATE_BYTES_PER_PARAM
 
     sw = rec.sweep
     out = []

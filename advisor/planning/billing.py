@@ -1,6 +1,6 @@
 """What a plan costs: job steps, wall hours and dollars for every (GPU count, billing tier).
 
-The step time comes from any `StepTimeModel` (advisor.predict's ScalingModel is one); everything
+The step time comes from any `StepTimeModel` (advisor.scaling.model's ScalingModel is one); everything
 here is arithmetic on numpy arrays, one row per tier and one column per GPU count, so a sweep over
 65,536 counts and every tier costs a few milliseconds (benchmarks/recommend_sweep.py).
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from advisor import features as F
+from advisor.scaling import features as F
 
 if TYPE_CHECKING:
     from advisor.spec import Workload

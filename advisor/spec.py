@@ -17,12 +17,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from advisor.catalog import find_gpu
 from advisor.errors import InputError, Problem
-from advisor.units import parse_bandwidth, parse_count, parse_duration
+from advisor.units import parse_bandwidth, parse_count, parse_duration, parse_size
 from advisor.validation import validation_error
 
 Count = Annotated[float, BeforeValidator(parse_count)]
 Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth)]
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+Size = Annotated[float, BeforeValidator(parse_size)]
 
 #: Bytes per gradient element for each compute precision (mixed-precision training reduces
 #: gradients in the compute dtype; PyTorch FSDP MixedPrecisionPolicy(reduce_dtype) default).
@@ -97,11 +98,15 @@ class BatchSpec(_Section):
     """Per-GPU micro-batch; gradient accumulation steps follow from it (default: no accumulation)."""
     gradient_noise_scale: Optional[Annotated[float, Field(gt=0)]] = None
     """Gradient noise scale B_noise in samples (McCandlish et al. 2018): steps grow as S_min·(1 + B_noise/B)."""
+    max_global_samples: Optional[Annotated[int, Field(gt=0)]] = None
+    """fixed-per-gpu: largest global batch; beyond it the per-GPU batch shrinks to floor(max / N) (strong scaling)."""
 
 
 class ParallelismSpec(_Section):
     strategy: Literal["ddp", "fsdp"]
     """ddp: replicated weights, one gradient all-reduce per step; fsdp: sharded, all-gather x2 + reduce-scatter."""
+    activation_checkpoint: Literal["none", "selective", "full"] = "none"
+    """Activation recomputation (Korthikanti et al. 2022): none, selective (attention recomputed) or full (layer inputs kept)."""
 
 
 class ClusterSpec(_Section):
@@ -121,6 +126,8 @@ class ClusterSpec(_Section):
     """Per-hop latency between nodes (default 10 us: order of NCCL's network base latency)."""
     peak_flops: Optional[Annotated[float, Field(gt=0)]] = None
     """Peak dense FLOP/s per GPU at the spec's precision, for MFU (default: the catalog's)."""
+    gpu_memory: Optional[Annotated[Size, Field(gt=0)]] = None
+    """Memory per GPU, e.g. "96 GB" (default: the catalog's); plans whose footprint exceeds it are left out."""
 
 
 class JobSpec(_Section):
@@ -145,6 +152,8 @@ class Tier(_Section):
     """Reserved: billed for at least this many hours."""
     max_gpus: Optional[Annotated[int, Field(gt=0)]] = None
     """Most GPUs available on this tier."""
+    instance_gpus: Optional[Annotated[int, Field(gt=0)]] = None
+    """GPUs per rentable instance (e.g. 8 for an 8x H100 VM): only whole instances are priced."""
 
 
 class CalibrationSpec(_Section):
@@ -232,6 +241,8 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
             out.append(("batch.micro_samples", f"must divide batch.{key} ({size})", b.micro_samples))
         elif policy != b.policy and size is not None:
             out.append((f"batch.{key}", f"only used when batch.policy is '{policy}'", size))
+    if b.max_global_samples is not None and b.policy != "fixed-per-gpu":
+        out.append(("batch.max_global_samples", "only used when batch.policy is 'fixed-per-gpu'", b.max_global_samples))
 
     if w.cluster.intra_node_bandwidth is None:
         gpu = find_gpu(w.cluster.gpu)

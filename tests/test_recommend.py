@@ -1,4 +1,5 @@
-"""advisor.planning.recommend: objectives at their edges (hand-computed), odds from the model's interval,
+"""advisor.planning.recommend: objectives at their edges (hand-computed), the default worth-the-cost walk
+on frontiers built by hand, odds from the model's interval and from preemptions, knife-edge budgets,
 the bar properties checked by brute force over every candidate, and where spot stops paying off.
 """
 
@@ -12,15 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.errors import InputError
-from advisor.planning.recommend import pareto_frontier, probability_at_most, recommend
+from advisor.planning.limits import Limits, Objective
+from advisor.planning.recommend import pareto_frontier, probability_at_most, recommend, worth_the_cost
 from advisor.spec import load_workload
 from conftest import WORKLOADS
-from recommend_inputs import Amdahl, workload
+from recommend_inputs import Amdahl, exact_factor, workload
 
 # On-demand alone, T(N) = 0.2 + 3.2/N h (3600 steps), cost = N x T x $2:
-#   N   1     2     4    8    12     16
-#   h   3.4   1.8   1.0  0.6  0.4667 0.4
-#   $   6.8   7.2   8.0  9.6  11.2   12.8
+#   N   1     2     4    8    16
+#   h   3.4   1.8   1.0  0.6  0.4
+#   $   6.8   7.2   8.0  9.6  12.8
+# (12 GPUs would not divide the global batch of 64: left out)
 
 
 def chosen(rec):
@@ -28,23 +31,23 @@ def chosen(rec):
     return int(rec.sweep.gpus[c]), rec.sweep.tiers[t].name
 
 
-@pytest.mark.parametrize("budget, gpus", [(8.0, 4), (7.999, 2), (6.9, 1), (12.8, 16), (100.0, 16)])
+@pytest.mark.parametrize("budget, gpus", [(8.0, 4), (7.999, 2), (6.9, 1), (12.8, 16), (12.7, 8), (100.0, 16)])
 def test_budget_edge_fastest_within(budget, gpus):
     rec = recommend(workload(), Amdahl(), budget=budget, tier="on-demand")
     assert chosen(rec) == (gpus, "on-demand")
-    assert rec.objective == "fastest-within-budget"
+    assert rec.objective is Objective.FASTEST_WITHIN_BUDGET
 
 
-@pytest.mark.parametrize("deadline, gpus", [(1.0, 4), (0.999, 8), (3.5, 1), (0.4, 16)])
+@pytest.mark.parametrize("deadline, gpus", [(1.0, 4), (0.999, 8), (3.5, 1), (0.4, 16), (0.59, 16)])
 def test_deadline_edge_cheapest_within(deadline, gpus):
     rec = recommend(workload(), Amdahl(), deadline=deadline, tier="on-demand")
     assert chosen(rec) == (gpus, "on-demand")
 
 
 def test_budget_and_deadline_cheapest_meeting_both():
-    # within 0.7 h: 8, 12, 16 GPUs; within $11.2: 8 and 12; cheapest: 8 GPUs ($9.6)
-    rec = recommend(workload(), Amdahl(), budget=11.2, deadline=0.7, tier="on-demand")
-    assert chosen(rec) == (8, "on-demand") and rec.objective == "cheapest-within-budget-and-deadline"
+    # within 0.7 h: 8 and 16 GPUs; within $12.8: both; cheapest: 8 GPUs ($9.6)
+    rec = recommend(workload(), Amdahl(), budget=12.8, deadline=0.7, tier="on-demand")
+    assert chosen(rec) == (8, "on-demand") and rec.objective is Objective.CHEAPEST_WITHIN_BOTH
 
 
 def test_nothing_qualifies_says_so_and_shows_the_closest():
@@ -52,16 +55,16 @@ def test_nothing_qualifies_says_so_and_shows_the_closest():
     assert rec.chosen is None and "No plan qualifies" in rec.message
     assert [int(rec.sweep.gpus[c]) for _, c in rec.closest] == [1, 2, 4]  # cheapest first: $6.8, 7.2, 8.0
     rec = recommend(workload(), Amdahl(), deadline=0.1, tier="on-demand")
-    assert [int(rec.sweep.gpus[c]) for _, c in rec.closest] == [16, 12, 8]  # fastest first
-    # both: max(cost/6, hours/0.5): N=8 1.6, N=4 max(1.33, 2) = 2, N=12 1.867 -> 8, 12, 4
+    assert [int(rec.sweep.gpus[c]) for _, c in rec.closest] == [16, 8, 4]  # fastest first
+    # both: max(cost/6, hours/0.5): N=8 1.6, N=4 max(1.33, 2) = 2, N=16 max(2.13, 0.8) = 2.13 -> 8, 4, 16
     rec = recommend(workload(), Amdahl(), budget=6.0, deadline=0.5, tier="on-demand")
-    assert [int(rec.sweep.gpus[c]) for _, c in rec.closest] == [8, 12, 4]
+    assert [int(rec.sweep.gpus[c]) for _, c in rec.closest] == [8, 4, 16]
     assert "closest: 8 GPUs" in rec.message
 
 
-def test_default_objective_is_best_speedup_per_dollar_by_brute_force():
+def test_speedup_per_dollar_by_name_is_the_literal_ratio_by_brute_force():
     w = load_workload(WORKLOADS / "llm7b.toml")
-    rec = recommend(w, Amdahl(serial=0.5, parallel=60.0, per_node=0.05))
+    rec = recommend(w, Amdahl(serial=0.5, parallel=60.0, per_node=0.05), objective=Objective.SPEEDUP_PER_DOLLAR)
     sw = rec.sweep
     best, best_value = None, -1.0
     for t in range(len(sw.tiers)):
@@ -70,7 +73,7 @@ def test_default_objective_is_best_speedup_per_dollar_by_brute_force():
                 value = (sw.baseline_hours / sw.wall_hours[0, t, c]) / sw.cost_usd[0, t, c]
                 if value > best_value:
                     best, best_value = (t, c), value
-    assert rec.chosen == best and rec.objective == "speedup-per-dollar"
+    assert rec.chosen == best and rec.objective is Objective.SPEEDUP_PER_DOLLAR
 
 
 def test_probability_reads_the_90_percent_interval():
@@ -174,11 +177,8 @@ def test_high_spot_rate_cost_rises_with_nodes_and_the_output_names_where_it_stop
     spot = [x.name for x in sw.tiers].index("spot")
     whole = sw.gpus % 4 == 0
     assert np.all(np.diff(sw.cost_usd[0, spot, whole]) > 0), "spot's expected cost must rise with node count"
-    # Independent: spot pays while 1 x (1 + sqrt(2Λδ) + ΛR) < 2. With x = sqrt(Λ):
-    # R x² + sqrt(2δ) x - 1 = 0 -> x = (-sqrt(2δ) + sqrt(2δ + 4R)) / (2R); Λ* = x², n* = ceil(Λ*/2)
-    delta, restart = 0.02, 0.1
-    x = (-math.sqrt(2 * delta) + math.sqrt(2 * delta + 4 * restart)) / (2 * restart)
-    nodes = math.ceil(x * x / 2.0)
+    # Independent: spot (half price) pays while the exponential-model factor at Λ = 2n stays below 2
+    nodes = next(n for n in range(1, 65) if exact_factor(2.0 * n, 0.02, 0.1)[0] >= 2)
     assert rec.spot[0].stops_at_gpus == 4 * nodes and rec.spot[0].compared_with == "on-demand"
     text = " ".join([rec.message, *rec.why])
     assert f"spot stops paying off at {4 * nodes} GPUs ({nodes} nodes)" in text
@@ -200,7 +200,9 @@ def test_sweep_over_65536_counts_and_every_tier():
 def test_no_possible_count_says_why():
     rec = recommend(workload(**{"model.params": 6.7e9}), Amdahl())  # DDP: 107 GB of states on an 80 GB GPU
     assert rec.chosen is None and rec.closest == [] and rec.message.startswith("No plan")
-    assert rec.why == ["Left out at every count: the model states (16 bytes per parameter, 107 GB) do not fit in GPU memory."]
+    assert rec.why[:1] == ["Left out at every count: the footprint per GPU exceeds the 80.0 GB of GPU memory; at 1 GPU it is "
+                       "107.2 GB (model state 16 bytes per parameter, 107.2 GB for the whole model, split where the layout "
+                       "shards it, plus activations; advisor.memory)."]
 
 
 def test_statistical_efficiency_is_shown_when_used():
@@ -217,13 +219,15 @@ def test_statistical_efficiency_is_shown_when_used():
     assert not any("noise scale" in line for line in plain.why)
 
 
-@pytest.mark.parametrize("budget, sentence", [
-    (8.0, "Doubling to 8 GPUs on on-demand would finish 1.67x sooner for 1.20x the cost."),  # 1.0/0.6 h, 9.6/8
-    (11.2, "Going to 16 GPUs (the most on this tier) on on-demand would finish 1.17x sooner for 1.14x the cost."),
-    (12.8, "16 GPUs is the most considered on on-demand."),
+@pytest.mark.parametrize("budget, changes, sentence", [
+    (8.0, {}, "Doubling to 8 GPUs on on-demand would finish 1.67x sooner for 1.20x the cost."),  # 1.0/0.6 h, 9.6/8
+    # counts 1, 2, 4, 8, 12 (48 samples): T(12) = 0.4667 h, $11.2: 0.6/0.4667 = 1.29x sooner, 11.2/9.6 = 1.17x the cost
+    (9.7, {"cluster.max_gpus": 12, "batch.global_samples": 48},
+     "Going to 12 GPUs (the most on this tier) on on-demand would finish 1.29x sooner for 1.17x the cost."),
+    (12.8, {}, "16 GPUs is the most considered on on-demand."),
 ])
-def test_why_says_what_more_gpus_would_buy(budget, sentence):
-    rec = recommend(workload(), Amdahl(), budget=budget, tier="on-demand")
+def test_why_says_what_more_gpus_would_buy(budget, changes, sentence):
+    rec = recommend(workload(**changes), Amdahl(), budget=budget, tier="on-demand")
     assert rec.why[0] == sentence
 
 

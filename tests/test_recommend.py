@@ -237,3 +237,156 @@ def test_a_plan_below_the_smallest_measured_count_is_flagged():
     assert rec.warnings == ["2 GPUs is below the smallest measured count (4): the step time there is extrapolated "
                             "downwards (efficiency 111% of the baseline); measure it before trusting it"]
     # T(4) = 1.0 h, T(2) = 1.8 h: speedup 1/1.8 = 0.556 over 2/4 of the GPUs = 111%
+
+
+# ---- the default objective: worth the cost -----------------------------------------------------------
+
+
+def test_worth_the_cost_walk_on_hand_built_frontiers():
+    # cheapest first. 0 -> 1 saves 40% of the time for 20% more cost: taken; 1 -> 2 saves 16.7% for 66.7%, 1 -> 3
+    # saves 66.7% for 75%: neither, so it stops at 1 and names 2 as the declined next step
+    stop = worth_the_cost(np.array([10.0, 6.0, 5.0, 2.0]), np.array([10.0, 12.0, 20.0, 21.0]))
+    assert (stop.at, stop.steps, stop.next) == (1, 1, 2)
+    assert stop.time_saved == pytest.approx(1 / 6) and stop.cost_added == pytest.approx(2 / 3)
+    # a bump is stepped over: 0 -> 1 saves 10% for 30% (no) but 0 -> 2 saves 70% for 40% (yes)
+    stop = worth_the_cost(np.array([10.0, 9.0, 3.0]), np.array([10.0, 13.0, 14.0]))
+    assert (stop.at, stop.next) == (2, None)
+    # perfect scaling at constant cost goes all the way
+    assert worth_the_cost(np.array([8.0, 4.0, 2.0, 1.0]), np.array([5.0, 5.0, 5.0, 5.0])).at == 3
+
+
+def test_default_objective_stops_where_the_next_doubling_is_not_worth_it():
+    # on-demand alone, T = 0.3 + 3.2/N h at $2/GPU-h: hours 3.5, 1.9, 1.1, 0.7, 0.5 and $7, 7.6, 8.8, 11.2, 16 at
+    # N = 1, 2, 4, 8, 16. 4 -> 8 saves 36% for 27% more: taken; 8 -> 16 saves 28.6% for 42.9% more: stop at 8
+    rec = recommend(workload(), Amdahl(serial=0.3), tier="on-demand")
+    assert rec.objective is Objective.WORTH_THE_COST and chosen(rec) == (8, "on-demand")
+    assert rec.stop.time_saved == pytest.approx(1 - 0.5 / 0.7) and rec.stop.cost_added == pytest.approx(16 / 11.2 - 1)
+    assert rec.why[0].startswith("It stops here:") and "would save 29% of the time for 43% more cost" in rec.why[0]
+    assert rec.message.startswith("Worth its cost: 8 GPUs (2 nodes) on on-demand")
+
+
+def test_literal_ratio_drifts_to_the_cap_where_worth_the_cost_does_not():
+    # 43%-efficient weak scaling past one node (the rental-ethernet shape): 8 GPUs take 100 h; every count past
+    # one node runs each step 2.2x slower, so N GPUs take 100 x 8/N x 2.2 h. Speedup per dollar rises with N
+    # (at 256 GPUs 14.5x the speed for 2.2x the cost); worth-the-cost stays on one node.
+    w = load_workload(WORKLOADS / "rental-ethernet.toml")
+
+    class Cliff:
+        baseline_gpus = 8
+
+        def step_time(self, gpus, nodes):
+            t = np.where(np.asarray(nodes) > 1, 2.2, 1.0) * 10.0
+            return t, t, t
+
+    from advisor.calibration_data import load_workload_calibration
+    from advisor.memory import measured_peaks
+
+    peaks = measured_peaks(load_workload_calibration(w.name, w.source))  # 88.5 GB at 8 GPUs: one node fits in 96 GB
+    default = recommend(w, Cliff(), tier="on-demand", peaks=peaks)
+    literal = recommend(w, Cliff(), tier="on-demand", objective=Objective.SPEEDUP_PER_DOLLAR, peaks=peaks)
+    assert chosen(default) == (8, "on-demand")
+    assert chosen(literal) == (256, "on-demand")
+
+
+def bar_ok(rec) -> bool:
+    """Issue 12's bar: the pick does not cost >= 2x the cheapest plan while running at < 50% efficiency."""
+    sw = rec.sweep
+    cheapest = sw.cost_usd[0][sw.available].min()
+    t, c = rec.chosen
+    return not (sw.cost_usd[0, t, c] >= 2 * cheapest and sw.efficiency[t, c] < 0.5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(serial=st.floats(0.01, 5), parallel=st.floats(1, 500), per_node=st.floats(0, 0.5))
+def test_default_pick_meets_the_bar_on_amdahl_curves(serial, parallel, per_node):
+    w = load_workload(WORKLOADS / "llm7b.toml")
+    rec = recommend(w, Amdahl(serial, parallel, per_node, 0.8, 1.3, baseline_gpus=8))
+    assert bar_ok(rec)
+
+
+def test_objective_is_a_type_and_limits_one_value():
+    assert Limits().objective() is Objective.WORTH_THE_COST
+    assert Limits(budget=5).objective() is Objective.FASTEST_WITHIN_BUDGET
+    assert Limits(budget=5, deadline=2).objective() is Objective.CHEAPEST_WITHIN_BOTH
+    assert Limits().objective(Objective.SPEEDUP_PER_DOLLAR) is Objective.SPEEDUP_PER_DOLLAR
+    with pytest.raises(InputError, match="--objective: applies only without --budget/--deadline"):
+        Limits(budget=5).objective(Objective.SPEEDUP_PER_DOLLAR)
+    rec = recommend(workload(), Amdahl(), limits=Limits(budget=8.0), tier="on-demand")
+    assert chosen(rec) == (4, "on-demand") and rec.budget_usd == 8.0
+
+
+def test_explain_reads_a_finished_recommendation_without_importing_recommend():
+    import subprocess
+    import sys
+
+    code = "import sys, advisor.planning.explain; print('advisor.planning.recommend' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ---- odds, knife edges, batch and preemption randomness ---------------------------------------------------
+
+
+def test_preemption_randomness_enters_the_odds():
+    # no step-time uncertainty: on spot, P(within budget) comes from the wall time's spread alone
+    w = workload(**{"tiers.1.preemptions_per_node_hour": 2.0})
+    plain = recommend(w, Amdahl(), budget=1e6)
+    sw = plain.sweep
+    t, c = [x.name for x in sw.tiers].index("spot"), 2  # 4 GPUs, one node
+    cv = float(sw.wall_cv[t, c])
+    assert 0.01 < cv < 0.5
+    sigma = math.sqrt(math.log1p(cv**2))
+    budget = float(sw.cost_usd[0, t, c]) * math.exp(1.6448536269514722 * sigma)
+    rec = recommend(w, Amdahl(), budget=budget)
+    assert rec.probabilities["budget"][t, c] == pytest.approx(0.95, abs=1e-6)
+    # on-demand has no preemptions and no interval: certain either side of the median
+    assert rec.probabilities["budget"][0, c] == 1.0
+
+
+def test_knife_edge_budget_is_said_with_what_a_little_more_buys():
+    # near-perfect scaling: on-demand costs $6.42, 6.44, 6.48, 6.56, 6.72 at 1, 2, 4, 8, 16 GPUs (T = 0.01 + 3.2/N h);
+    # interval ±10% -> sigma = ln(1.1)/1.645 = 0.0579. A $6.5 budget: 4 GPUs chosen (fastest with median <= 6.5), but
+    # every plan has P(within) between 28% and 58%; the fastest, 16 GPUs, needs 6.72 x e^{1.2816 sigma} = $7.24 for 90%.
+    model = Amdahl(serial=0.01, parallel=3.2, low_ratio=1 / 1.1, high_ratio=1.1)
+    rec = recommend(workload(), model, budget=6.5, tier="on-demand")
+    assert chosen(rec) == (4, "on-demand")
+    edge = rec.knife_edge
+    assert [int(rec.sweep.gpus[c]) for _, c in edge.plans] == [16, 8, 4, 2, 1]
+    sigma = math.log(1.1) / 1.6448536269514722
+    assert edge.budget_for_fastest == pytest.approx(6.72 * math.exp(1.2815515655446004 * sigma), rel=1e-6)
+    text = " ".join(rec.why)
+    assert "The budget does not discriminate: 5 plans" in text and "$7.24 (+11%) with 90% odds" in text
+    # a budget far from every plan's interval discriminates: nothing said
+    assert recommend(workload(), model, budget=100.0, tier="on-demand").knife_edge is None
+
+
+def test_batch_growth_past_the_measured_batch_is_warned_and_a_cap_stops_it():
+    w = workload(**{"batch.policy": "fixed-per-gpu", "batch.global_samples": None, "batch.per_gpu_samples": 10,
+                    "job.steps": None, "job.samples": 1_000_000})
+    rec = recommend(w, Amdahl(serial=0.0), budget=1e6)  # the fastest: 16 GPUs, global batch 160 vs 10 at 1 GPU
+    assert chosen(rec)[0] == 16
+    assert any("global batch of 160 samples, 16.0x the largest measured (10)" in x for x in rec.warnings)
+    assert rec.plan(*rec.chosen)["global_batch"] == 160
+    capped = recommend(w.model_copy(update={"batch": w.batch.model_copy(update={"max_global_samples": 20})}),
+                       Amdahl(serial=0.0), budget=1e6)
+    assert not any("global batch" in x for x in capped.warnings)
+    noise = recommend(w.model_copy(update={"batch": w.batch.model_copy(update={"gradient_noise_scale": 50})}),
+                      Amdahl(serial=0.0), budget=1e6)
+    assert not any("global batch of" in x for x in noise.warnings)
+
+
+def test_an_uncalibrated_model_is_marked():
+    class Prior(Amdahl):
+        calibrated = False
+
+    rec = recommend(workload(), Prior(), budget=10.0)
+    assert rec.calibrated is False and rec.summary()["model"] == {"calibrated": False}
+    assert rec.warnings[0].startswith("no calibration data")
+    assert rec.plan(*rec.chosen)["calibrated"] is False
+
+
+def test_whole_instances_through_recommend():
+    w = workload(**{"tiers.0.instance_gpus": 8, "cluster.max_gpus": 64})
+    rec = recommend(w, Amdahl(), tier="on-demand")
+    assert {int(rec.sweep.gpus[c]) for _, c in rec.candidates()} == {8, 16, 32, 64}
+    assert any("rents whole 8-GPU instances" in x for x in rec.why)

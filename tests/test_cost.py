@@ -234,3 +234,15 @@ def test_counts_whose_gpus_cannot_hold_the_model_states_are_left_out():
     # [cluster] gpu_memory overrides the catalog: 120 GB holds 107.2 GB on one GPU
     sw = sweep(workload(**{"model.params": 6.7e9, "cluster.gpu_memory": "120 GB"}), Amdahl())
     assert sw.fits_memory.all() and sw.gpu_memory == 120e9
+
+
+def test_optimal_interval_solver_matches_lambert_w():
+    from scipy.special import lambertw
+
+    from advisor.planning.billing import optimal_exposure
+
+    c = np.logspace(-6, 3, 500)
+    exact = 1 + lambertw(-np.exp(-(1 + c))).real
+    assert np.allclose(optimal_exposure(c), exact, rtol=1e-8)
+    # tiny Λδ: first order, Λτ = sqrt(2Λδ)
+    assert float(optimal_exposure(1e-12)) == pytest.approx(math.sqrt(2e-12), rel=1e-5)

@@ -117,7 +117,10 @@ def _stop(rec: "Recommendation") -> str:
     walked = (f"from the cheapest plan it took {plural(stop.steps, 'step')} along the cost-time frontier, each saving at "
               f"least as large a share of the time as it added to the cost")
     if stop.next is None:
-        return f"It stops at the fastest plan: {walked}."
+        t, c = cheapest_first[stop.at]
+        return (f"It stops at the fastest plan considered, not at a step that was not worth it: {walked}. "
+                f"{plural(int(rec.sweep.gpus[c]), 'GPU')} is the most {rec.sweep.tiers[t].name} offers here (cluster.max_gpus "
+                f"or the tier's max_gpus); more might still pay.")
     nt, nc = cheapest_first[stop.next]
     return (f"It stops here: {walked}; the next faster plan, {describe(rec, nt, nc)}, would save "
             f"{fmt_pct(stop.time_saved)} of the time for {fmt_pct(stop.cost_added)} more cost, and no faster plan saves "

@@ -103,7 +103,9 @@ def footprint(w: "Workload", gpus, *, dp_shard=None, tp=1, pp=1, cp=1, activatio
     dp = gpus / (model_parallel * np.asarray(cp, dtype=float))
     if dp_shard is None:
         dp_shard = dp if w.parallelism.strategy == "fsdp" else 1.0
-    shard = np.asarray(dp_shard, dtype=float) * (np.asarray(cp, dtype=float) if w.parallelism.strategy == "fsdp" else 1.0)
+    shard = np.asarray(dp_shard, dtype=float) * (
+        np.asarray(cp, dtype=float) if w.parallelism.strategy == "fsdp" else 1.0
+    )
     state = STATE_BYTES_PER_PARAM * w.model.params / model_parallel / shard
     gathered = np.zeros(np.broadcast(gpus, shard).shape)
     if w.model.layers:
@@ -113,13 +115,21 @@ def footprint(w: "Workload", gpus, *, dp_shard=None, tp=1, pp=1, cp=1, activatio
         from advisor.planning.batch import micro_batch
 
         micro_samples = micro_batch(w, dp)
-    acts = activation_bytes(w, np.asarray(micro_samples, dtype=float), tp=tp, pp=pp, cp=cp,
-                            activation_checkpoint=activation_checkpoint or w.parallelism.activation_checkpoint)
+    acts = activation_bytes(
+        w,
+        np.asarray(micro_samples, dtype=float),
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        activation_checkpoint=activation_checkpoint or w.parallelism.activation_checkpoint,
+    )
     state, gathered, acts = np.broadcast_arrays(state, gathered, acts + 0 * gpus)
     return Footprint(state, gathered, acts, w.model.is_transformer)
 
 
-def activation_bytes(w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activation_checkpoint: str = "none") -> "np.ndarray":
+def activation_bytes(
+    w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activation_checkpoint: str = "none"
+) -> "np.ndarray":
     """Activation bytes one GPU keeps for its micro-batches in flight (Korthikanti et al. 2022; 0 without a shape)."""
     import numpy as np
 
@@ -141,7 +151,9 @@ def activation_bytes(w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activati
     else:
         raise ValueError(f"activation_checkpoint must be none, selective or full (got {activation_checkpoint!r})")
     layers_per_stage = m.layers / p
-    in_flight = p  # 1F1B: the first stage holds pp micro-batches (fewer when a step has fewer: not modelled, an upper bound)
+    in_flight = (
+        p  # 1F1B: the first stage holds pp micro-batches (fewer when a step has fewer: not modelled, an upper bound)
+    )
     first_stage = layers_per_stage * in_flight * per_layer + working
     logits = LOGIT_BYTES * s_local * b * (m.vocab or DEFAULT_VOCAB) / t
     last_stage = layers_per_stage * per_layer + working + logits
@@ -151,8 +163,8 @@ def activation_bytes(w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activati
 def bytes_per_gpu(w: "Workload", gpus, *, dp_shard=None, tp=1, pp=1, cp=1, activation_checkpoint: Optional[str] = None,
                   micro_samples=None) -> "np.ndarray":
     """Training state + activation bytes per GPU at `gpus` GPUs in the given layout (see `footprint`)."""
-    return footprint(w, gpus, dp_shard=dp_shard, tp=tp, pp=pp, cp=cp, activation_checkpoint=activation_checkpoint,
-                     micro_samples=micro_samples).total
+    degrees = dict(dp_shard=dp_shard, tp=tp, pp=pp, cp=cp)
+    return footprint(w, gpus, **degrees, activation_checkpoint=activation_checkpoint, micro_samples=micro_samples).total
 
 
 @dataclass(frozen=True)
@@ -176,8 +188,11 @@ def measured_peaks(cal: Optional["Calibration"]) -> list[MeasuredPeak]:
         return []
     device = env.get("system") or env.get("device") or "its device"
     where = f"{cal.path.name if cal.path else 'the calibration'} ({device})"
-    return [MeasuredPeak(r.gpus, float(r.peak_memory_bytes), r.micro_samples, where)
-            for r in cal.runs if r.peak_memory_bytes]
+    return [
+        MeasuredPeak(r.gpus, float(r.peak_memory_bytes), r.micro_samples, where)
+        for r in cal.runs
+        if r.peak_memory_bytes
+    ]
 
 
 def measured_offset(w: "Workload", gpus, peaks: Sequence[MeasuredPeak]) -> "np.ndarray":
@@ -191,8 +206,13 @@ def measured_offset(w: "Workload", gpus, peaks: Sequence[MeasuredPeak]) -> "np.n
     if not peaks:
         return np.zeros(gpus.shape)
     at = np.array([p.gpus for p in peaks], dtype=float)
-    offsets = np.array([p.peak_bytes - float(bytes_per_gpu(w, np.array([p.gpus]), micro_samples=p.micro_samples)[0])
-                        if p.micro_samples else p.peak_bytes - float(bytes_per_gpu(w, np.array([p.gpus]))[0])
-                        for p in peaks])
+    offsets = np.array(
+        [
+            p.peak_bytes - float(bytes_per_gpu(w, np.array([p.gpus]), micro_samples=p.micro_samples)[0])
+            if p.micro_samples
+            else p.peak_bytes - float(bytes_per_gpu(w, np.array([p.gpus]))[0])
+            for p in peaks
+        ]
+    )
     nearest = np.abs(np.log(gpus)[:, None] - np.log(at)[None, :]).argmin(axis=1)
     return offsets[nearest]

@@ -246,3 +246,10 @@ def test_optimal_interval_solver_matches_lambert_w():
     assert np.allclose(optimal_exposure(c), exact, rtol=1e-8)
     # tiny Λδ: first order, Λτ = sqrt(2Λδ)
     assert float(optimal_exposure(1e-12)) == pytest.approx(math.sqrt(2e-12), rel=1e-5)
+
+
+def test_a_job_preempted_too_often_to_finish_is_no_plan():
+    # 1e4 preemptions per node-hour against a 6-minute restart: e^{ΛR} overflows; such plans are left out, not priced
+    sw = sweep(workload(**{"tiers.1.preemptions_per_node_hour": 1e4}), Amdahl())
+    t, _ = at(sw, "spot", 4)
+    assert not sw.available[t].any() and sw.available[0].any()

@@ -390,3 +390,18 @@ def test_whole_instances_through_recommend():
     rec = recommend(w, Amdahl(), tier="on-demand")
     assert {int(rec.sweep.gpus[c]) for _, c in rec.candidates()} == {8, 16, 32, 64}
     assert any("rents whole 8-GPU instances" in x for x in rec.why)
+
+
+def test_a_measured_peak_above_the_spec_gpu_memory_is_noticed():
+    # llm7b's calibration peaked at 88.5 GB per GPU at 8 GPUs on 96 GB cards; on the 80 GB H100-SXM of the catalog
+    # 8 and 16 GPUs do not fit (88.5 and 80.5 GB), 24 do (88.5 - 16 + 5.3 = 77.8 GB)
+    from advisor.calibration_data import load_workload_calibration
+    from advisor.memory import measured_peaks
+
+    w = load_workload(WORKLOADS / "llm7b.toml")
+    w = w.model_copy(update={"cluster": w.cluster.model_copy(update={"gpu_memory": None})})
+    peaks = measured_peaks(load_workload_calibration("llm7b", WORKLOADS / "llm7b.toml"))
+    rec = recommend(w, Amdahl(serial=0.5, parallel=60.0, baseline_gpus=8), peaks=peaks)
+    assert min(int(rec.sweep.gpus[c]) for _, c in rec.candidates()) == 24
+    assert any("measured a peak of 88.5 GB per GPU at 8 GPUs, more than the 80 GB" in x for x in rec.warnings)
+    assert any(x.startswith("Left out below 24 GPUs") for x in rec.why)

@@ -26,17 +26,30 @@ from advisor.cli.output import console, warn
 from advisor.errors import InputError
 from advisor.planning.limits import FREE_OBJECTIVES, Limits, Objective
 
-BudgetOpt = Annotated[Optional[float], typer.Option("--budget", help="USD: the fastest plan that costs at most this.", show_default=False)]
-DeadlineOpt = Annotated[Optional[float], typer.Option("--deadline", help="Hours: the cheapest plan that finishes in time.", show_default=False)]
+BudgetOpt = Annotated[
+    Optional[float], typer.Option("--budget", help="USD: the fastest plan that costs at most this.", show_default=False)
+]
+DeadlineOpt = Annotated[
+    Optional[float],
+    typer.Option("--deadline", help="Hours: the cheapest plan that finishes in time.", show_default=False),
+]
 TierOpt = Annotated[Optional[str], typer.Option("--tier", help="Consider only this billing tier.", show_default=False)]
 ConfidenceOpt = Annotated[
     Optional[float],
-    typer.Option("--confidence", help="Require this probability (0-1) of meeting --budget/--deadline (default: the median plan meets them).", show_default=False),
+    typer.Option(
+        "--confidence",
+        help="Require this probability (0-1) of meeting --budget/--deadline (default: the median plan meets them).",
+        show_default=False,
+    ),
 ]
 ObjectiveOpt = Annotated[
     Optional[str],
-    typer.Option("--objective", help="Without limits: worth-the-cost (default: add GPUs while the time saved outweighs the "
-                                     "cost added) or speedup-per-dollar (the literal ratio).", show_default=False),
+    typer.Option(
+        "--objective",
+        help="Without limits: worth-the-cost (default: add GPUs while the time saved outweighs the "
+        "cost added) or speedup-per-dollar (the literal ratio).",
+        show_default=False,
+    ),
 ]
 
 #: Shown rows: powers of two, plus the chosen and closest plans; --json lists every candidate.
@@ -153,7 +166,9 @@ def build_step_time_model(w, path, calibration, measurements):
     try:
         from advisor.scaling.model import build_model
     except ImportError:  # the scaling model is not part of this build
-        raise InputError.at(path, "", "no scaling model in this advisor build (advisor.scaling.model missing)") from None
+        raise InputError.at(
+            path, "", "no scaling model in this advisor build (advisor.scaling.model missing)"
+        ) from None
     return build_model(w, calibration=calibration, measurements=measurements)
 
 
@@ -165,13 +180,21 @@ def _document(recs, missing) -> dict:
         candidates.extend(rec.plans(rec.candidates()))
         workloads.append(rec.summary())
     for path, w in missing:
-        workloads.append({"workload": w.name, "status": "no-calibration", "model": {"calibrated": False},
-                          "message": _no_data(path, w)})
+        workloads.append(
+            {
+                "workload": w.name,
+                "status": "no-calibration",
+                "model": {"calibrated": False},
+                "message": _no_data(path, w),
+            }
+        )
     return {"recommendations": recommendations, "candidates": candidates, "workloads": workloads}
 
 
 def _no_data(path, w) -> str:
-    return f"{path}: no calibration data for {w.name} (calibrations/{w.name}*.toml); run `advisor calibrate {path}` first"
+    return (
+        f"{path}: no calibration data for {w.name} (calibrations/{w.name}*.toml); run `advisor calibrate {path}` first"
+    )
 
 
 def _print(recs, missing) -> None:
@@ -207,17 +230,41 @@ def _table(rec):
     sw = rec.sweep
     p = rec.probabilities["both"]
     rows = _shown(rec)
-    title = f"{rec.workload}: {rec.objective}" + ("" if rec.calibrated else " (UNCALIBRATED: prior only, no measurements)")
-    table = Table(title=title,
-                  caption=f"{len(rows)} of {len(rec.candidates())} plans ({ROW_NOTE}); • on the cost-time frontier")
-    for col in ("GPUs", "nodes", "tier", "batch", "step s", "hours", "$", "speedup", "efficiency", "P(meet)", "frontier", "chosen"):
+    title = f"{rec.workload}: {rec.objective}" + (
+        "" if rec.calibrated else " (UNCALIBRATED: prior only, no measurements)"
+    )
+    table = Table(
+        title=title, caption=f"{len(rows)} of {len(rec.candidates())} plans ({ROW_NOTE}); • on the cost-time frontier"
+    )
+    for col in (
+        "GPUs",
+        "nodes",
+        "tier",
+        "batch",
+        "step s",
+        "hours",
+        "$",
+        "speedup",
+        "efficiency",
+        "P(meet)",
+        "frontier",
+        "chosen",
+    ):
         table.add_column(col, justify="left" if col == "tier" else "right")
     for t, c in rows:
         table.add_row(
-            f"{int(sw.gpus[c]):,}", f"{int(sw.nodes[c]):,}", sw.tiers[t].name, f"{sw.global_batch[c]:,.0f}",
-            f"{sw.step_seconds[0, c]:.3g}", fmt_hours(sw.wall_hours[0, t, c]), fmt_usd(sw.cost_usd[0, t, c]),
-            f"{sw.speedup[t, c]:.3g}x", fmt_pct(sw.efficiency[t, c]), "-" if p is None else fmt_pct(p[t, c]),
-            "•" if (t, c) in rec.frontier_set else "", "✔" if rec.chosen == (t, c) else "",
+            f"{int(sw.gpus[c]):,}",
+            f"{int(sw.nodes[c]):,}",
+            sw.tiers[t].name,
+            f"{sw.global_batch[c]:,.0f}",
+            f"{sw.step_seconds[0, c]:.3g}",
+            fmt_hours(sw.wall_hours[0, t, c]),
+            fmt_usd(sw.cost_usd[0, t, c]),
+            f"{sw.speedup[t, c]:.3g}x",
+            fmt_pct(sw.efficiency[t, c]),
+            "-" if p is None else fmt_pct(p[t, c]),
+            "•" if (t, c) in rec.frontier_set else "",
+            "✔" if rec.chosen == (t, c) else "",
             style="bold" if rec.chosen == (t, c) else None,
         )
     return table

@@ -19,7 +19,8 @@ here is arithmetic on numpy arrays, one row per tier and one column per GPU coun
   checkpoints, expected wall time per compute hour is
       F = e^{ΛR} · (e^{Λ(τ+δ)} − 1) / (Λτ).
   τ minimises F exactly: Λτ = 1 + W₀(−e^{−(1+Λδ)}) (W₀ the principal Lambert W; dF/dτ = 0 gives
-  e^{Λ(τ+δ)}(1 − Λτ) = 1), solved numerically (`optimal_exposure`). First-order Young/Daly, 1 + sqrt(2Λδ) + ΛR, agrees only while
+  e^{Λ(τ+δ)}(1 − Λτ) = 1), solved numerically (`optimal_exposure`). First-order Young/Daly,
+  1 + sqrt(2Λδ) + ΛR, agrees only while
   Λ·(τ + R) is small. The wall time is random: each τ+δ segment ends after a geometric number of
   failures, each costing the lost part of the segment and a restart (itself retried on failure);
   `Preemption.cv` is the resulting coefficient of variation of the whole job's wall time (sum over
@@ -125,8 +126,8 @@ def _retried_moments(rate, length, cost_mean, cost_var):
     u1, u2 = _truncated_exponential_moments(rate, length)
     per_fail_mean = u1 + cost_mean
     per_fail_var = (u2 - u1**2) + cost_var
-    fails = np.expm1(rate * length)               # E[F] = (1 - p) / p
-    fails_var = fails * (fails + 1)               # Var F = (1 - p) / p²
+    fails = np.expm1(rate * length)  # E[F] = (1 - p) / p
+    fails_var = fails * (fails + 1)  # Var F = (1 - p) / p²
     return length + fails * per_fail_mean, fails * per_fail_var + fails_var * per_fail_mean**2
 
 
@@ -156,9 +157,9 @@ class Preemption:
     """The exponential preemption model (module docstring) for rates Λ per hour, checkpoint δ and
     restart R in hours; every field broadcasts (tiers x counts)."""
 
-    rate: "np.ndarray"        # Λ, preemptions per hour of the whole job
+    rate: "np.ndarray"  # Λ, preemptions per hour of the whole job
     checkpoint: "np.ndarray"  # δ, hours
-    restart: "np.ndarray"     # R, hours
+    restart: "np.ndarray"  # R, hours
 
     @classmethod
     def of(cls, rate_per_node_hour, nodes, checkpoint_seconds, restart_seconds) -> "Preemption":
@@ -242,19 +243,22 @@ def _cv(lam, delta, restart, compute_hours):
 class TierBilling:
     """How each tier bills, as (tiers, 1) columns: the forward rule, its floor and its inverse."""
 
-    price: "np.ndarray"       # USD per GPU-hour
-    min_hours: "np.ndarray"   # billed at least this long (reserved)
-    instance: "np.ndarray"    # GPUs per rentable instance (1: any count)
-    cap: "np.ndarray"         # most GPUs on the tier
+    price: "np.ndarray"  # USD per GPU-hour
+    min_hours: "np.ndarray"  # billed at least this long (reserved)
+    instance: "np.ndarray"  # GPUs per rentable instance (1: any count)
+    cap: "np.ndarray"  # most GPUs on the tier
 
     @classmethod
     def of(cls, tiers: Sequence["Tier"], cluster_max: int) -> "TierBilling":
         import numpy as np
 
         column = lambda values: np.array(values, dtype=float)[:, None]  # noqa: E731
-        return cls(column([t.usd_per_gpu_hour for t in tiers]), column([t.min_hours for t in tiers]),
-                   column([t.instance_gpus or 1 for t in tiers]),
-                   column([min(t.max_gpus or cluster_max, cluster_max) for t in tiers]))
+        return cls(
+            column([t.usd_per_gpu_hour for t in tiers]),
+            column([t.min_hours for t in tiers]),
+            column([t.instance_gpus or 1 for t in tiers]),
+            column([min(t.max_gpus or cluster_max, cluster_max) for t in tiers]),
+        )
 
     def offers(self, gpus) -> "np.ndarray":
         """(tiers, counts): the tier rents this many GPUs (whole instances, within its cap)."""
@@ -292,23 +296,23 @@ class Sweep:
 
     tiers: tuple["Tier", ...]
     billing: TierBilling
-    preemption: Preemption        # (tiers, counts)
-    gpus: "np.ndarray"            # (counts,)
-    nodes: "np.ndarray"           # (counts,)
-    steps: "np.ndarray"           # (counts,)
-    global_batch: "np.ndarray"    # (counts,) samples per optimizer step
-    step_seconds: "np.ndarray"    # (3, counts): median, low, high
-    compute_hours: "np.ndarray"   # (3, counts): steps x step time, no tier overhead
-    wall_hours: "np.ndarray"      # (3, tiers, counts)
-    cost_usd: "np.ndarray"        # (3, tiers, counts)
-    available: "np.ndarray"       # (tiers, counts) bool
-    offered: "np.ndarray"         # (tiers, counts) the tier rents this count (instances, caps)
-    fits_batch: "np.ndarray"      # (counts,) whole samples per GPU, dividing a fixed global batch
-    fits_memory: "np.ndarray"     # (counts,) the footprint fits in GPU memory
-    memory_bytes: "np.ndarray"    # (counts,) footprint per GPU (measured peak applied where there is one)
-    gpu_memory: Optional[float]   # bytes per GPU (None: unknown, nothing ruled out)
+    preemption: Preemption  # (tiers, counts)
+    gpus: "np.ndarray"  # (counts,)
+    nodes: "np.ndarray"  # (counts,)
+    steps: "np.ndarray"  # (counts,)
+    global_batch: "np.ndarray"  # (counts,) samples per optimizer step
+    step_seconds: "np.ndarray"  # (3, counts): median, low, high
+    compute_hours: "np.ndarray"  # (3, counts): steps x step time, no tier overhead
+    wall_hours: "np.ndarray"  # (3, tiers, counts)
+    cost_usd: "np.ndarray"  # (3, tiers, counts)
+    available: "np.ndarray"  # (tiers, counts) bool
+    offered: "np.ndarray"  # (tiers, counts) the tier rents this count (instances, caps)
+    fits_batch: "np.ndarray"  # (counts,) whole samples per GPU, dividing a fixed global batch
+    fits_memory: "np.ndarray"  # (counts,) the footprint fits in GPU memory
+    memory_bytes: "np.ndarray"  # (counts,) footprint per GPU (measured peak applied where there is one)
+    gpu_memory: Optional[float]  # bytes per GPU (None: unknown, nothing ruled out)
     baseline_gpus: int
-    baseline_hours: float         # compute hours at the baseline count: the speedup reference
+    baseline_hours: float  # compute hours at the baseline count: the speedup reference
     statistical_efficiency: bool  # steps depend on N through the gradient noise scale
 
     @property
@@ -377,7 +381,9 @@ def sweep(
     tiers = tuple(w.tiers if tiers is None else tiers)
     if baseline_gpus is None:
         baseline_gpus = getattr(model, "baseline_gpus", None) or min(w.calibration.gpus)
-    counts = gpu_counts(w.cluster.gpus_per_node, w.cluster.max_gpus) if gpus is None else np.asarray(gpus, dtype=np.int64)
+    counts = (
+        gpu_counts(w.cluster.gpus_per_node, w.cluster.max_gpus) if gpus is None else np.asarray(gpus, dtype=np.int64)
+    )
     nodes = np.asarray(w.nodes(counts), dtype=np.int64)
     billing = TierBilling.of(tiers, w.cluster.max_gpus)
 
@@ -393,16 +399,29 @@ def sweep(
     steps = job_steps(w, counts, baseline_gpus)
     compute_hours = steps * step_seconds / 3600
 
-    base = np.array([baseline_gpus], dtype=np.int64)
-    base_nodes = np.array([getattr(model, "baseline_nodes", None) or w.nodes(baseline_gpus)], dtype=np.int64)
-    base_step = float(_step_times(model, base, base_nodes, batch.global_batch(w, base))[0, 0])
-    baseline_hours = float(job_steps(w, base, baseline_gpus)[0]) * base_step / 3600
+    baseline_hours = _baseline_hours(w, model, baseline_gpus)
 
     column = lambda attr: np.array([getattr(t, attr) for t in tiers], dtype=float)[:, None]  # noqa: E731
-    preemption = Preemption.of(column("preemptions_per_node_hour"), nodes[None, :], column("checkpoint"), column("restart"))
+    preemption = Preemption.of(
+        column("preemptions_per_node_hour"), nodes[None, :], column("checkpoint"), column("restart")
+    )
     wall = compute_hours[:, None, :] * preemption.factor[None, :, :]
     cost = billing.cost(counts, wall)
+    # preemptions so frequent that the expected wall time overflows: a job that never finishes is no plan
+    available &= np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0)
 
     varies = w.batch.gradient_noise_scale is not None and w.batch.policy == "fixed-per-gpu"
     return Sweep(tiers, billing, preemption, counts, nodes, steps, global_batch, step_seconds, compute_hours, wall, cost,
                  available, offered, fits_batch, fits, memory, capacity, int(baseline_gpus), baseline_hours, varies)
+
+
+def _baseline_hours(w: "Workload", model: StepTimeModel, baseline_gpus: int) -> float:
+    """Compute hours at the baseline count (on its measured placement): the speedup reference."""
+    import numpy as np
+
+    from advisor.planning.batch import global_batch
+
+    base = np.array([baseline_gpus], dtype=np.int64)
+    base_nodes = np.array([getattr(model, "baseline_nodes", None) or w.nodes(baseline_gpus)], dtype=np.int64)
+    base_step = float(_step_times(model, base, base_nodes, global_batch(w, base))[0, 0])
+    return float(job_steps(w, base, baseline_gpus)[0]) * base_step / 3600

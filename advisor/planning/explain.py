@@ -57,21 +57,28 @@ def plural(n: int, noun: str) -> str:
 
 def describe(rec: "Recommendation", t: int, c: int) -> str:
     sw = rec.sweep
-    return (f"{plural(int(sw.gpus[c]), 'GPU')} ({plural(int(sw.nodes[c]), 'node')}) on {sw.tiers[t].name}: "
-            f"{fmt_hours(sw.wall_hours[0, t, c])}, {fmt_usd(sw.cost_usd[0, t, c])}")
+    return (
+        f"{plural(int(sw.gpus[c]), 'GPU')} ({plural(int(sw.nodes[c]), 'node')}) on {sw.tiers[t].name}: "
+        f"{fmt_hours(sw.wall_hours[0, t, c])}, {fmt_usd(sw.cost_usd[0, t, c])}"
+    )
 
 
 def spot_sentence(s: "SpotPayoff") -> str:
     if s.compared_with is None:
         return f"{s.tier}: no tier without preemptions to compare with."
     if s.never_pays_off:
-        return f"{s.tier} never pays off here: at every count its expected cost (preemptions included) is above {s.compared_with}'s."
+        return (f"{s.tier} never pays off here: at every count its expected cost (preemptions included) is above "
+                f"{s.compared_with}'s.")
     if s.cheaper_everywhere:
         return f"{s.tier} stays cheaper than {s.compared_with} at every count considered, preemptions included."
     if s.stops_at_gpus is None:
-        return f"{s.tier} is still cheaper than {s.compared_with} at the largest count considered, preemptions included."
-    return (f"{s.tier} stops paying off at {s.stops_at_gpus} GPUs ({s.nodes} nodes): from there on its "
-            f"expected cost per job, preemptions included, is at or above {s.compared_with}'s.")
+        return (
+            f"{s.tier} is still cheaper than {s.compared_with} at the largest count considered, preemptions included."
+        )
+    return (
+        f"{s.tier} stops paying off at {s.stops_at_gpus} GPUs ({s.nodes} nodes): from there on its "
+        f"expected cost per job, preemptions included, is at or above {s.compared_with}'s."
+    )
 
 
 def _limits_text(rec: "Recommendation") -> str:
@@ -99,12 +106,28 @@ def explain(rec: "Recommendation") -> tuple[str, list[str]]:
         return message, [s for s in (_knife_edge(rec), *[spot_sentence(s) for s in rec.spot], *_left_out(rec)) if s]
     t, c = rec.chosen
     headline = HEADLINES[rec.objective].format(limits=_limits_text(rec))
-    message = (f"{headline}: {describe(rec, t, c)}, {sw.speedup[t, c]:.3g}x the baseline "
-               f"({plural(sw.baseline_gpus, 'GPU')}) at {fmt_pct(sw.efficiency[t, c])} efficiency"
-               f"{_odds(rec, t, c)}.")
-    why = [s for s in (_stop(rec), _doubling(rec, t, c), _knee(rec, t), *_preemption(rec, c), *_reserved(rec, c),
-                       _likelier(rec, t, c), _knife_edge(rec), _batch(rec, c), _noise(rec, c), _frontier(rec),
-                       *_left_out(rec)) if s]
+    message = (
+        f"{headline}: {describe(rec, t, c)}, {sw.speedup[t, c]:.3g}x the baseline "
+        f"({plural(sw.baseline_gpus, 'GPU')}) at {fmt_pct(sw.efficiency[t, c])} efficiency"
+        f"{_odds(rec, t, c)}."
+    )
+    why = [
+        s
+        for s in (
+            _stop(rec),
+            _doubling(rec, t, c),
+            _knee(rec, t),
+            *_preemption(rec, c),
+            *_reserved(rec, c),
+            _likelier(rec, t, c),
+            _knife_edge(rec),
+            _batch(rec, c),
+            _noise(rec, c),
+            _frontier(rec),
+            *_left_out(rec),
+        )
+        if s
+    ]
     return message, why
 
 
@@ -114,17 +137,24 @@ def _stop(rec: "Recommendation") -> str:
     if stop is None:
         return ""
     cheapest_first = rec.frontier[::-1]
-    walked = (f"from the cheapest plan it took {plural(stop.steps, 'step')} along the cost-time frontier, each saving at "
-              f"least as large a share of the time as it added to the cost")
+    walked = (
+        f"from the cheapest plan it took {plural(stop.steps, 'step')} along the cost-time frontier, each saving at "
+        f"least as large a share of the time as it added to the cost"
+    )
     if stop.next is None:
         t, c = cheapest_first[stop.at]
-        return (f"It stops at the fastest plan considered, not at a step that was not worth it: {walked}. "
-                f"{plural(int(rec.sweep.gpus[c]), 'GPU')} is the most {rec.sweep.tiers[t].name} offers here (cluster.max_gpus "
-                f"or the tier's max_gpus); more might still pay.")
+        return (
+            f"It stops at the fastest plan considered, not at a step that was not worth it: {walked}. "
+            f"{plural(int(rec.sweep.gpus[c]), 'GPU')} is the most {rec.sweep.tiers[t].name} offers here "
+            f"(cluster.max_gpus "
+            f"or the tier's max_gpus); more might still pay."
+        )
     nt, nc = cheapest_first[stop.next]
-    return (f"It stops here: {walked}; the next faster plan, {describe(rec, nt, nc)}, would save "
-            f"{fmt_pct(stop.time_saved)} of the time for {fmt_pct(stop.cost_added)} more cost, and no faster plan saves "
-            f"a larger share of the time than it adds to the cost.")
+    return (
+        f"It stops here: {walked}; the next faster plan, {describe(rec, nt, nc)}, would save "
+        f"{fmt_pct(stop.time_saved)} of the time for {fmt_pct(stop.cost_added)} more cost, and no faster plan saves "
+        f"a larger share of the time than it adds to the cost."
+    )
 
 
 def _doubling(rec: "Recommendation", t: int, c: int) -> str:
@@ -140,7 +170,11 @@ def _doubling(rec: "Recommendation", t: int, c: int) -> str:
     faster = sw.wall_hours[0, t, c] / sw.wall_hours[0, t, k]
     dearer = sw.cost_usd[0, t, k] / sw.cost_usd[0, t, c]
     speed = f"finish {faster:.2f}x sooner" if faster > 1 else f"not finish sooner ({faster:.2f}x the speed)"
-    going = f"Doubling to {int(sw.gpus[k])} GPUs" if double.size else f"Going to {int(sw.gpus[k])} GPUs (the most on this tier)"
+    going = (
+        f"Doubling to {int(sw.gpus[k])} GPUs"
+        if double.size
+        else f"Going to {int(sw.gpus[k])} GPUs (the most on this tier)"
+    )
     return f"{going} on {sw.tiers[t].name} would {speed} for {dearer:.2f}x the cost."
 
 
@@ -150,7 +184,7 @@ def _knee(rec: "Recommendation", t: int) -> str:
 
     sw = rec.sweep
     doubled = np.searchsorted(sw.gpus, 2 * sw.gpus)
-    has = (doubled < sw.gpus.size)
+    has = doubled < sw.gpus.size
     doubled = np.minimum(doubled, sw.gpus.size - 1)
     has &= (sw.gpus[doubled] == 2 * sw.gpus) & sw.available[t] & sw.available[t, doubled]
     idx = np.flatnonzero(has)
@@ -162,8 +196,10 @@ def _knee(rec: "Recommendation", t: int) -> str:
         return ""
     first = int(np.argmax(tail))
     cost_ratio = sw.cost_usd[0, t, doubled[idx[first:]]] / sw.cost_usd[0, t, idx[first:]]
-    return (f"On {sw.tiers[t].name}, beyond {int(sw.gpus[idx[first]])} GPUs each doubling adds under "
-            f"{fmt_pct(SMALL_GAIN)} speed for {cost_ratio.min():.2g}-{cost_ratio.max():.2g}x the cost.")
+    return (
+        f"On {sw.tiers[t].name}, beyond {int(sw.gpus[idx[first]])} GPUs each doubling adds under "
+        f"{fmt_pct(SMALL_GAIN)} speed for {cost_ratio.min():.2g}-{cost_ratio.max():.2g}x the cost."
+    )
 
 
 def _preemption(rec: "Recommendation", c: int) -> list[str]:
@@ -177,13 +213,17 @@ def _preemption(rec: "Recommendation", c: int) -> list[str]:
         n, rate = int(sw.nodes[c]), float(pre.rate[t, c])
         tau = float(pre.interval_hours[t, c])
         every = f", checkpointing every {fmt_hours(tau)} of compute" if tier.checkpoint > 0 else ""
-        out.append(f"{tier.name} loses {fmt_pct(1 - 1 / sw.factor[t, c])} of its wall time to preemptions at "
-                   f"{plural(int(sw.gpus[c]), 'GPU')} ({plural(n, 'node')}: {rate:.2g} preemptions/h{every}; wall time "
-                   f"±{fmt_pct(sw.wall_cv[t, c])} from their randomness).")
+        out.append(
+            f"{tier.name} loses {fmt_pct(1 - 1 / sw.factor[t, c])} of its wall time to preemptions at "
+            f"{plural(int(sw.gpus[c]), 'GPU')} ({plural(n, 'node')}: {rate:.2g} preemptions/h{every}; wall time "
+            f"±{fmt_pct(sw.wall_cv[t, c])} from their randomness)."
+        )
         if pre.exposure[t, c] > SMALL_EXPOSURE:
-            out.append(f"On {tier.name} Λ·(τ + restart) = {pre.exposure[t, c]:.2g} at {plural(n, 'node')}: not small, so "
-                       f"first-order Young/Daly ({pre.first_order_factor[t, c]:.2f}x the compute time) would understate it; "
-                       f"the exponential model (Daly 2006, failures during restarts too) gives {sw.factor[t, c]:.2f}x.")
+            out.append(
+                f"On {tier.name} Λ·(τ + restart) = {pre.exposure[t, c]:.2g} at {plural(n, 'node')}: not small, so "
+                f"first-order Young/Daly ({pre.first_order_factor[t, c]:.2f}x the compute time) would understate it; "
+                f"the exponential model (Daly 2006, failures during restarts too) gives {sw.factor[t, c]:.2f}x."
+            )
     out += [spot_sentence(s) for s in rec.spot]
     return out
 
@@ -194,8 +234,10 @@ def _reserved(rec: "Recommendation", c: int) -> list[str]:
     for t, tier in enumerate(sw.tiers):
         hours = sw.wall_hours[0, t, c]
         if tier.min_hours > hours and sw.available[t, c]:
-            out.append(f"{tier.name} bills at least {tier.min_hours:g} h: at {plural(int(sw.gpus[c]), 'GPU')} the job takes "
-                       f"{fmt_hours(hours)}, so {fmt_pct(1 - hours / tier.min_hours)} of what it bills would be idle.")
+            out.append(
+                f"{tier.name} bills at least {tier.min_hours:g} h: at {plural(int(sw.gpus[c]), 'GPU')} the job takes "
+                f"{fmt_hours(hours)}, so {fmt_pct(1 - hours / tier.min_hours)} of what it bills would be idle."
+            )
     return out
 
 
@@ -206,8 +248,10 @@ def _likelier(rec: "Recommendation", t: int, c: int) -> str:
         return ""
     if rec.safer is None:
         return f"Only {fmt_pct(p[t, c])} likely to meet {_limits_text(rec)}; no plan meets it with 90% probability."
-    return (f"Only {fmt_pct(p[t, c])} likely to meet {_limits_text(rec)}; with 90% odds: "
-            f"{describe(rec, *rec.safer)}{_odds(rec, *rec.safer)}.")
+    return (
+        f"Only {fmt_pct(p[t, c])} likely to meet {_limits_text(rec)}; with 90% odds: "
+        f"{describe(rec, *rec.safer)}{_odds(rec, *rec.safer)}."
+    )
 
 
 def _knife_edge(rec: "Recommendation") -> str:
@@ -220,12 +264,16 @@ def _knife_edge(rec: "Recommendation") -> str:
     counts = sorted({int(sw.gpus[c]) for _, c in edge.plans})
     median = float(sw.cost_usd[0][edge.fastest])
     pct = lambda x: f"{'+' if x >= 0 else ''}{fmt_pct(x)}"  # noqa: E731
-    return (f"The budget does not discriminate: {len(edge.plans)} plans on the frontier ({counts[0]:,}-{counts[-1]:,} GPUs) "
-            f"cost {fmt_usd(min(costs))}-{fmt_usd(max(costs))}, each with the budget inside its 90% cost interval "
-            f"(P(within budget) {fmt_pct(min(odds))}-{fmt_pct(max(odds))}): the model cannot say which of them stays within "
-            f"it. A little more buys the fastest, {describe(rec, *edge.fastest)}: {fmt_usd(median)} "
-            f"({pct(median / rec.limits.budget - 1)}) on its median, {fmt_usd(edge.budget_for_fastest)} "
-            f"({pct(edge.budget_for_fastest / rec.limits.budget - 1)}) with 90% odds.")
+    return (
+        f"The budget does not discriminate: {len(edge.plans)} plans on the frontier "
+        f"({counts[0]:,}-{counts[-1]:,} GPUs) "
+        f"cost {fmt_usd(min(costs))}-{fmt_usd(max(costs))}, each with the budget inside its 90% cost interval "
+        f"(P(within budget) {fmt_pct(min(odds))}-{fmt_pct(max(odds))}): the model cannot say which of them "
+        f"stays within "
+        f"it. A little more buys the fastest, {describe(rec, *edge.fastest)}: {fmt_usd(median)} "
+        f"({pct(median / rec.limits.budget - 1)}) on its median, {fmt_usd(edge.budget_for_fastest)} "
+        f"({pct(edge.budget_for_fastest / rec.limits.budget - 1)}) with 90% odds."
+    )
 
 
 def _batch(rec: "Recommendation", c: int) -> str:
@@ -235,8 +283,10 @@ def _batch(rec: "Recommendation", c: int) -> str:
     per_gpu = batch / float(sw.gpus[c])
     if rec.measured_batch is None or abs(batch - rec.measured_batch) < 0.5:
         return ""
-    return (f"It trains with a global batch of {batch:,.0f} samples ({per_gpu:g} per GPU; largest measured: "
-            f"{rec.measured_batch:,.0f}).")
+    return (
+        f"It trains with a global batch of {batch:,.0f} samples ({per_gpu:g} per GPU; largest measured: "
+        f"{rec.measured_batch:,.0f})."
+    )
 
 
 def _noise(rec: "Recommendation", c: int) -> str:
@@ -246,17 +296,25 @@ def _noise(rec: "Recommendation", c: int) -> str:
     import numpy as np
 
     b = int(np.searchsorted(sw.gpus, sw.baseline_gpus))
-    at_base = f"{int(sw.steps[b]):,} at {plural(sw.baseline_gpus, 'GPU')}, " if b < sw.gpus.size and sw.gpus[b] == sw.baseline_gpus else ""
-    return (f"Statistical efficiency used: steps follow the gradient noise scale ({rec.gradient_noise_scale:g} samples; "
-            f"McCandlish et al. 2018): {at_base}{int(sw.steps[c]):,} at {plural(int(sw.gpus[c]), 'GPU')}.")
+    at_base = (
+        f"{int(sw.steps[b]):,} at {plural(sw.baseline_gpus, 'GPU')}, "
+        if b < sw.gpus.size and sw.gpus[b] == sw.baseline_gpus
+        else ""
+    )
+    return (
+        f"Statistical efficiency used: steps follow the gradient noise scale ({rec.gradient_noise_scale:g} samples; "
+        f"McCandlish et al. 2018): {at_base}{int(sw.steps[c]):,} at {plural(int(sw.gpus[c]), 'GPU')}."
+    )
 
 
 def _frontier(rec: "Recommendation") -> str:
     if not rec.frontier:
         return ""
     (t0, c0), (t1, c1) = rec.frontier[0], rec.frontier[-1]
-    return (f"Cost-time frontier: {len(rec.frontier)} plans, from the fastest, {describe(rec, t0, c0)}, "
-            f"to the cheapest, {describe(rec, t1, c1)}.")
+    return (
+        f"Cost-time frontier: {len(rec.frontier)} plans, from the fastest, {describe(rec, t0, c0)}, "
+        f"to the cheapest, {describe(rec, t1, c1)}."
+    )
 
 
 def _left_out(rec: "Recommendation") -> list[str]:
@@ -268,12 +326,16 @@ def _left_out(rec: "Recommendation") -> list[str]:
     if not sw.fits_batch.all():
         bad = sw.gpus[~sw.fits_batch]
         example = ", ".join(f"{int(g):,}" for g in bad[:3]) + (", ..." if bad.size > 3 else "")
-        out.append(f"Left out {plural(int(bad.size), 'count')} ({example}): under one sample per GPU, or not dividing the "
-                   f"fixed global batch evenly (the remainder would change the recipe).")
+        out.append(
+            f"Left out {plural(int(bad.size), 'count')} ({example}): under one sample per GPU, or not dividing the "
+            f"fixed global batch evenly (the remainder would change the recipe)."
+        )
     for t, tier in enumerate(sw.tiers):
         if tier.instance_gpus and tier.instance_gpus > 1 and not sw.offered[t].all():
-            out.append(f"{tier.name} rents whole {tier.instance_gpus}-GPU instances: only multiples of {tier.instance_gpus} "
-                       f"are priced there.")
+            out.append(
+                f"{tier.name} rents whole {tier.instance_gpus}-GPU instances: only multiples of {tier.instance_gpus} "
+                f"are priced there."
+            )
     return out
 
 
@@ -286,7 +348,9 @@ def _memory_sentence(rec: "Recommendation") -> str:
     where = f"below {plural(smallest, 'GPU')}" if smallest else "at every count"
     c = int((~fits).nonzero()[0][-1]) if smallest else 0
     measured = ", moved to the calibration's measured peak" if rec.peaks else ""
-    return (f"Left out {where}: the footprint per GPU exceeds the {fmt_bytes(sw.gpu_memory)} of GPU memory; at "
-            f"{plural(int(sw.gpus[c]), 'GPU')} it is {fmt_bytes(sw.memory_bytes[c])} (model state {STATE_BYTES_PER_PARAM} "
-            f"bytes per parameter, {fmt_bytes(STATE_BYTES_PER_PARAM * rec.params)} for the whole model, split where the "
-            f"layout shards it, plus activations{measured}; advisor.memory).")
+    return (
+        f"Left out {where}: the footprint per GPU exceeds the {fmt_bytes(sw.gpu_memory)} of GPU memory; at "
+        f"{plural(int(sw.gpus[c]), 'GPU')} it is {fmt_bytes(sw.memory_bytes[c])} (model state {STATE_BYTES_PER_PARAM} "
+        f"bytes per parameter, {fmt_bytes(STATE_BYTES_PER_PARAM * rec.params)} for the whole model, split where the "
+        f"layout shards it, plus activations{measured}; advisor.memory)."
+    )

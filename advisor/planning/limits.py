@@ -34,7 +34,11 @@ class Objective(str, enum.Enum):
 
     @property
     def needs_limits(self) -> bool:
-        return self in (Objective.FASTEST_WITHIN_BUDGET, Objective.CHEAPEST_WITHIN_DEADLINE, Objective.CHEAPEST_WITHIN_BOTH)
+        return self in (
+            Objective.FASTEST_WITHIN_BUDGET,
+            Objective.CHEAPEST_WITHIN_DEADLINE,
+            Objective.CHEAPEST_WITHIN_BOTH,
+        )
 
 
 #: The objectives a user may name without limits (`--objective`); with limits the limits decide.
@@ -57,8 +61,9 @@ class Limits:
         if self.confidence is not None and not (0 < self.confidence < 1):
             raise InputError.at("--confidence", "", "must be between 0 and 1 (exclusive)", self.confidence)
         if self.confidence is not None and not self.any:
-            raise InputError.at("--confidence", "", "needs --budget or --deadline (the odds are of meeting them)",
-                                self.confidence)
+            raise InputError.at(
+                "--confidence", "", "needs --budget or --deadline (the odds are of meeting them)", self.confidence
+            )
 
     @property
     def any(self) -> bool:
@@ -67,7 +72,9 @@ class Limits:
     def objective(self, free: Optional[Objective] = None) -> Objective:
         """The objective these limits imply; `free` (default worth-the-cost) when there are none."""
         if free is not None and free not in FREE_OBJECTIVES:
-            raise InputError.at("--objective", "", f"choose from {', '.join(o.value for o in FREE_OBJECTIVES)}", free.value)
+            raise InputError.at(
+                "--objective", "", f"choose from {', '.join(o.value for o in FREE_OBJECTIVES)}", free.value
+            )
         if self.budget is not None and self.deadline is not None:
             chosen = Objective.CHEAPEST_WITHIN_BOTH
         elif self.budget is not None:
@@ -77,6 +84,7 @@ class Limits:
         else:
             return free or Objective.WORTH_THE_COST
         if free is not None:
-            raise InputError.at("--objective", "", f"applies only without --budget/--deadline (with them: {chosen.value})",
-                                free.value)
+            raise InputError.at(
+                "--objective", "", f"applies only without --budget/--deadline (with them: {chosen.value})", free.value
+            )
         return chosen

@@ -125,10 +125,10 @@ class WorthStop:
     """Where the worth-the-cost walk stopped: at `at` (a frontier index, cheapest first) and why."""
 
     at: int
-    steps: int                       # steps taken from the cheapest plan
-    next: Optional[int]              # the next faster frontier plan (None: the fastest plan was reached)
-    time_saved: Optional[float]      # relative time that step would save
-    cost_added: Optional[float]      # relative cost it would add
+    steps: int  # steps taken from the cheapest plan
+    next: Optional[int]  # the next faster frontier plan (None: the fastest plan was reached)
+    time_saved: Optional[float]  # relative time that step would save
+    cost_added: Optional[float]  # relative cost it would add
 
 
 def worth_the_cost(hours: "np.ndarray", cost: "np.ndarray") -> WorthStop:
@@ -137,9 +137,9 @@ def worth_the_cost(hours: "np.ndarray", cost: "np.ndarray") -> WorthStop:
 
     i, steps, n = 0, 0, hours.size
     while i < n - 1:
-        saved = (hours[i] - hours[i + 1:]) / hours[i]
+        saved = (hours[i] - hours[i + 1 :]) / hours[i]
         with np.errstate(divide="ignore", invalid="ignore"):
-            added = np.where(cost[i] > 0, (cost[i + 1:] - cost[i]) / cost[i], np.where(cost[i + 1:] > 0, np.inf, 0.0))
+            added = np.where(cost[i] > 0, (cost[i + 1 :] - cost[i]) / cost[i], np.where(cost[i + 1 :] > 0, np.inf, 0.0))
         worth = np.flatnonzero(saved >= added)
         if worth.size == 0:
             return WorthStop(i, steps, i + 1, float(saved[0]), float(added[0]))
@@ -152,9 +152,9 @@ class SpotPayoff:
     """Where a preemptible tier stops being cheaper than the cheapest tier without preemptions."""
 
     tier: str
-    stops_at_gpus: Optional[int]   # None: still cheaper at the largest count considered
+    stops_at_gpus: Optional[int]  # None: still cheaper at the largest count considered
     nodes: Optional[int]
-    compared_with: Optional[str]   # the tier it loses to at that count
+    compared_with: Optional[str]  # the tier it loses to at that count
     never_pays_off: bool = False
     cheaper_everywhere: bool = False
 
@@ -182,12 +182,22 @@ def spot_payoff(sw: Sweep) -> list[SpotPayoff]:
         worse = cost[i, idx] >= alt_cost[idx]
         tail_all_worse = np.logical_and.accumulate(worse[::-1])[::-1]
         if not tail_all_worse[-1]:
-            out.append(SpotPayoff(tier.name, None, None, sw.tiers[int(alt_tier[idx[-1]])].name,
-                                  cheaper_everywhere=not worse.any()))
+            out.append(
+                SpotPayoff(
+                    tier.name, None, None, sw.tiers[int(alt_tier[idx[-1]])].name, cheaper_everywhere=not worse.any()
+                )
+            )
             continue
         first = idx[int(np.argmax(tail_all_worse))]
-        out.append(SpotPayoff(tier.name, int(sw.gpus[first]), int(sw.nodes[first]), sw.tiers[int(alt_tier[first])].name,
-                              never_pays_off=bool(tail_all_worse[0])))
+        out.append(
+            SpotPayoff(
+                tier.name,
+                int(sw.gpus[first]),
+                int(sw.nodes[first]),
+                sw.tiers[int(alt_tier[first])].name,
+                never_pays_off=bool(tail_all_worse[0]),
+            )
+        )
     return out
 
 
@@ -195,9 +205,9 @@ def spot_payoff(sw: Sweep) -> list[SpotPayoff]:
 class KnifeEdge:
     """Plans the budget cannot tell apart: each one's 90% cost interval contains the budget."""
 
-    plans: tuple[Plan, ...]          # chosen included, fastest first
+    plans: tuple[Plan, ...]  # chosen included, fastest first
     fastest: Plan
-    budget_for_fastest: float        # the budget that keeps `fastest` within with 90% odds
+    budget_for_fastest: float  # the budget that keeps `fastest` within with 90% odds
 
 
 @dataclass
@@ -210,13 +220,13 @@ class Recommendation:
     sweep: Sweep
     chosen: Optional[Plan]
     closest: list[Plan]
-    frontier: list[Plan]                  # fastest first
+    frontier: list[Plan]  # fastest first
     spot: list[SpotPayoff]
     probabilities: dict
-    stop: Optional[WorthStop] = None      # worth-the-cost: where the walk stopped (indices into frontier[::-1])
-    safer: Optional[Plan] = None          # the plan the same objective picks at 90% odds, when the chosen one's are poor
+    stop: Optional[WorthStop] = None  # worth-the-cost: where the walk stopped (indices into frontier[::-1])
+    safer: Optional[Plan] = None  # the plan the same objective picks at 90% odds, when the chosen one's are poor
     knife_edge: Optional[KnifeEdge] = None
-    calibrated: bool = True               # False: the model is a prior, no measurements behind it
+    calibrated: bool = True  # False: the model is a prior, no measurements behind it
     measured_batch: Optional[float] = None  # the largest global batch the calibration ran
     peaks: list = field(default_factory=list)  # advisor.memory.MeasuredPeak used for the footprint
     gradient_noise_scale: Optional[float] = None
@@ -251,18 +261,29 @@ class Recommendation:
         t, c = (np.array(x, dtype=np.int64) for x in zip(*pairs))
         interval = sw.preemption.interval_hours[t, c]
         per_tier = {
-            "hours": sw.wall_hours[0, t, c], "hours_low": sw.wall_hours[1, t, c], "hours_high": sw.wall_hours[2, t, c],
-            "cost_usd": sw.cost_usd[0, t, c], "cost_usd_low": sw.cost_usd[1, t, c], "cost_usd_high": sw.cost_usd[2, t, c],
-            "speedup": sw.speedup[t, c], "efficiency": sw.efficiency[t, c], "preemption_loss": 1 - 1 / sw.factor[t, c],
-            "preemption_factor": sw.factor[t, c], "wall_time_cv": sw.wall_cv[t, c],
+            "hours": sw.wall_hours[0, t, c],
+            "hours_low": sw.wall_hours[1, t, c],
+            "hours_high": sw.wall_hours[2, t, c],
+            "cost_usd": sw.cost_usd[0, t, c],
+            "cost_usd_low": sw.cost_usd[1, t, c],
+            "cost_usd_high": sw.cost_usd[2, t, c],
+            "speedup": sw.speedup[t, c],
+            "efficiency": sw.efficiency[t, c],
+            "preemption_loss": 1 - 1 / sw.factor[t, c],
+            "preemption_factor": sw.factor[t, c],
+            "wall_time_cv": sw.wall_cv[t, c],
         }
         columns = {
-            "gpus": sw.gpus[c].tolist(), "nodes": sw.nodes[c].tolist(), "tier": [sw.tiers[i].name for i in t.tolist()],
+            "gpus": sw.gpus[c].tolist(),
+            "nodes": sw.nodes[c].tolist(),
+            "tier": [sw.tiers[i].name for i in t.tolist()],
             "steps": sw.steps[c].astype(np.int64).tolist(),
-            "global_batch": sw.global_batch[c].tolist(), "per_gpu_batch": (sw.global_batch[c] / sw.gpus[c]).tolist(),
+            "global_batch": sw.global_batch[c].tolist(),
+            "per_gpu_batch": (sw.global_batch[c] / sw.gpus[c]).tolist(),
             "memory_bytes_per_gpu": sw.memory_bytes[c].tolist(),
             "step_seconds": sw.step_seconds[0, c].tolist(),
-            "step_seconds_low": sw.step_seconds[1, c].tolist(), "step_seconds_high": sw.step_seconds[2, c].tolist(),
+            "step_seconds_low": sw.step_seconds[1, c].tolist(),
+            "step_seconds_high": sw.step_seconds[2, c].tolist(),
             **{k: v.tolist() for k, v in per_tier.items()},
             "checkpoint_interval_hours": [x if np.isfinite(x) and x > 0 else None for x in interval.tolist()],
         }
@@ -291,20 +312,42 @@ class Recommendation:
         sw = self.sweep
         status = "ok" if self.chosen is not None else "none-qualifies"
         return {
-            "workload": self.workload, "objective": self.objective.value, "status": status,
-            "budget_usd": self.limits.budget, "deadline_hours": self.limits.deadline, "confidence": self.limits.confidence,
-            "baseline_gpus": sw.baseline_gpus, "model": {"calibrated": self.calibrated},
-            "message": self.message, "why": self.why, "closest": self.plans(self.closest),
+            "workload": self.workload,
+            "objective": self.objective.value,
+            "status": status,
+            "budget_usd": self.limits.budget,
+            "deadline_hours": self.limits.deadline,
+            "confidence": self.limits.confidence,
+            "baseline_gpus": sw.baseline_gpus,
+            "model": {"calibrated": self.calibrated},
+            "message": self.message,
+            "why": self.why,
+            "closest": self.plans(self.closest),
             "frontier": [{"gpus": int(sw.gpus[c]), "tier": sw.tiers[t].name} for t, c in self.frontier],
-            "spot": [{"tier": s.tier, "stops_paying_off_gpus": s.stops_at_gpus, "nodes": s.nodes,
-                      "compared_with": s.compared_with, "never_pays_off": s.never_pays_off, "sentence": spot_sentence(s)}
-                     for s in self.spot],
-            "knife_edge": None if self.knife_edge is None else {
-                "plans": self.plans(list(self.knife_edge.plans)), "budget_for_fastest_usd": self.knife_edge.budget_for_fastest},
-            "memory": {"gpu_memory_bytes": sw.gpu_memory,
-                       "measured_peaks": [{"gpus": p.gpus, "peak_bytes": p.peak_bytes, "where": p.where} for p in self.peaks]},
+            "spot": [
+                {
+                    "tier": s.tier,
+                    "stops_paying_off_gpus": s.stops_at_gpus,
+                    "nodes": s.nodes,
+                    "compared_with": s.compared_with,
+                    "never_pays_off": s.never_pays_off,
+                    "sentence": spot_sentence(s),
+                }
+                for s in self.spot
+            ],
+            "knife_edge": None
+            if self.knife_edge is None
+            else {
+                "plans": self.plans(list(self.knife_edge.plans)),
+                "budget_for_fastest_usd": self.knife_edge.budget_for_fastest,
+            },
+            "memory": {
+                "gpu_memory_bytes": sw.gpu_memory,
+                "measured_peaks": [{"gpus": p.gpus, "peak_bytes": p.peak_bytes, "where": p.where} for p in self.peaks],
+            },
             "measured_global_batch": self.measured_batch,
-            "statistical_efficiency": sw.statistical_efficiency, "gradient_noise_scale": self.gradient_noise_scale,
+            "statistical_efficiency": sw.statistical_efficiency,
+            "gradient_noise_scale": self.gradient_noise_scale,
             "warnings": self.warnings,
         }
 
@@ -347,8 +390,9 @@ def qualifying(sw: Sweep, limits: Limits, probabilities) -> "np.ndarray":
     return qualifies
 
 
-def choose(sw: Sweep, objective: Objective, limits: Limits, probabilities,
-           frontier: Sequence[Plan] = ()) -> tuple[Optional[Plan], list[Plan], Optional[WorthStop]]:
+def choose(
+    sw: Sweep, objective: Objective, limits: Limits, probabilities, frontier: Sequence[Plan] = ()
+) -> tuple[Optional[Plan], list[Plan], Optional[WorthStop]]:
     """The chosen (tier, count), or None and the three closest plans; and, for worth-the-cost, where it stopped."""
     import numpy as np
 
@@ -438,10 +482,23 @@ def recommend(
     probabilities = limit_probabilities(sw, limits)
     frontier = frontier_of(sw)
     chosen, closest, stop = choose(sw, chosen_objective, limits, probabilities, frontier)
-    rec = Recommendation(w.name, chosen_objective, limits, sw, chosen, closest, frontier, spot_payoff(sw), probabilities,
-                         stop=stop, calibrated=bool(getattr(model, "calibrated", True)),
-                         measured_batch=_measured_batch(model, w, sw), peaks=list(peaks),
-                         gradient_noise_scale=w.batch.gradient_noise_scale, params=w.model.params)
+    rec = Recommendation(
+        w.name,
+        chosen_objective,
+        limits,
+        sw,
+        chosen,
+        closest,
+        frontier,
+        spot_payoff(sw),
+        probabilities,
+        stop=stop,
+        calibrated=bool(getattr(model, "calibrated", True)),
+        measured_batch=_measured_batch(model, w, sw),
+        peaks=list(peaks),
+        gradient_noise_scale=w.batch.gradient_noise_scale,
+        params=w.model.params,
+    )
     p = probabilities["both"]
     if chosen is not None and p is not None and p[chosen] < LIKELY:
         rec.safer, _, _ = choose(sw, chosen_objective, Limits(limits.budget, limits.deadline, 0.9), probabilities)
@@ -469,16 +526,25 @@ def model_warnings(model: StepTimeModel, rec: Recommendation, plan: Optional[Pla
     import numpy as np
 
     sw = rec.sweep
-    out = [] if rec.calibrated else ["no calibration data: step times come from the declared hardware alone (a prior, "
-                                     "not a measurement); calibrate before renting at scale"]
+    out = (
+        []
+        if rec.calibrated
+        else [
+            "no calibration data: step times come from the declared hardware alone (a prior, "
+            "not a measurement); calibrate before renting at scale"
+        ]
+    )
     out += list(getattr(model, "fit_warnings", None) or [])
     extrapolation = getattr(model, "extrapolation_warnings", None)
     if plan is not None and extrapolation is not None:
         out += extrapolation(np.array([sw.gpus[plan[1]]]), np.array([sw.nodes[plan[1]]]))
     if plan is not None and sw.gpus[plan[1]] < sw.baseline_gpus:
         t, c = plan
-        out.append(f"{int(sw.gpus[c])} GPUs is below the smallest measured count ({sw.baseline_gpus}): the step time there "
-                   f"is extrapolated downwards (efficiency {sw.efficiency[t, c]:.0%} of the baseline); measure it before trusting it")
+        out.append(
+            f"{int(sw.gpus[c])} GPUs is below the smallest measured count ({sw.baseline_gpus}): the step time there "
+            f"is extrapolated downwards (efficiency {sw.efficiency[t, c]:.0%} of the baseline); "
+            "measure it before trusting it"
+        )
     out += _batch_warning(rec, plan) + _memory_warnings(rec)
     return out
 
@@ -490,17 +556,24 @@ def _batch_warning(rec: Recommendation, plan: Optional[Plan]) -> list[str]:
     batch = float(sw.global_batch[plan[1]])
     if batch <= BATCH_GROWTH_WARN * rec.measured_batch:
         return []
-    return [f"{int(sw.gpus[plan[1]]):,} GPUs train with a global batch of {batch:,.0f} samples, {batch / rec.measured_batch:.1f}x "
-            f"the largest measured ({rec.measured_batch:,.0f}): without batch.gradient_noise_scale the plan assumes the same "
-            f"samples reach the same quality at any batch, which fails past the critical batch (McCandlish et al. 2018); "
-            f"declare gradient_noise_scale or cap the batch with batch.max_global_samples"]
+    return [
+        f"{int(sw.gpus[plan[1]]):,} GPUs train with a global batch of {batch:,.0f} samples, "
+        f"{batch / rec.measured_batch:.1f}x the largest measured ({rec.measured_batch:,.0f}): "
+        f"without batch.gradient_noise_scale the plan assumes the same "
+        f"samples reach the same quality at any batch, which fails past the critical batch (McCandlish et al. 2018); "
+        f"declare gradient_noise_scale or cap the batch with batch.max_global_samples"
+    ]
 
 
 def _memory_warnings(rec: Recommendation) -> list[str]:
     sw = rec.sweep
     if sw.gpu_memory is None:
         return []
-    return [f"{p.where} measured a peak of {p.peak_bytes / 1e9:.1f} GB per GPU at {p.gpus} GPUs, more than the "
-            f"{sw.gpu_memory / 1e9:.0f} GB per GPU this spec's GPU has: plans are sized for the smaller memory; if your GPUs "
-            f"have more, set [cluster] gpu_memory"
-            for p in rec.peaks if p.peak_bytes > sw.gpu_memory]
+    return [
+        f"{p.where} measured a peak of {p.peak_bytes / 1e9:.1f} GB per GPU at {p.gpus} GPUs, more than the "
+        f"{sw.gpu_memory / 1e9:.0f} GB per GPU this spec's GPU has: plans are sized for the smaller memory; "
+        f"if your GPUs "
+        f"have more, set [cluster] gpu_memory"
+        for p in rec.peaks
+        if p.peak_bytes > sw.gpu_memory
+    ]

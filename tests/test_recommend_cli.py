@@ -239,3 +239,12 @@ def test_default_pick_on_every_checked_in_workload_meets_the_bar(spec):
     assert not (rec["cost_usd"] >= 2 * cheapest and rec["efficiency"] < 0.5), rec
     if spec.endswith("rental-ethernet.toml"):
         assert rec["nodes"] == 1
+
+
+def test_knife_edge_on_demand_budget_says_so_and_exits_3():
+    # on-demand llm7b plans all cost ~$20.3k-20.9k (near-perfect weak scaling): $20,000 meets none on its median
+    pytest.importorskip("advisor.scaling.model")
+    result = run_cli("recommend", "workloads/llm7b.toml", "--tier", "on-demand", "--budget", "20000", cwd=ROOT)
+    assert result.returncode == 3, result.stderr
+    assert "No plan qualifies within $20,000" in result.stdout
+    assert "The budget does not discriminate" in result.stdout and "with 90% odds" in result.stdout

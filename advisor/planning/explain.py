@@ -13,16 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from advisor.planning.limits import Objective
+from advisor.planning.limits import LIKELY, Objective
 
 if TYPE_CHECKING:
     from advisor.planning.recommend import Recommendation, SpotPayoff
 
 #: "each doubling adds less than this much speed" marks the knee.
 SMALL_GAIN = 0.15
-
-#: Below this probability of meeting the limits, name the plan that meets them with 90% odds.
-LIKELY = 0.8
 
 HEADLINES = {
     Objective.WORTH_THE_COST: "Worth its cost",
@@ -216,7 +213,7 @@ def _preemption(rec: "Recommendation", c: int) -> list[str]:
         out.append(
             f"{tier.name} loses {fmt_pct(1 - 1 / sw.factor[t, c])} of its wall time to preemptions at "
             f"{plural(int(sw.gpus[c]), 'GPU')} ({plural(n, 'node')}: {rate:.2g} preemptions/h{every}; wall time "
-            f"±{fmt_pct(sw.wall_cv[t, c])} from their randomness)."
+            f"±{fmt_pct(sw.wall_cv[t, c])} (one standard deviation) from their randomness)."
         )
         if pre.exposure[t, c] > SMALL_EXPOSURE:
             out.append(

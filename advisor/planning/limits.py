@@ -41,6 +41,9 @@ class Objective(str, enum.Enum):
         )
 
 
+#: Below this probability of meeting the limits, the output names the plan that meets them with 90% odds.
+LIKELY = 0.8
+
 #: The objectives a user may name without limits (`--objective`); with limits the limits decide.
 FREE_OBJECTIVES = (Objective.WORTH_THE_COST, Objective.SPEEDUP_PER_DOLLAR)
 

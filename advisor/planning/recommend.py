@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 from advisor.errors import InputError
 from advisor.planning.billing import StepTimeModel, Sweep, sweep
 from advisor.planning.explain import explain
-from advisor.planning.limits import Limits, Objective
+from advisor.planning.limits import LIKELY, Limits, Objective
 
 if TYPE_CHECKING:
     import numpy as np
@@ -56,9 +56,6 @@ Z90 = 1.6448536269514722
 
 #: z of the 90th percentile: the one-sided bound a "90% odds" budget needs.
 Z_ONE_SIDED_90 = 1.2815515655446004
-
-#: Below this probability of meeting the limits, name the plan that meets them with 90% odds.
-LIKELY = 0.8
 
 #: A knife-edge group holds the plans whose P(within budget) lies between these: the budget falls
 #: inside their 90% cost interval (5%-95%).

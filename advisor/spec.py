@@ -106,7 +106,7 @@ class ParallelismSpec(_Section):
     strategy: Literal["ddp", "fsdp"]
     """ddp: replicated weights, one gradient all-reduce per step; fsdp: sharded, all-gather x2 + reduce-scatter."""
     activation_checkpoint: Literal["none", "selective", "full"] = "none"
-    """Activation recomputation (Korthikanti et al. 2022): none, selective (attention recomputed) or full (layer inputs kept)."""
+    """Activation recomputation (Korthikanti et al. 2022): none, selective (attention) or full (only layer inputs kept)."""
 
 
 class ClusterSpec(_Section):
@@ -185,16 +185,17 @@ class Workload(_Section):
     source: Optional[Path] = Field(default=None, exclude=True)
 
     def global_batch(self, gpus: Any) -> Any:
-        """Samples per optimizer step at `gpus` GPUs (scalar or numpy array)."""
-        if self.batch.policy == "fixed-global":
-            return self.batch.global_samples + 0 * gpus
-        return self.batch.per_gpu_samples * gpus
+        """Samples per optimizer step at `gpus` GPUs (scalar or numpy array): the batch policy and
+        `batch.max_global_samples`, as advisor.planning.batch applies them."""
+        from advisor.planning.batch import global_batch
+
+        return _like(gpus, global_batch(self, gpus))
 
     def per_gpu_batch(self, gpus: Any) -> Any:
         """Samples per optimizer step on one GPU (may be fractional for fixed-global at large N)."""
-        if self.batch.policy == "fixed-global":
-            return self.batch.global_samples / gpus
-        return self.batch.per_gpu_samples + 0 * gpus
+        from advisor.planning.batch import per_gpu_batch
+
+        return _like(gpus, per_gpu_batch(self, gpus))
 
     @property
     def intra_node_bandwidth(self) -> float:
@@ -214,6 +215,16 @@ class Workload(_Section):
     def nodes(self, gpus: Any) -> Any:
         """Nodes needed for `gpus` GPUs when nodes are filled: ceil(gpus / gpus_per_node)."""
         return -(-gpus // self.cluster.gpus_per_node)
+
+
+def _like(gpus: Any, values: Any) -> Any:
+    """A scalar (int when whole) for a scalar count, else the array."""
+    import numpy as np
+
+    if np.ndim(gpus) == 0:
+        value = float(values)
+        return int(value) if value.is_integer() else value
+    return values
 
 
 def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:

@@ -23,7 +23,8 @@ hidden h, heads a, with tensor-parallel degree t and sequence parallelism (their
              rebuilt while its backward runs.
 Context parallelism splits the sequence: s/cp tokens per rank, the score term keeps the full key
 length (s/cp · s). With pp stages a rank holds L/pp layers but, in 1F1B, its first stage keeps up to
-pp micro-batches in flight (Korthikanti §4.2.3; Narayanan et al. 2021), so up to L layers' worth.
+pp micro-batches in flight (Korthikanti §4.2.3; Narayanan et al. 2021), so up to L layers' worth
+(fewer when a step has fewer than pp micro-batches).
 The output layer and cross entropy keep 4·s·b·v/t bytes of fp32 logits (Korthikanti §4.3, vocabulary
 v; `model.vocab`, default 32000 as for the proxy), on the last stage. fp32 training doubles the
 activation bytes. Models without a transformer shape: activations are unknown and counted as 0 (the
@@ -111,26 +112,23 @@ def footprint(w: "Workload", gpus, *, dp_shard=None, tp=1, pp=1, cp=1, activatio
     if w.model.layers:
         unit = w.model.params / w.model.layers / np.asarray(tp, dtype=float) * w.model.bytes_per_element
         gathered = np.where(shard > 1, FSDP_GATHERED_UNITS * unit, 0.0) + gathered
-    if micro_samples is None:
-        from advisor.planning.batch import micro_batch
+    from advisor.planning.batch import micro_batch, per_gpu_batch
 
+    if micro_samples is None:
         micro_samples = micro_batch(w, dp)
-    acts = activation_bytes(
-        w,
-        np.asarray(micro_samples, dtype=float),
-        tp=tp,
-        pp=pp,
-        cp=cp,
-        activation_checkpoint=activation_checkpoint or w.parallelism.activation_checkpoint,
-    )
+    micro_samples = np.asarray(micro_samples, dtype=float)
+    micro_batches = np.maximum(np.ceil(per_gpu_batch(w, dp) / micro_samples), 1.0)  # per step, per data-parallel rank
+    mode = activation_checkpoint or w.parallelism.activation_checkpoint
+    acts = activation_bytes(w, micro_samples, tp=tp, pp=pp, cp=cp, activation_checkpoint=mode, micro_batches=micro_batches)
     state, gathered, acts = np.broadcast_arrays(state, gathered, acts + 0 * gpus)
     return Footprint(state, gathered, acts, w.model.is_transformer)
 
 
-def activation_bytes(
-    w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activation_checkpoint: str = "none"
-) -> "np.ndarray":
-    """Activation bytes one GPU keeps for its micro-batches in flight (Korthikanti et al. 2022; 0 without a shape)."""
+def activation_bytes(w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activation_checkpoint: str = "none",
+                     micro_batches=None) -> "np.ndarray":
+    """Activation bytes one GPU keeps for its micro-batches in flight (Korthikanti et al. 2022; 0 without a shape).
+
+    `micro_batches` per step caps the micro-batches a pipeline's first stage holds (default: pp of them)."""
     import numpy as np
 
     b = np.asarray(micro_samples, dtype=float)
@@ -151,9 +149,8 @@ def activation_bytes(
     else:
         raise ValueError(f"activation_checkpoint must be none, selective or full (got {activation_checkpoint!r})")
     layers_per_stage = m.layers / p
-    in_flight = (
-        p  # 1F1B: the first stage holds pp micro-batches (fewer when a step has fewer: not modelled, an upper bound)
-    )
+    # 1F1B: the first stage holds pp micro-batches, or all of the step's when it has fewer
+    in_flight = p if micro_batches is None else np.minimum(p, np.asarray(micro_batches, dtype=float))
     first_stage = layers_per_stage * in_flight * per_layer + working
     logits = LOGIT_BYTES * s_local * b * (m.vocab or DEFAULT_VOCAB) / t
     last_stage = layers_per_stage * per_layer + working + logits

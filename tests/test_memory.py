@@ -53,9 +53,10 @@ def test_degrees_split_what_they_split():
     assert f.state[0] == pytest.approx(16 * P / 2 / 8)
     assert f.gathered[0] == pytest.approx(GATHERED / 2)
     assert f.activations[0] == pytest.approx((L * per_layer + LOGITS) / 2)
-    # pp = 4 on 32 GPUs (dp 8): state P/4 over 8; first stage 8 layers x 4 micro-batches in flight vs last stage
-    # 8 layers + logits: max(32·x, 8·x + logits) = 32·x
-    f = footprint(w, np.array([32]), pp=4)
+    # pp = 4 on 32 GPUs (dp 8), 8 samples per rank in micro-batches of 2 (4 per step): state P/4 over 8; first stage
+    # 8 layers x 4 micro-batches in flight vs last stage 8 layers + logits: max(32·x, 8·x + logits) = 32·x
+    big = w.model_copy(update={"batch": w.batch.model_copy(update={"per_gpu_samples": 8})})
+    f = footprint(big, np.array([32]), pp=4)
     assert f.state[0] == pytest.approx(16 * P / 4 / 8)
     assert f.activations[0] == pytest.approx(max(L * per_layer, L / 4 * per_layer + LOGITS))
     # cp = 2 on 16 GPUs: half the tokens per rank; FSDP shards over dp_shard x cp = 16
@@ -148,3 +149,15 @@ def test_a_proxy_calibration_peak_is_not_used():
     assert measured_peaks(cal) == []
     full = cal.model_copy(update={"environment": {**cal.environment, "proxy_layers": 4, "model_layers": 4}})
     assert [p.peak_bytes for p in measured_peaks(full)] == [1e9] * len(cal.runs)
+
+
+def test_a_pipeline_holds_no_more_micro_batches_than_a_step_has():
+    # llm7b: 2 samples per GPU, micro-batch 2 -> one micro-batch per step: with pp = 4 the first stage holds one
+    # micro-batch of its 8 layers, not 4; the last stage's 8 layers plus logits are then the larger
+    w = llm7b(activation_checkpoint="selective")
+    per_layer = SBH * 34
+    f = footprint(w, np.array([32]), pp=4)
+    assert f.activations[0] == pytest.approx(L / 4 * per_layer + LOGITS)
+    # micro-batch 1: two micro-batches per step, the first stage holds 2 x 8 layers of half the size
+    f = footprint(w, np.array([32]), pp=4, micro_samples=1)
+    assert f.activations[0] == pytest.approx(max(2 * L / 4 * per_layer / 2, L / 4 * per_layer / 2 + LOGITS / 2))

@@ -119,7 +119,8 @@ def footprint(w: "Workload", gpus, *, dp_shard=None, tp=1, pp=1, cp=1, activatio
     micro_samples = np.asarray(micro_samples, dtype=float)
     micro_batches = np.maximum(np.ceil(per_gpu_batch(w, dp) / micro_samples), 1.0)  # per step, per data-parallel rank
     mode = activation_checkpoint or w.parallelism.activation_checkpoint
-    acts = activation_bytes(w, micro_samples, tp=tp, pp=pp, cp=cp, activation_checkpoint=mode, micro_batches=micro_batches)
+    acts = activation_bytes(w, micro_samples, tp=tp, pp=pp, cp=cp, activation_checkpoint=mode,
+                            micro_batches=micro_batches)
     state, gathered, acts = np.broadcast_arrays(state, gathered, acts + 0 * gpus)
     return Footprint(state, gathered, acts, w.model.is_transformer)
 

@@ -29,7 +29,8 @@ def prior_model_available() -> bool:
     from advisor.spec import load_workload
 
     try:
-        model = build_model(load_workload(WORKLOADS / "tiny-cpu.toml").model_copy(update={"source": None, "name": "nodata"}))
+        spec = load_workload(WORKLOADS / "tiny-cpu.toml").model_copy(update={"source": None, "name": "nodata"})
+        model = build_model(spec)
     except InputError:
         return False
     return getattr(model, "calibrated", True) is False
@@ -53,7 +54,8 @@ def test_no_calibration_json_is_one_document(project_without_calibrations):
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["recommendations"] == [] and doc["candidates"] == []
-    assert [(x["workload"], x["status"]) for x in doc["workloads"]] == [("llm7b", "no-calibration"), ("tiny-cpu", "no-calibration")]
+    assert [(x["workload"], x["status"]) for x in doc["workloads"]] == [("llm7b", "no-calibration"),
+                                                                        ("tiny-cpu", "no-calibration")]
 
 
 def test_no_workloads_folder_is_a_one_line_error(tmp_path):
@@ -70,7 +72,8 @@ def test_no_workloads_folder_is_a_one_line_error(tmp_path):
     (["--tier", "spott"], "workloads/llm7b.toml: tiers: no tier named 'spott'; did you mean 'spot'? (got 'spott')"),
     (["--objective", "cheap"], "--objective: choose from worth-the-cost, speedup-per-dollar (got 'cheap')"),
     (["--budget", "10", "--objective", "speedup-per-dollar"],
-     "--objective: applies only without --budget/--deadline (with them: fastest-within-budget) (got 'speedup-per-dollar')"),
+     "--objective: applies only without --budget/--deadline (with them: fastest-within-budget) "
+     "(got 'speedup-per-dollar')"),
 ])
 def test_bad_options_are_one_line_errors(args, line):
     result = run_cli("recommend", "workloads/llm7b.toml", *args)
@@ -84,7 +87,7 @@ def test_calibration_needs_a_workload():
 
 
 def recommend_json(*args, spec="workloads/llm7b.toml", stderr=None):
-    pytest.importorskip("advisor.scaling.model", reason="the scaling model (advisor.scaling.model) is not in this build")
+    pytest.importorskip("advisor.scaling.model", reason="the scaling model is not in this build")
     from advisor.calibration_data import find_calibrations
 
     if not find_calibrations(Path(spec).stem, WORKLOADS / Path(spec).name):

@@ -96,7 +96,9 @@ def recommend(
     else:
         _print(recs, missing)
     warn([f"{rec.workload}: {line}" for rec in recs for line in rec.warnings])
-    if any(rec.chosen is None for rec in recs):
+    unmet = [rec.workload for rec in recs if rec.chosen is None]
+    if unmet:
+        print(f"no plan meets the limits for {', '.join(unmet)} (exit status {EXIT_NONE_QUALIFIES})", file=sys.stderr)
         raise SystemExit(EXIT_NONE_QUALIFIES)
 
 

@@ -252,3 +252,25 @@ def test_knife_edge_on_demand_budget_says_so_and_exits_3():
     assert result.returncode == 3, result.stderr
     assert "No plan qualifies within $20,000" in result.stdout
     assert "The budget does not discriminate" in result.stdout and "with 90% odds" in result.stdout
+
+
+def test_a_prior_only_model_is_recommended_and_marked_in_process(project_without_calibrations, monkeypatch):
+    # Simulates the scaling model's prior for workloads without data (calibrated = False): the CLI recommends them,
+    # marks the table title, warns, and says "model": {"calibrated": false} in the JSON.
+    import advisor.cli.recommend as cli_recommend
+    from cli_inprocess import invoke
+    from recommend_inputs import Amdahl
+
+    class Prior(Amdahl):
+        calibrated = False
+
+    monkeypatch.setattr(cli_recommend, "build_step_time_model", lambda w, *a: Prior(0.5, 60.0, baseline_gpus=8))
+    monkeypatch.chdir(project_without_calibrations)
+    code, out, err = invoke("recommend", "--json")
+    doc = json.loads(out)
+    assert code == 0, err
+    assert [(w["workload"], w["model"]["calibrated"]) for w in doc["workloads"]] == [("llm7b", False), ("tiny-cpu", False)]
+    assert all(row["calibrated"] is False for row in doc["recommendations"] + doc["candidates"])
+    assert "warning: llm7b: no calibration data" in err
+    code, out, err = invoke("recommend", "workloads/tiny-cpu.toml")
+    assert code == 0 and "tiny-cpu: worth-the-cost (UNCALIBRATED" in out

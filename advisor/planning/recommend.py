@@ -269,6 +269,7 @@ class Recommendation:
             "preemption_loss": 1 - 1 / sw.factor[t, c],
             "preemption_factor": sw.factor[t, c],
             "wall_time_cv": sw.wall_cv[t, c],
+            "preemption_exposure": sw.preemption.exposure[t, c],
         }
         columns = {
             "gpus": sw.gpus[c].tolist(),

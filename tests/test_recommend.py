@@ -405,3 +405,10 @@ def test_a_measured_peak_above_the_spec_gpu_memory_is_noticed():
     assert min(int(rec.sweep.gpus[c]) for _, c in rec.candidates()) == 24
     assert any("measured a peak of 88.5 GB per GPU at 8 GPUs, more than the 80 GB" in x for x in rec.warnings)
     assert any(x.startswith("Left out below 24 GPUs") for x in rec.why)
+
+
+def test_the_stop_is_in_the_json_summary():
+    rec = recommend(workload(), Amdahl(serial=0.3), tier="on-demand")
+    stop = rec.summary()["stop"]
+    assert stop["declined_next"]["gpus"] == 16 and stop["time_saved"] == pytest.approx(1 - 0.5 / 0.7)
+    assert recommend(workload(), Amdahl(), budget=10.0).summary()["stop"] is None

@@ -339,6 +339,7 @@ class Recommendation:
                 "plans": self.plans(list(self.knife_edge.plans)),
                 "budget_for_fastest_usd": self.knife_edge.budget_for_fastest,
             },
+            "stop": self._stop_json(),
             "memory": {
                 "gpu_memory_bytes": sw.gpu_memory,
                 "measured_peaks": [{"gpus": p.gpus, "peak_bytes": p.peak_bytes, "where": p.where} for p in self.peaks],
@@ -348,6 +349,17 @@ class Recommendation:
             "gradient_noise_scale": self.gradient_noise_scale,
             "warnings": self.warnings,
         }
+
+
+    def _stop_json(self) -> Optional[dict]:
+        """Where the worth-the-cost walk stopped: steps taken, and the declined next plan with its shares."""
+        stop = self.stop
+        if stop is None:
+            return None
+        cheapest_first = self.frontier[::-1]
+        declined = None if stop.next is None else self.plan(*cheapest_first[stop.next])
+        return {"steps": stop.steps, "declined_next": declined, "time_saved": stop.time_saved,
+                "cost_added": stop.cost_added}
 
 
 def select_tiers(w: "Workload", tier: Optional[str]):

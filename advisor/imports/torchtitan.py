@@ -1,0 +1,119 @@
+"""Read torchtitan training logs: the metrics line each logged step prints becomes one measured run.
+
+torchtitan (pytorch/torchtitan, torchtitan/components/metrics.py `MetricsProcessor.log`; train.py
+before 2025) logs, every `metrics.log_freq` steps, a line like
+
+    [rank0]:[titan] 2025-01-22 17:00:00,000 - root - INFO - step: 20  loss:  7.8453  memory: 62.04GiB(78.31%)  tps: 5,762  tflops: 333.7  mfu: 33.74%
+
+(ANSI colour codes around the fields; older releases print `wps:` instead of `tps:`). `tps` is
+tokens per second per GPU (tokens since the last log / seconds / non-data-parallel degree);
+`memory` is the peak reserved device memory in GiB. With the workload's declared batch policy and
+sequence length, one optimizer step over N GPUs processes global_batch x seq_len tokens, so
+
+    step_seconds = global_batch x seq_len / (tps x N)
+
+Steps up to the spec's `calibration.warmup_steps` are left out (the first steps include
+compilation and allocator warm-up), like advisor's own calibration.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from advisor.errors import InputError
+
+if TYPE_CHECKING:
+    from advisor.calibration_data import Calibration, Run
+    from advisor.spec import Workload
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_STEP = re.compile(r"\bstep:\s*(\d+)\s+loss:\s*(\S+)\s+.*?\b(?:tps|wps):\s*([\d,]+(?:\.\d+)?)")
+_MEMORY = re.compile(r"\bmemory:\s*([\d.]+)\s*GiB")
+GIB = 2 ** 30
+
+
+def read_torchtitan(path: str | Path) -> list[tuple[int, float, Optional[int], int]]:
+    """[(step, tokens per second per GPU, peak memory bytes or None, line number)] of one log."""
+    path = Path(path)
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise InputError.at(file, "", "no such file") from None
+    except OSError as exc:
+        raise InputError.at(file, "", f"cannot read: {exc.strerror}") from None
+    rows = []
+    seen: set[int] = set()
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = _ANSI.sub("", raw)
+        m = _STEP.search(line)
+        # Without `[rank0]:` filtering every rank prints the same step: keep its first line.
+        if not m or int(m.group(1)) in seen:
+            continue
+        seen.add(int(m.group(1)))
+        tps = float(m.group(3).replace(",", ""))
+        if tps <= 0:
+            raise InputError.at(file, f"line {lineno}.tps", "must be a positive number of tokens per second", m.group(3))
+        mem = _MEMORY.search(line)
+        rows.append((int(m.group(1)), tps, int(float(mem.group(1)) * GIB) if mem else None, lineno))
+    if not rows:
+        first = next(((i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()), (1, ""))
+        raise InputError.at(file, f"line {first[0]}", "not a torchtitan training log: no 'step: N  loss: ...  tps: ...' "
+                            "line", _ANSI.sub("", first[1]).strip())
+    return rows
+
+
+def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) -> "Run":
+    """One [[runs]] entry: the logged steps after warm-up, converted with the declared batch."""
+    from advisor.calibration_data import Run
+
+    file = str(path)
+    if workload.model.seq_len is None:
+        raise InputError.at(workload.source or "<spec>", "model.seq_len", "needed to turn torchtitan's tokens per second "
+                            "into step seconds")
+    rows = read_torchtitan(path)
+    warm = workload.calibration.warmup_steps
+    kept = [r for r in rows if r[0] > warm]
+    if not kept:
+        raise InputError.at(file, f"line {rows[-1][3]}", f"every logged step is within the first {warm} warm-up steps "
+                            "(calibration.warmup_steps); log a longer run", rows[-1][0])
+    batch = int(workload.global_batch(gpus))
+    tokens = batch * workload.model.seq_len
+    steps = [tokens / (tps * gpus) for _, tps, _, _ in kept]
+    memories = [m for _, _, m, _ in kept if m is not None]
+    tps_median = sorted(t for _, t, _, _ in kept)[len(kept) // 2]
+    return Run(gpus=gpus, nodes=nodes, step_seconds=steps, global_batch=batch,
+               peak_memory_bytes=max(memories) if memories else None, tokens_per_second=tps_median * gpus,
+               source=f"torchtitan log {Path(path).name}: steps {kept[0][0]}-{kept[-1][0]} (lines {kept[0][3]}-{kept[-1][3]}); "
+                      f"step_seconds = {batch} samples x {workload.model.seq_len} tokens / (tps x {gpus} GPUs)")
+
+
+def import_torchtitan(workload_path: str | Path, logs: list[str | Path], placement: str,
+                      out: Optional[str | Path] = None, command: Optional[str] = None) -> tuple["Calibration", Path, list[str]]:
+    """Add one run per torchtitan log (all at placement N@M) to a calibration file, under its lock."""
+    from advisor.calibration_data import Calibration, Provenance, calibrations_dir, now_utc, update_calibration_file
+    from advisor.placement import parse_placements
+    from advisor.spec import load_workload
+
+    w = load_workload(workload_path)
+    places = parse_placements(placement, w.cluster.gpus_per_node)
+    if len(places) != 1:
+        raise InputError.at("--gpus", "", "give one placement N@M (the GPUs the logged job ran on)", placement)
+    gpus, nodes = places[0]
+    runs = [run_from_log(p, w, gpus, nodes) for p in logs]
+    notes = [f"{p}: {len(r.step_seconds)} steps at {gpus} GPUs over {nodes} node(s), median step "
+             f"{sorted(r.step_seconds)[len(r.step_seconds) // 2]:.4g} s" for p, r in zip(logs, runs)]
+    out = Path(out) if out is not None else calibrations_dir(Path(workload_path)) / f"{w.name}_torchtitan.toml"
+    names = ", ".join(Path(p).name for p in logs)
+
+    def new() -> Calibration:
+        return Calibration(workload=w.name, provenance=Provenance(
+            source="measured", created=now_utc(), command=command,
+            notes=f"Runs imported from torchtitan training logs ({names}); each run's source names its log."))
+
+    def change(cal: Calibration) -> Calibration:
+        return cal.model_copy(update={"runs": [*cal.runs, *runs]})
+
+    return update_calibration_file(out, w.name, new, change), out, notes

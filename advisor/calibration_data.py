@@ -1,6 +1,6 @@
 """Calibration files: measured (or published) step times and collective probes for one workload.
 
-Contract: DESIGN.md §3. A file holds `schema`, `workload`, `[provenance]`, `[environment]`,
+Format: docs/formats.md. A file holds `schema`, `workload`, `[provenance]`, `[environment]`,
 `[[runs]]` (one per GPU count and placement: raw timed step seconds after warm-up) and
 `[[collectives]]` (probe timings with nccl-tests bus bandwidth). Files are written atomically
 (`advisor.fileio`) after every completed GPU count, so an interrupted calibration loses nothing.

@@ -185,3 +185,48 @@ def test_torchtitan_rejects_other_logs(tmp_path):
     code, _, err = invoke("import", "torchtitan", RENTAL, NCCL / "a100_1node_oci_all_reduce.log", "--gpus", "8@1",
                           "--out", tmp_path / "x.toml")
     assert code == 2 and "not a torchtitan training log" in err and "line 1" in err
+
+
+def test_several_runs_in_one_log_and_nodes_override(tmp_path):
+    both = tmp_path / "both.log"
+    both.write_text((NCCL / "a100_1node_oci_all_reduce.log").read_text() + (NCCL / "a100_2node_oci_all_reduce.log").read_text())
+    code, err, out = _import(tmp_path, both)
+    assert code == 0, err
+    assert sorted((c.gpus, c.nodes) for c in load_calibration(out).collectives) == [(8, 1), (16, 2)]
+    out2 = tmp_path / "nodes.toml"
+    code, _, err = invoke("import", "nccl-tests", RENTAL, NCCL / "a100_2node_oci_all_reduce.log", "--out", out2,
+                          "--nodes", "4")
+    assert code == 0, err
+    assert {(c.gpus, c.nodes) for c in load_calibration(out2).collectives} == {(16, 4)}
+
+
+def test_per_iteration_columns_and_timestamps_of_newer_releases(tmp_path):
+    """SYNTHETIC row in the per-iteration layout of nccl-tests src/util.cu writeResultHeader (i_min
+    ... i_cv% after each side, then a timestamp); values consistent with 8 ranks of all-reduce."""
+    log = tmp_path / "new.log"
+    log.write_text(
+        "# Collective test starting: all_reduce_perf\n"
+        "# nThread 1 nGpus 1 minBytes 134217728 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 "
+        "agg iters: 1 validation: 1 graph: 0 unalign: 0\n#\n# Using devices\n"
+        + "".join(f"#  Rank {r:2d} Group  0 Pid {100 + r:6d} on       box device {r:2d} [0000:04:00] NVIDIA H100\n"
+                  for r in range(8))
+        + "#\n#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max"
+        "    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv% timestamp\n"
+        "   134217728      33554432     float     sum      -1   1000.0  134.22  234.88       0    990.0   1010.0"
+        "   1009.0     0.50    999.0  134.35  235.12       0    990.0   1010.0   1009.0     0.50 2026-01-02 03:04:05\n")
+    code, err, out = _import(tmp_path, log)
+    assert code == 0, err
+    (c,) = load_calibration(out).collectives
+    assert (c.seconds, c.busbw) == (1000.0e-6, 234.88)
+
+
+def test_mpi_noise_between_rows_is_skipped(tmp_path):
+    lines = (NCCL / "h100_2node_gcp_a3mega_all_reduce.log").read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.strip().startswith("1048576"))
+    lines.insert(at, "8 more processes have sent help message help-mtl-ofi.txt / OFI call fail")
+    lines.insert(at, "ztan-mig-235z:6899:6950 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC")
+    noisy = tmp_path / "noisy_all_reduce.log"
+    noisy.write_text("\n".join(lines) + "\n")
+    code, err, out = _import(tmp_path, noisy)
+    assert code == 0, err
+    assert len(load_calibration(out).collectives) == 31

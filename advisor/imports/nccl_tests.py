@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from advisor.errors import InputError
+from advisor.imports.common import not_this_format, read_log, target_file
 from advisor.scaling.features import bus_bandwidth, busbw_factor
 
 if TYPE_CHECKING:
@@ -233,20 +234,13 @@ def check_busbw(table: Table, op: str, file: str) -> None:
 
 def read_nccl_tests(path: str | Path, op: Optional[str] = None) -> list[tuple[Table, str]]:
     """Parse one log: [(table, op)] for each run in it. Not nccl-tests output: InputError with the line."""
-    path = Path(path)
     file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise InputError.at(file, "", "no such file") from None
-    except OSError as exc:
-        raise InputError.at(file, "", f"cannot read: {exc.strerror}") from None
+    text = read_log(path)
     tables = [t for t in read_tables(text, file) if t.columns is not None or t.rows]
     if not tables:
-        first = next(((i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()), (1, ""))
-        raise InputError.at(file, f"line {first[0]}", "not nccl-tests output: no '# nThread ...' line followed by a "
-                            "'#  size  count  type ...' column header (expected the stdout of all_reduce_perf, "
-                            "reduce_scatter_perf or all_gather_perf)", first[1].strip())
+        raise not_this_format(file, text, "not nccl-tests output: no '# nThread ...' line followed by a "
+                              "'#  size  count  type ...' column header (expected the stdout of all_reduce_perf, "
+                              "reduce_scatter_perf or all_gather_perf)")
     out = []
     for t in tables:
         if not t.ranks:
@@ -313,7 +307,7 @@ def import_nccl_tests(workload_path: str | Path, logs: list[str | Path], out: Op
                       command: Optional[str] = None) -> tuple["Calibration", Path, list[str]]:
     """Add the collectives of nccl-tests logs to a calibration file (created if absent), atomically
     under its lock. Rows already in the file (same op, placement, size and time) are not repeated."""
-    from advisor.calibration_data import Calibration, Provenance, calibrations_dir, now_utc, update_calibration_file
+    from advisor.calibration_data import now_utc, update_calibration_file
     from advisor.spec import load_workload
 
     w = load_workload(workload_path)
@@ -326,13 +320,8 @@ def import_nccl_tests(workload_path: str | Path, logs: list[str | Path], out: Op
         rows, more = collectives_from_log(log, w, nodes, op)
         found += rows
         notes += more
-    out = Path(out) if out is not None else calibrations_dir(Path(workload_path)) / f"{w.name}_nccl-tests.toml"
+    out, new = target_file(w, workload_path, out, "nccl-tests", logs, "Collectives", command)
     names = ", ".join(Path(p).name for p in logs)
-
-    def new() -> Calibration:
-        return Calibration(workload=w.name, provenance=Provenance(
-            source="measured", created=now_utc(), command=command,
-            notes=f"Collectives imported from nccl-tests output ({names}); each row's source names its log and header."))
 
     def change(cal: Calibration) -> Calibration:
         key = lambda c: (c.op, c.gpus, c.nodes, c.bytes, c.seconds)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from advisor.errors import InputError
+from advisor.imports.common import not_this_format, read_log, target_file
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration, Run
@@ -36,14 +37,8 @@ GIB = 2 ** 30
 
 def read_torchtitan(path: str | Path) -> list[tuple[int, float, Optional[int], int]]:
     """[(step, tokens per second per GPU, peak memory bytes or None, line number)] of one log."""
-    path = Path(path)
     file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise InputError.at(file, "", "no such file") from None
-    except OSError as exc:
-        raise InputError.at(file, "", f"cannot read: {exc.strerror}") from None
+    text = read_log(path)
     rows = []
     seen: set[int] = set()
     for lineno, raw in enumerate(text.splitlines(), start=1):
@@ -59,9 +54,8 @@ def read_torchtitan(path: str | Path) -> list[tuple[int, float, Optional[int], i
         mem = _MEMORY.search(line)
         rows.append((int(m.group(1)), tps, int(float(mem.group(1)) * GIB) if mem else None, lineno))
     if not rows:
-        first = next(((i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()), (1, ""))
-        raise InputError.at(file, f"line {first[0]}", "not a torchtitan training log: no 'step: N  loss: ...  tps: ...' "
-                            "line", _ANSI.sub("", first[1]).strip())
+        raise not_this_format(file, _ANSI.sub("", text), "not a torchtitan training log: no 'step: N  loss: ...  "
+                              "tps: ...' line")
     return rows
 
 
@@ -93,7 +87,7 @@ def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) 
 def import_torchtitan(workload_path: str | Path, logs: list[str | Path], placement: str,
                       out: Optional[str | Path] = None, command: Optional[str] = None) -> tuple["Calibration", Path, list[str]]:
     """Add one run per torchtitan log (all at placement N@M) to a calibration file, under its lock."""
-    from advisor.calibration_data import Calibration, Provenance, calibrations_dir, now_utc, update_calibration_file
+    from advisor.calibration_data import update_calibration_file
     from advisor.placement import parse_placements
     from advisor.spec import load_workload
 
@@ -105,13 +99,7 @@ def import_torchtitan(workload_path: str | Path, logs: list[str | Path], placeme
     runs = [run_from_log(p, w, gpus, nodes) for p in logs]
     notes = [f"{p}: {len(r.step_seconds)} steps at {gpus} GPUs over {nodes} node(s), median step "
              f"{sorted(r.step_seconds)[len(r.step_seconds) // 2]:.4g} s" for p, r in zip(logs, runs)]
-    out = Path(out) if out is not None else calibrations_dir(Path(workload_path)) / f"{w.name}_torchtitan.toml"
-    names = ", ".join(Path(p).name for p in logs)
-
-    def new() -> Calibration:
-        return Calibration(workload=w.name, provenance=Provenance(
-            source="measured", created=now_utc(), command=command,
-            notes=f"Runs imported from torchtitan training logs ({names}); each run's source names its log."))
+    out, new = target_file(w, workload_path, out, "torchtitan", logs, "Runs", command)
 
     def change(cal: Calibration) -> Calibration:
         return cal.model_copy(update={"runs": [*cal.runs, *runs]})

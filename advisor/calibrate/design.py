@@ -16,10 +16,11 @@ scaling model's own physical design (advisor.scaling.families, `topology`), made
 - Criterion (c-optimal design at the target x*): with run-to-run noise of relative size sigma
   (advisor.scaling.intervals.PRIOR_NOISE) each run i contributes its compute part and its exposed
   communication (advisor calibrate times each step also without gradient sync; the fit matches
-  both), x x^T / (sigma T_i)^2 for each, to the information matrix, and so does each collective probe the run makes (advisor calibrate probes
-  all_reduce, reduce_scatter and all_gather at several sizes at every N > 1; they pin the
-  bandwidth and latency columns of their link, `Family.probe_design`); a weak prior (sd 100% of each nominal coefficient, 100% of the target step
-  for the seconds-valued ones) keeps it invertible. Var T(x*) = x*^T (sum + prior)^-1 x*; the
+  both), x x^T / (sigma T_i)^2 for each, to the information matrix, and so does each collective
+  probe the run makes (advisor calibrate probes all_reduce, reduce_scatter and all_gather at
+  several sizes at every N > 1; they pin the bandwidth and latency columns of their link,
+  `Family.probe_design`); a weak prior (sd 100% of each nominal coefficient, 100% of the target
+  step for the seconds-valued ones) keeps it invertible. Var T(x*) = x*^T (sum + prior)^-1 x*; the
   reported interval is the 90% half-width 1.645 sqrt(Var) / T(x*), before (checked-in
   measurements only) and after the plan. This is the design-time part of the model's uncertainty
   (the fitted model adds out-of-sample residuals and extrapolation widening, docs/model.md).
@@ -146,8 +147,11 @@ class _StepModel:
             self.model = model if getattr(model, "calibrated", True) else None
         except InputError:
             self.model = None
-        self.source = ("the workload's fitted model" if self.model is not None
-                       else f"declared hardware at an assumed {ASSUMED_MFU:.0%} MFU")
+        self.source = (
+            "the workload's fitted model"
+            if self.model is not None
+            else f"declared hardware at an assumed {ASSUMED_MFU:.0%} MFU"
+        )
 
     def design(self, gpus, nodes) -> np.ndarray:
         g = np.asarray(gpus, float)
@@ -188,7 +192,7 @@ class _Information:
         self.t_star = float(sm.step_seconds([target[0]], [target[1]])[0])
         nominal = sm.nominal(d)
         sd = np.where(nominal > 0, nominal, self.t_star)
-        self.base = np.diag(1.0 / sd ** 2)
+        self.base = np.diag(1.0 / sd**2)
         for p in measured:
             self.base = self.base + self.row(p)
 
@@ -198,8 +202,8 @@ class _Information:
         d = self.sm.design([p[0]], [p[1]])
         t = float(self.sm.step_seconds([p[0]], [p[1]])[0])
         compute, comm = d.X[0].copy(), d.X[0].copy()
-        compute[d.n_compute:] = 0.0
-        comm[:d.n_compute] = 0.0
+        compute[d.n_compute :] = 0.0
+        comm[: d.n_compute] = 0.0
         info = (np.outer(compute, compute) + np.outer(comm, comm)) / (self.sigma * t) ** 2
         X = probe_rows(self.sm, p)
         if len(X):
@@ -222,9 +226,11 @@ def probe_rows(sm: _StepModel, p: tuple[int, int]) -> np.ndarray:
     gpus, nodes = p
     if gpus < 2:
         return np.zeros((0, sm.design([1], [1]).X.shape[1]))
-    probes = [SimpleNamespace(op=op, gpus=gpus, nodes=nodes, bytes=b, seconds=1.0)
-              for op in ("all_reduce", "reduce_scatter", "all_gather")
-              for b in probe_sizes(sm.w.model.gradient_bytes, "cuda", gpus)]
+    probes = [
+        SimpleNamespace(op=op, gpus=gpus, nodes=nodes, bytes=b, seconds=1.0)
+        for op in ("all_reduce", "reduce_scatter", "all_gather")
+        for b in probe_sizes(sm.w.model.gradient_bytes, "cuda", gpus)
+    ]
     X, _ = sm.family.probe_design(sm.w, probes, sm.coverage)
     return X
 
@@ -239,17 +245,27 @@ def _measured_placements(w: "Workload") -> list[tuple[int, int]]:
     return [] if cal is None else [(r.gpus, r.nodes) for r in cal.runs]
 
 
-def plan_calibration(w: "Workload", budget: Optional[float] = None, max_nodes: Optional[int] = None,
-                     tier_name: Optional[str] = None, target: Optional[tuple[int, int]] = None,
-                     startup_seconds: float = DEFAULT_STARTUP_SECONDS) -> CalibrationPlan:
+def plan_calibration(
+    w: "Workload",
+    budget: Optional[float] = None,
+    max_nodes: Optional[int] = None,
+    tier_name: Optional[str] = None,
+    target: Optional[tuple[int, int]] = None,
+    startup_seconds: float = DEFAULT_STARTUP_SECONDS,
+) -> CalibrationPlan:
     """The runs to measure (module docstring). InputError when no node-aware plan fits the budget."""
     tier = default_tier(w, tier_name)
     g = w.cluster.gpus_per_node
     limit = max(1, w.cluster.max_gpus // g)
     max_nodes = min(max_nodes if max_nodes is not None else DEFAULT_MAX_NODES, limit)
     if max_nodes < 3:
-        raise InputError.at("--max-nodes", "", "the inter-node terms need runs on at least 3 distinct node counts "
-                            f"(1, 2 and 3+); cluster.max_gpus allows {limit} node(s)", max_nodes)
+        raise InputError.at(
+            "--max-nodes",
+            "",
+            "the inter-node terms need runs on at least 3 distinct node counts "
+            f"(1, 2 and 3+); cluster.max_gpus allows {limit} node(s)",
+            max_nodes,
+        )
     target = target or (w.cluster.max_gpus, int(w.nodes(w.cluster.max_gpus)))
     sm = _StepModel(w)
     places = candidates(w, max_nodes)
@@ -259,8 +275,9 @@ def plan_calibration(w: "Workload", budget: Optional[float] = None, max_nodes: O
     chosen = _choose(runs, info, budget, g)
     after = info.base + sum((info.row((r.gpus, r.nodes)) for r in chosen), np.zeros_like(info.base))
     chosen.sort(key=lambda r: (r.nodes, r.gpus))
-    return CalibrationPlan(w, tier, budget, target, chosen, info.half_width(info.base), info.half_width(after),
-                           sm.source, startup_seconds)
+    return CalibrationPlan(
+        w, tier, budget, target, chosen, info.half_width(info.base), info.half_width(after), sm.source, startup_seconds
+    )
 
 
 def _choose(runs: dict, info: _Information, budget: Optional[float], g: int) -> list[PlannedRun]:
@@ -268,8 +285,9 @@ def _choose(runs: dict, info: _Information, budget: Optional[float], g: int) -> 
     two = [p for p in runs if p[1] == 2]
     more = [p for p in runs if p[1] >= 3]
     if not one_node or not two or not more:
-        raise InputError.at("plan-calibration", "", "no candidate placements on 1, 2 and 3+ nodes fit in memory and "
-                            "cluster.max_gpus")
+        raise InputError.at(
+            "plan-calibration", "", "no candidate placements on 1, 2 and 3+ nodes fit in memory and cluster.max_gpus"
+        )
     mandatory = list(dict.fromkeys([one_node[0], one_node[-1], two[0]]))
     base = info.base + sum(info.row(p) for p in mandatory)
     spent = sum(runs[p].usd for p in mandatory)
@@ -281,9 +299,14 @@ def _choose(runs: dict, info: _Information, budget: Optional[float], g: int) -> 
     affordable = [p for p in more if budget is None or spent + runs[p].usd <= budget]
     if not affordable:
         cheapest = spent + min(runs[p].usd for p in more)
-        raise InputError.at("--budget", "", f"the cheapest plan that identifies the inter-node terms (1, 2 and 3 nodes: "
-                            f"{', '.join(f'{n}@{m}' for n, m in mandatory)}, {min(more, key=lambda p: runs[p].usd)[0]}"
-                            f"@{min(more, key=lambda p: runs[p].usd)[1]}) costs ${cheapest:,.0f}", budget)
+        raise InputError.at(
+            "--budget",
+            "",
+            f"the cheapest plan that identifies the inter-node terms (1, 2 and 3 nodes: "
+            f"{', '.join(f'{n}@{m}' for n, m in mandatory)}, {min(more, key=lambda p: runs[p].usd)[0]}"
+            f"@{min(more, key=lambda p: runs[p].usd)[1]}) costs ${cheapest:,.0f}",
+            budget,
+        )
     third = max(affordable, key=lambda p: gain_per_usd(p, base)) if budget is not None else min(more)
     chosen = [*mandatory, third]
     info_now = base + info.row(third)
@@ -315,9 +338,13 @@ def commands(plan: CalibrationPlan) -> list[str]:
     if local:
         out.append(f"advisor calibrate {spec} --gpus {local}")
     if multi:
-        out.append(f"advisor calibrate {spec} --gpus {multi} --emit slurm > calibrate.sbatch && sbatch calibrate.sbatch")
-        out.append(f"advisor calibrate {spec} --gpus {multi} --emit skypilot > calibrate-sky.yaml  "
-                   "# or: one SkyPilot task per placement (its comments say how to launch and fetch)")
+        out.append(
+            f"advisor calibrate {spec} --gpus {multi} --emit slurm > calibrate.sbatch && sbatch calibrate.sbatch"
+        )
+        out.append(
+            f"advisor calibrate {spec} --gpus {multi} --emit skypilot > calibrate-sky.yaml  "
+            "# or: one SkyPilot task per placement (its comments say how to launch and fetch)"
+        )
         out.append(f"advisor calibrate {spec} --collect {shell_quote('advisor-results/' + plan.workload.name)}")
     return out
 
@@ -330,8 +357,18 @@ def plan_dict(plan: CalibrationPlan) -> dict:
         "usd_per_gpu_hour": plan.tier.usd_per_gpu_hour,
         "budget": plan.budget,
         "target": {"gpus": plan.target[0], "nodes": plan.target[1]},
-        "runs": [{"gpus": r.gpus, "nodes": r.nodes, "billed_gpus": r.billed_gpus, "step_seconds": r.step_seconds,
-                  "hours": r.hours, "gpu_hours": r.gpu_hours, "usd": r.usd} for r in plan.runs],
+        "runs": [
+            {
+                "gpus": r.gpus,
+                "nodes": r.nodes,
+                "billed_gpus": r.billed_gpus,
+                "step_seconds": r.step_seconds,
+                "hours": r.hours,
+                "gpu_hours": r.gpu_hours,
+                "usd": r.usd,
+            }
+            for r in plan.runs
+        ],
         "total": {"gpu_hours": float(sum(r.gpu_hours for r in plan.runs)), "usd": plan.usd},
         "node_counts": plan.node_counts,
         "interval_90": {"now": plan.interval_now, "after": plan.interval_after},

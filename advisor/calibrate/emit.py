@@ -113,8 +113,10 @@ def emit_placements(w: Workload, gpus: Optional[str]) -> list[tuple[int, int]]:
         placements = [(n, w.nodes(n)) for n in w.calibration.gpus if w.nodes(n) > 1]
         if not placements:
             raise InputError.at(
-                w.source or "<spec>", "calibration.gpus",
-                f"every count fits in one node of {w.cluster.gpus_per_node} GPUs: calibrate locally, or pass --gpus N@NODES",
+                w.source or "<spec>",
+                "calibration.gpus",
+                f"every count fits in one node of {w.cluster.gpus_per_node} GPUs: calibrate locally, "
+                "or pass --gpus N@NODES",
                 list(w.calibration.gpus),
             )
         return placements
@@ -130,18 +132,48 @@ def result_dir(root: Path, gpus: int, nodes: int) -> Path:
 
 
 def _worker(workload: Word, results: Word, device: str, steps: int, warmup: int) -> list[Word]:
-    return ["-m", "advisor.calibrate.worker", "--workload", workload, "--results", results, "--device", device,
-            "--steps", str(steps), "--warmup", str(warmup)]
+    return [
+        "-m",
+        "advisor.calibrate.worker",
+        "--workload",
+        workload,
+        "--results",
+        results,
+        "--device",
+        device,
+        "--steps",
+        str(steps),
+        "--warmup",
+        str(warmup),
+    ]
 
 
-def _torchrun(workload: Word, gpus: int, nodes: int, results: Word, device: str, steps: int,
-              warmup: int, endpoint: Word, rdzv_id: Word, node_rank: Optional[int]) -> str:
+def _torchrun(
+    workload: Word,
+    gpus: int,
+    nodes: int,
+    results: Word,
+    device: str,
+    steps: int,
+    warmup: int,
+    endpoint: Word,
+    rdzv_id: Word,
+    node_rank: Optional[int],
+) -> str:
     """One torchrun command line (c10d rendezvous)."""
     words: list[Word] = ["torchrun", "--nnodes", str(nodes)]
     if node_rank is not None:
         words += ["--node-rank", str(node_rank)]
-    words += ["--nproc-per-node", str(gpus // nodes), "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
-              "--rdzv-id", rdzv_id]
+    words += [
+        "--nproc-per-node",
+        str(gpus // nodes),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        endpoint,
+        "--rdzv-id",
+        rdzv_id,
+    ]
     if node_rank is not None:
         # Say which node hosts the rendezvous store instead of letting torchrun guess from host
         # names: with a localhost endpoint every node would match, and if the wrong one hosts the
@@ -163,9 +195,17 @@ def follow_up(workload_path: Path, results: Path) -> str:
     return join_words(["advisor", "calibrate", str(workload_path), "--collect", str(results)])
 
 
-def torchrun_commands(w: Workload, workload_path: Path, placements: list[tuple[int, int]], results: Path,
-                      device: str, steps: int, warmup: int, rdzv_host: str,
-                      rdzv_port: int = DEFAULT_RDZV_PORT) -> str:
+def torchrun_commands(
+    w: Workload,
+    workload_path: Path,
+    placements: list[tuple[int, int]],
+    results: Path,
+    device: str,
+    steps: int,
+    warmup: int,
+    rdzv_host: str,
+    rdzv_port: int = DEFAULT_RDZV_PORT,
+) -> str:
     """Per-node torchrun command lines for each placement (format: module docstring)."""
     lines = [
         f"# advisor calibrate {w.name}: run the lines of each placement at the same time, line i on node i;",
@@ -176,9 +216,21 @@ def torchrun_commands(w: Workload, workload_path: Path, placements: list[tuple[i
         lines.append(f"# N={gpus} over {nodes} node(s), {gpus // nodes} per node")
         for i in range(nodes):
             prefix = CPU_THREADS + " " if device == "cpu" else ""
-            lines.append(prefix + _torchrun(str(workload_path.resolve()), gpus, nodes,
-                                            str(result_dir(results.resolve(), gpus, nodes)), device, steps, warmup,
-                                            f"{rdzv_host}:{rdzv_port}", f"advisor-{w.name}-{gpus}-{nodes}", i))
+            lines.append(
+                prefix
+                + _torchrun(
+                    str(workload_path.resolve()),
+                    gpus,
+                    nodes,
+                    str(result_dir(results.resolve(), gpus, nodes)),
+                    device,
+                    steps,
+                    warmup,
+                    f"{rdzv_host}:{rdzv_port}",
+                    f"advisor-{w.name}-{gpus}-{nodes}",
+                    i,
+                )
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -248,9 +300,37 @@ _SLURM_NAME = re.compile(r"[A-Za-z0-9_.,+@%-]+")
 _SLURM_TIME = re.compile(r"(\d+-)?\d{1,2}(:\d{2}){0,2}|\d+")
 
 
-def slurm_script(w: Workload, workload_path: Path, placements: list[tuple[int, int]], results: Path,
-                 device: str, steps: int, warmup: int, rdzv_port: int = DEFAULT_RDZV_PORT,
-                 time_limit: Optional[str] = None, options: Optional[JobOptions] = None) -> str:
+def _sbatch_lines(w: Workload, o: JobOptions, placements: list[tuple[int, int]], device: str, total: str) -> list[str]:
+    """#SBATCH directives. sbatch reads these lines itself, not through a shell: values it would
+    split (spaces, quotes) are refused rather than quoted."""
+    max_nodes = max(nodes for _, nodes in placements)
+    sb = [f"--job-name=advisor-calibrate-{w.name}", f"--nodes={max_nodes}", "--ntasks-per-node=1"]
+    if device == "cuda":
+        sb.append(f"--gpus-per-node={max(gpus // nodes for gpus, nodes in placements)}")
+    sb.append(f"--time={total}")
+    for flag, value in (("partition", o.partition), ("account", o.account)):
+        if value is not None:
+            if not _SLURM_NAME.fullmatch(value):
+                raise InputError.at(f"--{flag}", "", "expected a Slurm name (letters, digits, . _ - , + @ %)", value)
+            sb.append(f"--{flag}={value}")
+    sb.append(f"--output=slurm-advisor-{w.name}-%j.out")
+    return [f"#SBATCH {shell_quote(x)}" for x in sb]
+
+
+def _srun_step(workload_path: Path, results_word: Word, gpus: int, nodes: int, device: str, steps: int, warmup: int,
+               rdzv_port: int, minutes: int) -> str:
+    """One placement as one job step with its own time limit; a failure is reported, not fatal."""
+    cmd = _torchrun(_under_root(workload_path), gpus, nodes, concat(results_word, f"/gpus{gpus}-nodes{nodes}"), device,
+                    steps, warmup, Raw(f'"$head:{rdzv_port}"'), Raw(f'"$SLURM_JOB_ID-{gpus}-{nodes}"'), None)
+    export = f" --export=ALL,{CPU_THREADS}" if device == "cpu" else ""
+    return (f"srun --nodes {nodes} --ntasks {nodes} --ntasks-per-node 1 --relative 0 --time {minutes} "
+            f"--kill-on-bad-exit=1{export} {cmd} \\\n"
+            f"  || {{ echo {shell_quote(f'advisor: {gpus}@{nodes} failed or timed out')} >&2; status=1; }}")
+
+
+def slurm_script(w: Workload, workload_path: Path, placements: list[tuple[int, int]], results: Path, device: str,
+                 steps: int, warmup: int, rdzv_port: int = DEFAULT_RDZV_PORT, time_limit: Optional[str] = None,
+                 options: Optional[JobOptions] = None) -> str:
     """An sbatch script running every placement as its own srun job step (format: module docstring)."""
     o = options or JobOptions(time_limit=time_limit)
     time_limit = o.time_limit or time_limit
@@ -258,49 +338,38 @@ def slurm_script(w: Workload, workload_path: Path, placements: list[tuple[int, i
     if time_limit is not None and not _SLURM_TIME.fullmatch(time_limit):
         raise InputError.at("--time", "", "expected a Slurm time such as 90, 01:30:00 or 1-00:00:00", time_limit)
     total = time_limit or _hms(step_timeout * len(placements) + 600)
-    max_nodes = max(nodes for _, nodes in placements)
-    per_node = max(gpus // nodes for gpus, nodes in placements)
-    sb = [f"--job-name=advisor-calibrate-{w.name}", f"--nodes={max_nodes}", "--ntasks-per-node=1"]
-    if device == "cuda":
-        sb.append(f"--gpus-per-node={per_node}")
-    sb.append(f"--time={total}")
-    for flag, value in (("partition", o.partition), ("account", o.account)):
-        if value is not None:
-            # sbatch reads #SBATCH lines itself, not through a shell: refuse what it would split.
-            if not _SLURM_NAME.fullmatch(value):
-                raise InputError.at(f"--{flag}", "", "expected a Slurm name (letters, digits, . _ - , + @ %)", value)
-            sb.append(f"--{flag}={value}")
-    sb.append(f"--output=slurm-advisor-{w.name}-%j.out")
-    lines = ["#!/bin/bash", *(f"#SBATCH {shell_quote(x)}" for x in sb),
-             f"# advisor calibrate {w.name}: submit with sbatch from the folder {shell_quote(relative_path(workload_path))} "
-             "is relative to; afterwards:",
-             f"#   {follow_up(Path(relative_path(workload_path)), Path(relative_path(results)))}",
-             "set -uo pipefail",
-             f"ROOT={shell_quote(o.root) if o.root else Raw(chr(34) + '${SLURM_SUBMIT_DIR:-$PWD}' + chr(34))}",
-             'cd "$ROOT" || exit 1']
+    spec = relative_path(workload_path)
+    root = shell_quote(o.root) if o.root else '"${SLURM_SUBMIT_DIR:-$PWD}"'
+    lines = ["#!/bin/bash", *_sbatch_lines(w, o, placements, device, total),
+             f"# advisor calibrate {w.name}: submit with sbatch from the folder {shell_quote(spec)} is relative to; "
+             "afterwards:",
+             f"#   {follow_up(Path(spec), Path(relative_path(results)))}",
+             "set -uo pipefail", f"ROOT={root}", 'cd "$ROOT" || exit 1']
     if o.setup:
         lines.append(f". {shell_quote(_under_root(Path(o.setup)))} || exit 1")
     lines += [f"export {name}={shell_quote(value)}" for name, value in job_environment(o.env)]
     results_word = _under_root(results)
     lines += [f"mkdir -p {shell_quote(results_word)} || exit 1",
-              'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-              "status=0"]
+              'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)', "status=0"]
     minutes = int(-(-step_timeout // 60))
     for gpus, nodes in placements:
         lines.append(f"# N={gpus} over {nodes} node(s), {gpus // nodes} per node, at most {minutes} min")
-        cmd = _torchrun(_under_root(workload_path), gpus, nodes, concat(results_word, f"/gpus{gpus}-nodes{nodes}"),
-                        device, steps, warmup, Raw(f'"$head:{rdzv_port}"'), Raw(f'"$SLURM_JOB_ID-{gpus}-{nodes}"'), None)
-        export = f" --export=ALL,{CPU_THREADS}" if device == "cpu" else ""
-        lines.append(f"srun --nodes {nodes} --ntasks {nodes} --ntasks-per-node 1 --relative 0 --time {minutes} "
-                     f"--kill-on-bad-exit=1{export} {cmd} \\\n"
-                     f"  || {{ echo {shell_quote(f'advisor: {gpus}@{nodes} failed or timed out')} >&2; status=1; }}")
+        lines.append(_srun_step(workload_path, results_word, gpus, nodes, device, steps, warmup, rdzv_port, minutes))
     lines.append('exit "$status"')
     return "\n".join(lines) + "\n"
 
 
 #: SkyPilot accelerator names for catalog GPUs (SkyPilot `sky show-gpus`: H100, A100-80GB, ...).
-SKYPILOT_ACCELERATORS = {"H100-SXM": "H100", "H100-PCIe": "H100", "H200": "H200", "B200": "B200",
-                         "A100-SXM": "A100-80GB", "L40S": "L40S", "T4": "T4", "V100-SXM2": "V100"}
+SKYPILOT_ACCELERATORS = {
+    "H100-SXM": "H100",
+    "H100-PCIe": "H100",
+    "H200": "H200",
+    "B200": "B200",
+    "A100-SXM": "A100-80GB",
+    "L40S": "L40S",
+    "T4": "T4",
+    "V100-SXM2": "V100",
+}
 
 
 def skypilot_accelerator(w: Workload) -> str:
@@ -317,8 +386,28 @@ def _yaml_block(lines: list[str], indent: str = "  ") -> str:
     return "|\n" + "\n".join(indent + ln for ln in lines)
 
 
-def skypilot_tasks(w: Workload, workload_path: Path, placements: list[tuple[int, int]], results: Path,
-                   device: str, steps: int, warmup: int, rdzv_port: int = DEFAULT_RDZV_PORT,
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,221}")
+
+
+def _skypilot_run(o: JobOptions, spec: str, out: str, gpus: int, nodes: int, device: str, steps: int, warmup: int,
+                  rdzv_port: int) -> list[str]:
+    """The `run:` lines of one task: torchrun on every node, node 0 of $SKYPILOT_NODE_IPS as master."""
+    run = ["set -euo pipefail", *(f"export {k}={shell_quote(v)}" for k, v in job_environment(o.env))]
+    if device == "cpu":
+        run.append(f"export {CPU_THREADS}")
+    torchrun = ["torchrun", "--nnodes", Raw('"$SKYPILOT_NUM_NODES"'), "--node-rank", Raw('"$SKYPILOT_NODE_RANK"'),
+                "--nproc-per-node", str(gpus // nodes), "--master-addr", Raw('"$HEAD"'), "--master-port",
+                str(rdzv_port), "--max-restarts", "0", *_worker(spec, out, device, steps, warmup)]
+    run += ['HEAD=$(echo "$SKYPILOT_NODE_IPS" | head -n 1)', join_words(torchrun)]
+    if not o.bucket:
+        # Rank files of worker nodes go to the head node, where `sky rsync-down` finds them.
+        run += ['if [ "$SKYPILOT_NODE_RANK" != 0 ]; then',
+                f'  rsync -a {shell_quote(out + "/")} "$HEAD":{shell_quote("sky_workdir/" + out + "/")}', "fi"]
+    return run
+
+
+def skypilot_tasks(w: Workload, workload_path: Path, placements: list[tuple[int, int]], results: Path, device: str,
+                   steps: int, warmup: int, rdzv_port: int = DEFAULT_RDZV_PORT,
                    options: Optional[JobOptions] = None) -> str:
     """One SkyPilot task YAML per placement, `---` between them (format: module docstring)."""
     import json
@@ -328,42 +417,27 @@ def skypilot_tasks(w: Workload, workload_path: Path, placements: list[tuple[int,
     if spec.startswith("/"):
         raise InputError.at(workload_path, "", "--emit skypilot syncs the current folder to the nodes: run advisor "
                             "from a folder that holds the workload file (a relative path)")
+    if o.bucket is not None and not _BUCKET.fullmatch(o.bucket):
+        raise InputError.at("--bucket", "", "expected a bucket name (lower-case letters, digits, . _ -)", o.bucket)
     root = "/advisor-results" if o.bucket else relative_path(results)
+    setup = [f". {shell_quote(o.setup)}"] if o.setup else []
+    setup.append(f"python -m pip install {shell_quote('.[calibrate]')}")
     docs = []
     for gpus, nodes in placements:
-        name = f"advisor-{w.name}-gpus{gpus}-nodes{nodes}"
-        out = f"{root}/gpus{gpus}-nodes{nodes}"
-        setup = [f"python -m pip install {shell_quote('.[calibrate]')}"]
-        if o.setup:
-            setup.insert(0, f". {shell_quote(o.setup)}")
-        run = ["set -euo pipefail"]
-        run += [f"export {k}={shell_quote(v)}" for k, v in job_environment(o.env)]
-        if device == "cpu":
-            run.append(f"export {CPU_THREADS}")
-        run += ['HEAD=$(echo "$SKYPILOT_NODE_IPS" | head -n 1)',
-                join_words(["torchrun", "--nnodes", Raw('"$SKYPILOT_NUM_NODES"'), "--node-rank", Raw('"$SKYPILOT_NODE_RANK"'),
-                            "--nproc-per-node", str(gpus // nodes), "--master-addr", Raw('"$HEAD"'),
-                            "--master-port", str(rdzv_port), "--max-restarts", "0",
-                            *_worker(spec, out, device, steps, warmup)])]
-        if not o.bucket:
-            # Rank files of worker nodes go to the head node, where `sky rsync-down` finds them.
-            run += ['if [ "$SKYPILOT_NODE_RANK" != 0 ]; then',
-                    f"  rsync -a {shell_quote(out + '/')} \"$HEAD\":{shell_quote('sky_workdir/' + out + '/')}",
-                    "fi"]
-        fetch = (f"download the bucket {shell_quote(o.bucket)} into {shell_quote(relative_path(results))}" if o.bucket else
-                 f"sky rsync-down {name} {shell_quote('sky_workdir/' + out + '/')} {shell_quote(relative_path(results) + f'/gpus{gpus}-nodes{nodes}/')}")
+        name, out = f"advisor-{w.name}-gpus{gpus}-nodes{nodes}", f"{root}/gpus{gpus}-nodes{nodes}"
+        local = f"{relative_path(results)}/gpus{gpus}-nodes{nodes}/"
+        fetch = (join_words(["gsutil", "-m", "rsync", "-r", f"gs://{o.bucket}/gpus{gpus}-nodes{nodes}", local])
+                 + "  # or aws s3 sync" if o.bucket else
+                 join_words(["sky", "rsync-down", name, f"sky_workdir/{out}/", local]))
+        resources = (f"  accelerators: {json.dumps(f'{skypilot_accelerator(w)}:{gpus // nodes}')}" if device == "cuda"
+                     else "  cpus: 2+")
         doc = [f"# advisor calibrate {w.name}: {gpus} GPUs over {nodes} node(s). Save as {name}.yaml; "
                f"sky launch -c {name} {name}.yaml",
                f"# then: {fetch}; {follow_up(Path(spec), Path(relative_path(results)))}",
-               f"name: {name}",
-               f"num_nodes: {nodes}",
-               "resources:",
-               f"  accelerators: {json.dumps(f'{skypilot_accelerator(w)}:{gpus // nodes}')}" if device == "cuda" else
-               "  cpus: 2+",
-               "workdir: .",
-               ]
+               f"name: {name}", f"num_nodes: {nodes}", "resources:", resources, "workdir: ."]
         if o.bucket:
             doc += ["file_mounts:", "  /advisor-results:", f"    name: {json.dumps(o.bucket)}", "    mode: MOUNT"]
+        run = _skypilot_run(o, spec, out, gpus, nodes, device, steps, warmup, rdzv_port)
         doc += [f"setup: {_yaml_block(setup)}", f"run: {_yaml_block(run)}"]
         docs.append("\n".join(doc))
     return "\n---\n".join(docs) + "\n"

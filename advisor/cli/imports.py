@@ -16,13 +16,22 @@ import typer
 from advisor.cli.app import app
 from advisor.cli.options import WorkloadArg
 
-imports_app = typer.Typer(help="Import measurements made with other tools (nccl-tests, torchtitan).",
-                          no_args_is_help=True, rich_markup_mode=None)
+imports_app = typer.Typer(
+    help="Import measurements made with other tools (nccl-tests, torchtitan).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(imports_app, name="import")
 
 LogsArg = Annotated[list[Path], typer.Argument(help="Log files (stdout of the tool).", show_default=False)]
-OutOpt = Annotated[Optional[Path], typer.Option("--out", help="Calibration file to create or add to (default: "
-                                                "calibrations/NAME_nccl-tests.toml or NAME_torchtitan.toml).")]
+OutOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--out",
+        help="Calibration file to create or add to (default: "
+        "calibrations/NAME_nccl-tests.toml or NAME_torchtitan.toml).",
+    ),
+]
 
 
 def _command() -> Optional[str]:
@@ -40,10 +49,20 @@ def nccl_tests_command(
     workload: WorkloadArg,
     logs: LogsArg,
     out: OutOpt = None,
-    nodes: Annotated[Optional[int], typer.Option("--nodes", help="Nodes the run spanned (default: distinct hosts in "
-                                                 "the '# Rank N ... on HOST' lines).")] = None,
-    op: Annotated[Optional[str], typer.Option("--op", help="all_reduce, reduce_scatter or all_gather, when the log "
-                                              "does not say (default: from the log, its file name, or its busbw factor).")] = None,
+    nodes: Annotated[
+        Optional[int],
+        typer.Option(
+            "--nodes", help="Nodes the run spanned (default: distinct hosts in the '# Rank N ... on HOST' lines)."
+        ),
+    ] = None,
+    op: Annotated[
+        Optional[str],
+        typer.Option(
+            "--op",
+            help="all_reduce, reduce_scatter or all_gather, when the log "
+            "does not say (default: from the log, its file name, or its busbw factor).",
+        ),
+    ] = None,
 ) -> None:
     """nccl-tests output (all_reduce_perf, reduce_scatter_perf, all_gather_perf) -> [[collectives]]."""
     from advisor.imports.nccl_tests import import_nccl_tests

@@ -29,8 +29,15 @@ def not_this_format(file: str, text: str, message: str) -> InputError:
     return InputError.at(file, f"line {lineno}", message, line.strip())
 
 
-def target_file(w: "Workload", workload_path: str | Path, out: Optional[str | Path], tool: str, logs: list,
-                what: str, command: Optional[str]) -> tuple[Path, Callable[[], "Calibration"]]:
+def target_file(
+    w: "Workload",
+    workload_path: str | Path,
+    out: Optional[str | Path],
+    tool: str,
+    logs: list,
+    what: str,
+    command: Optional[str],
+) -> tuple[Path, Callable[[], "Calibration"]]:
     """The calibration file to add to (default calibrations/NAME_TOOL.toml) and how to start a new one."""
     from advisor.calibration_data import Calibration, Provenance, calibrations_dir, now_utc
 
@@ -38,8 +45,14 @@ def target_file(w: "Workload", workload_path: str | Path, out: Optional[str | Pa
     names = ", ".join(Path(p).name for p in logs)
 
     def new() -> Calibration:
-        return Calibration(workload=w.name, provenance=Provenance(
-            source="measured", created=now_utc(), command=command,
-            notes=f"{what} imported from {tool} output ({names}); each entry's source names its log."))
+        return Calibration(
+            workload=w.name,
+            provenance=Provenance(
+                source="measured",
+                created=now_utc(),
+                command=command,
+                notes=f"{what} imported from {tool} output ({names}); each entry's source names its log.",
+            ),
+        )
 
     return path, new

@@ -107,8 +107,12 @@ def _row(table: Table, tokens: list[str], file: str, lineno: int) -> None:
         if len(tokens) == expected - 4:
             table.dropped.append(f"line {lineno}: in-place only (no out-of-place columns)")
             return
-        raise InputError.at(file, f"line {lineno}", f"truncated nccl-tests row: expected {expected} fields like the "
-                            "column header", " ".join(tokens))
+        raise InputError.at(
+            file,
+            f"line {lineno}",
+            f"truncated nccl-tests row: expected {expected} fields like the column header",
+            " ".join(tokens),
+        )
     at = {name: cols.index(name) for name in ("size", "redop", "algbw", "busbw") if name in cols}
     t_at = next(cols.index(c) for c in _TIME_COLUMNS if c in cols)
     size = int(tokens[at["size"]])
@@ -125,15 +129,24 @@ def _row(table: Table, tokens: list[str], file: str, lineno: int) -> None:
     seconds = _number(tokens[t_at], file, lineno, cols[t_at]) * 1e-6
     if seconds <= 0:
         raise InputError.at(file, f"line {lineno}.time", "must be a positive number of microseconds", tokens[t_at])
-    table.rows.append(Row(lineno, size, seconds, _number(tokens[at["algbw"]], file, lineno, "algbw"),
-                          _number(tokens[at["busbw"]], file, lineno, "busbw")))
+    table.rows.append(
+        Row(
+            lineno,
+            size,
+            seconds,
+            _number(tokens[at["algbw"]], file, lineno, "algbw"),
+            _number(tokens[at["busbw"]], file, lineno, "busbw"),
+        )
+    )
 
 
 def _table_header(line: str, file: str, lineno: int) -> list[str]:
     cols = _columns(line)
     missing = [c for c in ("size", "algbw", "busbw") if c not in cols]
     if missing or not any(c in cols for c in _TIME_COLUMNS):
-        raise InputError.at(file, f"line {lineno}", "nccl-tests column header without size, time, algbw and busbw", line.strip())
+        raise InputError.at(
+            file, f"line {lineno}", "nccl-tests column header without size, time, algbw and busbw", line.strip()
+        )
     return cols
 
 
@@ -164,16 +177,28 @@ def read_tables(text: str, file: str) -> list[Table]:
         if m := _RANK.match(line):
             rank = int(m.group(1))
             if rank in current.ranks:
-                raise InputError.at(file, f"line {lineno}", f"rank {rank} is listed twice: these are separate jobs, not one "
-                                    "job of many ranks (was nccl-tests built with MPI=1 and run under mpirun/srun?)", line)
+                raise InputError.at(
+                    file,
+                    f"line {lineno}",
+                    f"rank {rank} is listed twice: these are separate jobs, not one "
+                    "job of many ranks (was nccl-tests built with MPI=1 and run under mpirun/srun?)",
+                    line,
+                )
             current.ranks[rank] = m.group(2)
             continue
         if line.startswith("#") and "size" in _columns(line)[:1]:
             current.columns = _table_header(line, file, lineno)
             continue
         tokens = line.split()
-        if current.columns and len(tokens) >= 3 and _is_int(tokens[0]) and _is_int(tokens[1]) and not tokens[2].isdigit() \
-                and re.fullmatch(r"[a-z0-9_]+", tokens[2]) and len(tokens) >= 5:
+        if (
+            current.columns
+            and len(tokens) >= 3
+            and _is_int(tokens[0])
+            and _is_int(tokens[1])
+            and not tokens[2].isdigit()
+            and re.fullmatch(r"[a-z0-9_]+", tokens[2])
+            and len(tokens) >= 5
+        ):
             _row(current, tokens, file, lineno)
     return tables
 
@@ -189,16 +214,24 @@ def _infer_op(table: Table, file: str) -> str:
     n = table.gpus
     ratios = [r.busbw / r.algbw for r in table.rows if r.algbw >= 1.0]
     if not ratios:
-        raise InputError.at(file, f"line {table.first_line}", "cannot tell which collective this table measured (no "
-                            "'Collective test starting' line, no test name in the file name, no row with algbw >= 1 GB/s); "
-                            "pass --op all_reduce|reduce_scatter|all_gather")
+        raise InputError.at(
+            file,
+            f"line {table.first_line}",
+            "cannot tell which collective this table measured (no "
+            "'Collective test starting' line, no test name in the file name, no row with algbw >= 1 GB/s); "
+            "pass --op all_reduce|reduce_scatter|all_gather",
+        )
     ratio = sorted(ratios)[len(ratios) // 2]
     candidates = {"all_reduce": 2 * (n - 1) / n, "reduce_scatter": (n - 1) / n}
     op = min(candidates, key=lambda k: abs(candidates[k] - ratio))
     if abs(candidates[op] - ratio) > 0.05 * candidates[op]:
-        raise InputError.at(file, f"line {table.first_line}", f"busbw/algbw = {ratio:.3f} matches no collective advisor "
-                            f"models on {n} ranks (all_reduce {candidates['all_reduce']:.3f}, reduce_scatter/all_gather "
-                            f"{candidates['reduce_scatter']:.3f}): another test (broadcast, sendrecv, alltoall)?")
+        raise InputError.at(
+            file,
+            f"line {table.first_line}",
+            f"busbw/algbw = {ratio:.3f} matches no collective advisor "
+            f"models on {n} ranks (all_reduce {candidates['all_reduce']:.3f}, reduce_scatter/all_gather "
+            f"{candidates['reduce_scatter']:.3f}): another test (broadcast, sendrecv, alltoall)?",
+        )
     if op == "reduce_scatter" and table.redops == {"none"}:
         op = "all_gather"
     return op
@@ -210,8 +243,12 @@ def table_op(table: Table, file: str, op: Optional[str] = None) -> str:
     if program is not None:
         base = program.removesuffix("_mpi")
         if base not in PROGRAMS:
-            raise InputError.at(file, f"line {table.first_line}", f"advisor models {', '.join(PROGRAMS)} (DDP and FSDP "
-                                "collectives), not this test", program)
+            raise InputError.at(
+                file,
+                f"line {table.first_line}",
+                f"advisor models {', '.join(PROGRAMS)} (DDP and FSDP collectives), not this test",
+                program,
+            )
         return PROGRAMS[base]
     if op is not None:
         return op
@@ -227,9 +264,14 @@ def check_busbw(table: Table, op: str, file: str) -> None:
         # Printed busbw has 2 decimals; time has >= 4 significant digits (util.cu getFloatStr).
         slack = BUSBW_TOLERANCE * expected + 0.005 + expected * 5e-4
         if r.busbw >= 0.1 and abs(r.busbw - expected) > slack:
-            raise InputError.at(file, f"line {r.line}.busbw", f"printed busbw disagrees with size / time x {factor:.3f} "
-                                f"({op} on {table.gpus} ranks, {expected:.3g} GB/s): wrong rank count or collective "
-                                "(pass --op)", r.busbw)
+            raise InputError.at(
+                file,
+                f"line {r.line}.busbw",
+                f"printed busbw disagrees with size / time x {factor:.3f} "
+                f"({op} on {table.gpus} ranks, {expected:.3g} GB/s): wrong rank count or collective "
+                "(pass --op)",
+                r.busbw,
+            )
 
 
 def read_nccl_tests(path: str | Path, op: Optional[str] = None) -> list[tuple[Table, str]]:
@@ -238,19 +280,28 @@ def read_nccl_tests(path: str | Path, op: Optional[str] = None) -> list[tuple[Ta
     text = read_log(path)
     tables = [t for t in read_tables(text, file) if t.columns is not None or t.rows]
     if not tables:
-        raise not_this_format(file, text, "not nccl-tests output: no '# nThread ...' line followed by a "
-                              "'#  size  count  type ...' column header (expected the stdout of all_reduce_perf, "
-                              "reduce_scatter_perf or all_gather_perf)")
+        raise not_this_format(
+            file,
+            text,
+            "not nccl-tests output: no '# nThread ...' line followed by a "
+            "'#  size  count  type ...' column header (expected the stdout of all_reduce_perf, "
+            "reduce_scatter_perf or all_gather_perf)",
+        )
     out = []
     for t in tables:
         if not t.ranks:
-            raise InputError.at(file, f"line {t.first_line}", "no '#  Rank N ... on HOST device D' lines: cannot count "
-                                "the GPUs of this run (keep the lines under '# Using devices')")
+            raise InputError.at(
+                file,
+                f"line {t.first_line}",
+                "no '#  Rank N ... on HOST device D' lines: cannot count "
+                "the GPUs of this run (keep the lines under '# Using devices')",
+            )
         if t.gpus < 2:
             raise InputError.at(file, f"line {t.first_line}", "a collective needs at least 2 ranks", t.gpus)
         if sorted(t.ranks) != list(range(t.gpus)):
-            raise InputError.at(file, f"line {t.first_line}", "ranks are not 0..N-1: the '# Rank' lines are incomplete",
-                                sorted(t.ranks))
+            raise InputError.at(
+                file, f"line {t.first_line}", "ranks are not 0..N-1: the '# Rank' lines are incomplete", sorted(t.ranks)
+            )
         if not t.rows:
             raise InputError.at(file, f"line {t.first_line}", "table has no rows with a non-zero size")
         kind = table_op(t, file, op)
@@ -269,8 +320,9 @@ def _provenance_line(path: Path, table: Table) -> str:
     return f"nccl-tests log {path.name} (file dated {date}), line {table.first_line}: {' | '.join(table.header)}"
 
 
-def collectives_from_log(path: str | Path, workload: "Workload", nodes: Optional[int] = None,
-                         op: Optional[str] = None) -> tuple[list["Collective"], list[str]]:
+def collectives_from_log(
+    path: str | Path, workload: "Workload", nodes: Optional[int] = None, op: Optional[str] = None
+) -> tuple[list["Collective"], list[str]]:
     """[[collectives]] rows (out-of-place) of every run in one log, and notes for the user."""
     from advisor.calibration_data import Collective
 
@@ -283,28 +335,51 @@ def collectives_from_log(path: str | Path, workload: "Workload", nodes: Optional
         if n_nodes > table.gpus:
             raise InputError.at("--nodes", "", f"more nodes than the {table.gpus} ranks of {file}", n_nodes)
         if per_node > workload.cluster.gpus_per_node:
-            raise InputError.at(file, f"line {table.first_line}", f"{table.gpus} ranks on {n_nodes} host(s) exceed the "
-                                f"workload's cluster.gpus_per_node ({workload.cluster.gpus_per_node}); pass --nodes if "
-                                "the hosts share a name", per_node)
+            raise InputError.at(
+                file,
+                f"line {table.first_line}",
+                f"{table.gpus} ranks on {n_nodes} host(s) exceed the "
+                f"workload's cluster.gpus_per_node ({workload.cluster.gpus_per_node}); pass --nodes if "
+                "the hosts share a name",
+                per_node,
+            )
         where = _provenance_line(path, table)
         for r in table.rows:
-            found.append(Collective(op=kind, gpus=table.gpus, nodes=n_nodes, bytes=r.bytes, seconds=r.seconds,
-                                    busbw=r.busbw, source=f"{where}; row at line {r.line}, out-of-place"))
+            found.append(
+                Collective(
+                    op=kind,
+                    gpus=table.gpus,
+                    nodes=n_nodes,
+                    bytes=r.bytes,
+                    seconds=r.seconds,
+                    busbw=r.busbw,
+                    source=f"{where}; row at line {r.line}, out-of-place",
+                )
+            )
         top = max(r.busbw for r in table.rows)
-        notes.append(f"{file}: {kind} on {table.gpus} GPUs over {n_nodes} node(s) ({', '.join(table.hosts)}): "
-                     f"{len(table.rows)} sizes, largest busbw {top:.4g} GB/s")
+        notes.append(
+            f"{file}: {kind} on {table.gpus} GPUs over {n_nodes} node(s) ({', '.join(table.hosts)}): "
+            f"{len(table.rows)} sizes, largest busbw {top:.4g} GB/s"
+        )
         declared = float(bus_bandwidth(workload, np.array([float(n_nodes)]))[0]) / 1e9
         if top > 1.5 * declared:
             link = "inter-node" if n_nodes > 1 else "intra-node"
-            notes.append(f"warning: {file}: busbw {top:.4g} GB/s is {top / declared:.1f}x the workload's declared {link} "
-                         f"bus bandwidth ({declared:.4g} GB/s): is this log from this workload's cluster?")
+            notes.append(
+                f"warning: {file}: busbw {top:.4g} GB/s is {top / declared:.1f}x the workload's declared {link} "
+                f"bus bandwidth ({declared:.4g} GB/s): is this log from this workload's cluster?"
+            )
         notes.extend(f"{file}: {d}" for d in table.dropped)
     return found, notes
 
 
-def import_nccl_tests(workload_path: str | Path, logs: list[str | Path], out: Optional[str | Path] = None,
-                      nodes: Optional[int] = None, op: Optional[str] = None,
-                      command: Optional[str] = None) -> tuple["Calibration", Path, list[str]]:
+def import_nccl_tests(
+    workload_path: str | Path,
+    logs: list[str | Path],
+    out: Optional[str | Path] = None,
+    nodes: Optional[int] = None,
+    op: Optional[str] = None,
+    command: Optional[str] = None,
+) -> tuple["Calibration", Path, list[str]]:
     """Add the collectives of nccl-tests logs to a calibration file (created if absent), atomically
     under its lock. Rows already in the file (same op, placement, size and time) are not repeated."""
     from advisor.calibration_data import now_utc, update_calibration_file

@@ -3,9 +3,11 @@
 torchtitan (pytorch/torchtitan, torchtitan/components/metrics.py `MetricsProcessor.log`; train.py
 before 2025) logs, every `metrics.log_freq` steps, a line like
 
-    [rank0]:[titan] 2025-01-22 17:00:00,000 - root - INFO - step: 20  loss:  7.8453  memory: 62.04GiB(78.31%)  tps: 5,762  tflops: 333.7  mfu: 33.74%
+    [rank0]:[titan] 2025-07-21 15:57:46,090 - root - INFO - step: 10  loss:  3.9119  grad_norm:  1.6558
+        memory:  0.00GiB(0.00%)  tps: 34,574  tflops: 3.54  mfu: 0.36%
 
-(ANSI colour codes around the fields; older releases print `wps:` instead of `tps:`). `tps` is
+(one line in the log, this one from pytorch/torchtitan#1437; ANSI colour codes around the fields;
+older releases print `wps:` instead of `tps:`). `tps` is
 tokens per second per GPU (tokens since the last log / seconds / non-data-parallel degree);
 `memory` is the peak reserved device memory in GiB. With the workload's declared batch policy and
 sequence length, one optimizer step over N GPUs processes global_batch x seq_len tokens, so
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _STEP = re.compile(r"\bstep:\s*(\d+)\s+loss:\s*(\S+)\s+.*?\b(?:tps|wps):\s*([\d,]+(?:\.\d+)?)")
 _MEMORY = re.compile(r"\bmemory:\s*([\d.]+)\s*GiB")
-GIB = 2 ** 30
+GIB = 2**30
 
 
 def read_torchtitan(path: str | Path) -> list[tuple[int, float, Optional[int], int]]:
@@ -50,12 +52,15 @@ def read_torchtitan(path: str | Path) -> list[tuple[int, float, Optional[int], i
         seen.add(int(m.group(1)))
         tps = float(m.group(3).replace(",", ""))
         if tps <= 0:
-            raise InputError.at(file, f"line {lineno}.tps", "must be a positive number of tokens per second", m.group(3))
+            raise InputError.at(
+                file, f"line {lineno}.tps", "must be a positive number of tokens per second", m.group(3)
+            )
         mem = _MEMORY.search(line)
         rows.append((int(m.group(1)), tps, int(float(mem.group(1)) * GIB) if mem else None, lineno))
     if not rows:
-        raise not_this_format(file, _ANSI.sub("", text), "not a torchtitan training log: no 'step: N  loss: ...  "
-                              "tps: ...' line")
+        raise not_this_format(
+            file, _ANSI.sub("", text), "not a torchtitan training log: no 'step: N  loss: ...  tps: ...' line"
+        )
     return rows
 
 
@@ -65,27 +70,46 @@ def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) 
 
     file = str(path)
     if workload.model.seq_len is None:
-        raise InputError.at(workload.source or "<spec>", "model.seq_len", "needed to turn torchtitan's tokens per second "
-                            "into step seconds")
+        raise InputError.at(
+            workload.source or "<spec>",
+            "model.seq_len",
+            "needed to turn torchtitan's tokens per second into step seconds",
+        )
     rows = read_torchtitan(path)
     warm = workload.calibration.warmup_steps
     kept = [r for r in rows if r[0] > warm]
     if not kept:
-        raise InputError.at(file, f"line {rows[-1][3]}", f"every logged step is within the first {warm} warm-up steps "
-                            "(calibration.warmup_steps); log a longer run", rows[-1][0])
+        raise InputError.at(
+            file,
+            f"line {rows[-1][3]}",
+            f"every logged step is within the first {warm} warm-up steps (calibration.warmup_steps); log a longer run",
+            rows[-1][0],
+        )
     batch = int(workload.global_batch(gpus))
     tokens = batch * workload.model.seq_len
     steps = [tokens / (tps * gpus) for _, tps, _, _ in kept]
     memories = [m for _, _, m, _ in kept if m is not None]
     tps_median = sorted(t for _, t, _, _ in kept)[len(kept) // 2]
-    return Run(gpus=gpus, nodes=nodes, step_seconds=steps, global_batch=batch,
-               peak_memory_bytes=max(memories) if memories else None, tokens_per_second=tps_median * gpus,
-               source=f"torchtitan log {Path(path).name}: steps {kept[0][0]}-{kept[-1][0]} (lines {kept[0][3]}-{kept[-1][3]}); "
-                      f"step_seconds = {batch} samples x {workload.model.seq_len} tokens / (tps x {gpus} GPUs)")
+    return Run(
+        gpus=gpus,
+        nodes=nodes,
+        step_seconds=steps,
+        global_batch=batch,
+        peak_memory_bytes=max(memories) if memories else None,
+        tokens_per_second=tps_median * gpus,
+        source=f"torchtitan log {Path(path).name}: steps {kept[0][0]}-{kept[-1][0]} "
+        f"(lines {kept[0][3]}-{kept[-1][3]}); step_seconds = {batch} samples x {workload.model.seq_len} tokens "
+        f"/ (tps x {gpus} GPUs)",
+    )
 
 
-def import_torchtitan(workload_path: str | Path, logs: list[str | Path], placement: str,
-                      out: Optional[str | Path] = None, command: Optional[str] = None) -> tuple["Calibration", Path, list[str]]:
+def import_torchtitan(
+    workload_path: str | Path,
+    logs: list[str | Path],
+    placement: str,
+    out: Optional[str | Path] = None,
+    command: Optional[str] = None,
+) -> tuple["Calibration", Path, list[str]]:
     """Add one run per torchtitan log (all at placement N@M) to a calibration file, under its lock."""
     from advisor.calibration_data import update_calibration_file
     from advisor.placement import parse_placements
@@ -97,8 +121,11 @@ def import_torchtitan(workload_path: str | Path, logs: list[str | Path], placeme
         raise InputError.at("--gpus", "", "give one placement N@M (the GPUs the logged job ran on)", placement)
     gpus, nodes = places[0]
     runs = [run_from_log(p, w, gpus, nodes) for p in logs]
-    notes = [f"{p}: {len(r.step_seconds)} steps at {gpus} GPUs over {nodes} node(s), median step "
-             f"{sorted(r.step_seconds)[len(r.step_seconds) // 2]:.4g} s" for p, r in zip(logs, runs)]
+    notes = [
+        f"{p}: {len(r.step_seconds)} steps at {gpus} GPUs over {nodes} node(s), median step "
+        f"{sorted(r.step_seconds)[len(r.step_seconds) // 2]:.4g} s"
+        for p, r in zip(logs, runs)
+    ]
     out, new = target_file(w, workload_path, out, "torchtitan", logs, "Runs", command)
 
     def change(cal: Calibration) -> Calibration:

@@ -33,9 +33,17 @@ def test_llm7b_within_300_dollars_over_three_node_counts():
         assert r["billed_gpus"] == (r["gpus"] if r["nodes"] == 1 else 8 * r["nodes"])
         assert r["hours"] >= (plan["startup_seconds"] + 2 * 13 * r["step_seconds"]) / 3600 - 1e-9
         assert r["usd"] == pytest.approx(r["billed_gpus"] * r["hours"] * price)
-        assert 16 * 6.7e9 / r["gpus"] <= 80e9  # every planned count holds the FSDP training state
     assert plan["total"]["usd"] == pytest.approx(sum(r["usd"] for r in plan["runs"]))
     assert plan["interval_90"]["after"] < plan["interval_90"]["now"]
+
+
+def test_without_a_proxy_every_planned_count_holds_the_training_state(tmp_path):
+    spec = tmp_path / "full.toml"
+    spec.write_text(re.sub(r"(?m)^proxy_layers.*$", "", LLM7B.read_text()))
+    plan = _plan(spec, "--budget", "300")
+    assert len({r["nodes"] for r in plan["runs"]}) >= 3
+    for r in plan["runs"]:
+        assert 16 * 8.0e9 / r["gpus"] <= 80e9  # FSDP: 16 bytes per parameter (ZeRO), split over the GPUs
 
 
 def test_planned_runs_pin_the_inter_node_terms_that_one_node_cannot():

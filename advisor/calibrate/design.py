@@ -6,8 +6,9 @@ fitted model's prediction at the target scale, subject to a budget. We do the sa
 scaling model's own physical design (advisor.scaling.families, `topology`), made node-aware:
 
 - Candidates: powers of two inside one node, and every whole number of nodes from 2 to
-  `max_nodes` (multi-node rentals come in whole nodes); counts whose GPUs cannot hold the
-  training state are left out (advisor.planning.billing.fits_memory).
+  `max_nodes` (multi-node rentals come in whole nodes); unless the spec calibrates a proxy
+  (`calibration.proxy_layers`), counts whose GPUs cannot hold the training state are left out
+  (advisor.planning.billing.fits_memory).
 - Identifiability: a plan must span at least 3 distinct node counts (1, 2 and one more). From one
   node count the inter-node terms are not identifiable at all; from two, there is one multi-node
   point, so how the inter-node cost grows with the node count (tree hops ~ log M, ring ~ 2(M-1))
@@ -25,8 +26,8 @@ scaling model's own physical design (advisor.scaling.families, `topology`), made
   measurements only) and after the plan. This is the design-time part of the model's uncertainty
   (the fitted model adds out-of-sample residuals and extrapolation widening, docs/model.md).
 - Greedy, like Ernest's rounding of its convex relaxation: the mandatory identifying runs first
-  (the smallest fitting count and one full node; 2 nodes; the third node count that buys the most
-  variance reduction per dollar), then the run with the largest reduction per dollar while the
+  (on the smallest node count its smallest and largest placement, e.g. 2 GPUs and a full node; the
+  next node count; then the third node count that buys the most variance reduction per dollar), then the run with the largest reduction per dollar while the
   budget lasts and a run still narrows the interval by at least MIN_GAIN.
 
 Cost: each run is rented on its own (a SkyPilot task per placement; in one Slurm allocation the
@@ -34,7 +35,8 @@ start-ups are shared, so this is an upper bound): billed GPUs are N inside one n
 nodes beyond, for start-up + (warm-up + timed steps) x 2 step times (advisor calibrate pairs every
 step with one without gradient synchronisation), at the tier's usd_per_gpu_hour, billed at least
 the tier's min_hours. Step times come from the workload's fitted model when it has calibration
-data, else from the declared hardware at ASSUMED_MFU.
+data, else from the declared hardware at ASSUMED_MFU; both are the full model's, so with a proxy
+(`calibration.proxy_layers`) the cost is an upper bound.
 """
 
 from __future__ import annotations
@@ -126,6 +128,8 @@ def candidates(w: "Workload", max_nodes: int) -> list[tuple[int, int]]:
     inside = [1 << i for i in range(g.bit_length()) if (1 << i) <= g]
     places = [(n, 1) for n in inside] + [(m * g, m) for m in range(2, max_nodes + 1)]
     places = [(n, m) for n, m in places if n <= w.cluster.max_gpus]
+    if w.calibration.proxy_layers is not None:
+        return places  # calibration trains a proxy of proxy_layers layers, sized to fit
     ok = fits_memory(w, np.array([n for n, _ in places], dtype=float))
     return [p for p, fit in zip(places, ok) if fit]
 
@@ -272,7 +276,7 @@ def plan_calibration(
     steps = sm.step_seconds([p[0] for p in places], [p[1] for p in places])
     runs = {p: _cost(w, tier, p[0], p[1], float(s), startup_seconds) for p, s in zip(places, steps)}
     info = _Information(sm, target, _measured_placements(w))
-    chosen = _choose(runs, info, budget, g)
+    chosen = _choose(runs, info, budget)
     after = info.base + sum((info.row((r.gpus, r.nodes)) for r in chosen), np.zeros_like(info.base))
     chosen.sort(key=lambda r: (r.nodes, r.gpus))
     return CalibrationPlan(
@@ -280,50 +284,46 @@ def plan_calibration(
     )
 
 
-def _choose(runs: dict, info: _Information, budget: Optional[float], g: int) -> list[PlannedRun]:
-    one_node = sorted((p for p in runs if p[1] == 1), key=lambda p: p[0])
-    two = [p for p in runs if p[1] == 2]
-    more = [p for p in runs if p[1] >= 3]
-    if not one_node or not two or not more:
-        raise InputError.at(
-            "plan-calibration", "", "no candidate placements on 1, 2 and 3+ nodes fit in memory and cluster.max_gpus"
-        )
-    mandatory = list(dict.fromkeys([one_node[0], one_node[-1], two[0]]))
-    base = info.base + sum(info.row(p) for p in mandatory)
+def _choose(runs: dict, info: _Information, budget: Optional[float]) -> list[PlannedRun]:
+    """The mandatory identifying runs, the best third node count, then greedy extras (module docstring)."""
+    counts = sorted({p[1] for p in runs})
+    if len(counts) < 3:
+        raise InputError.at("plan-calibration", "", "fewer than 3 node counts have placements that fit in memory and "
+                            "cluster.max_gpus; raise --max-nodes or set calibration.proxy_layers", counts)
+    first = sorted(p for p in runs if p[1] == counts[0])
+    mandatory = list(dict.fromkeys([first[0], first[-1], min(p for p in runs if p[1] == counts[1])]))
+    more = [p for p in runs if p[1] > counts[1]]
     spent = sum(runs[p].usd for p in mandatory)
-
-    def gain_per_usd(p, info_now):
-        before = info.half_width(info_now)
-        return (before - info.half_width(info_now + info.row(p))) / max(runs[p].usd, 1e-9)
-
     affordable = [p for p in more if budget is None or spent + runs[p].usd <= budget]
     if not affordable:
-        cheapest = spent + min(runs[p].usd for p in more)
-        raise InputError.at(
-            "--budget",
-            "",
-            f"the cheapest plan that identifies the inter-node terms (1, 2 and 3 nodes: "
-            f"{', '.join(f'{n}@{m}' for n, m in mandatory)}, {min(more, key=lambda p: runs[p].usd)[0]}"
-            f"@{min(more, key=lambda p: runs[p].usd)[1]}) costs ${cheapest:,.0f}",
-            budget,
-        )
-    third = max(affordable, key=lambda p: gain_per_usd(p, base)) if budget is not None else min(more)
+        cheapest = min(more, key=lambda p: runs[p].usd)
+        plan = ", ".join(f"{n}@{m}" for n, m in [*mandatory, cheapest])
+        raise InputError.at("--budget", "", f"the cheapest plan over 3 node counts ({plan}) costs "
+                            f"${spent + runs[cheapest].usd:,.0f}", budget)
+    base = info.base + sum(info.row(p) for p in mandatory)
+    third = max(affordable, key=lambda p: _gain_per_usd(info, base, runs, p)) if budget is not None else min(more)
     chosen = [*mandatory, third]
-    info_now = base + info.row(third)
-    spent += runs[third].usd
-    while budget is not None:
-        rest = [p for p in runs if p not in chosen and spent + runs[p].usd <= budget]
-        if not rest:
-            break
-        best = max(rest, key=lambda p: gain_per_usd(p, info_now))
-        now = info.half_width(info_now)
-        nxt = info.half_width(info_now + info.row(best))
-        if now - nxt < MIN_GAIN * now:
-            break
-        chosen.append(best)
-        info_now = info_now + info.row(best)
-        spent += runs[best].usd
+    if budget is not None:
+        chosen = _greedy(runs, info, base + info.row(third), chosen, budget - spent - runs[third].usd)
     return [runs[p] for p in chosen]
+
+
+def _gain_per_usd(info: _Information, now: np.ndarray, runs: dict, p: tuple[int, int]) -> float:
+    return (info.half_width(now) - info.half_width(now + info.row(p))) / max(runs[p].usd, 1e-9)
+
+
+def _greedy(runs: dict, info: _Information, now: np.ndarray, chosen: list, left: float) -> list:
+    """Add the run with the most narrowing per dollar while it fits and narrows by >= MIN_GAIN."""
+    while True:
+        rest = [p for p in runs if p not in chosen and runs[p].usd <= left]
+        if not rest:
+            return chosen
+        best = max(rest, key=lambda p: _gain_per_usd(info, now, runs, p))
+        if info.half_width(now) - info.half_width(now + info.row(best)) < MIN_GAIN * info.half_width(now):
+            return chosen
+        chosen = [*chosen, best]
+        now = now + info.row(best)
+        left -= runs[best].usd
 
 
 def commands(plan: CalibrationPlan) -> list[str]:

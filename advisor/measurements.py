@@ -207,3 +207,15 @@ def combine_measurements(workload: "Workload", cal: Optional["Calibration"] = No
         probes += csv_measurements.probes
         sources.append(csv_measurements.source)
     return Measurements(runs, probes, " + ".join(sources))
+
+
+def combine_sources(workload: "Workload", calibration=None, measurements=None) -> Measurements:
+    """What --calibration (a file, a Calibration, or a list of either: merged) and --measurements
+    (a CSV path or Measurements) name, as one set of measurements (combine_measurements)."""
+    from advisor.calibration_data import Calibration, load_calibration, merge_calibrations
+
+    items = calibration if isinstance(calibration, (list, tuple)) else [] if calibration is None else [calibration]
+    cals = [c if isinstance(c, Calibration) else load_calibration(c, workload.name) for c in items]
+    csv = measurements if measurements is None or isinstance(measurements, Measurements) else \
+        read_measurements_csv(measurements, workload)
+    return combine_measurements(workload, merge_calibrations(cals) if cals else None, csv)

@@ -54,20 +54,13 @@ BUSBW_WARN_FRACTION = 0.25
 
 def load_measurements(workload: "Workload", calibration: Union["Calibration", str, Path, None] = None,
                       measurements: Union[Measurements, str, Path, None] = None) -> Measurements:
-    """The measurements to fit: calibration file(s) and/or a CSV, or the workload's checked-in calibration.
-    `calibration` may be a list (several files merged, advisor.calibration_data.merge_calibrations)."""
-    from advisor.calibration_data import Calibration, load_calibration, load_workload_calibration, merge_calibrations
-    from advisor.measurements import combine_measurements
+    """The measurements to fit: a CSV, a calibration file, or the workload's checked-in calibration."""
+    from advisor.calibration_data import Calibration, load_calibration, load_workload_calibration
 
-    if isinstance(calibration, (list, tuple)):
-        cals = [c if isinstance(c, Calibration) else load_calibration(c, workload.name) for c in calibration]
-        calibration = merge_calibrations(cals) if cals else None
-    if calibration is not None or measurements is not None:
-        cal = calibration if calibration is None or isinstance(calibration, Calibration) else \
-            load_calibration(calibration, workload.name)
-        csv = measurements if measurements is None or isinstance(measurements, Measurements) else \
-            read_measurements_csv(measurements, workload)
-        return combine_measurements(workload, cal, csv)
+    if calibration or measurements is not None:  # several files and/or a CSV combine (docs/formats.md)
+        from advisor.measurements import combine_sources
+
+        return combine_sources(workload, calibration, measurements)
     cal = load_workload_calibration(workload.name, workload.source)
     if cal is None:
         where = workload.source or workload.name

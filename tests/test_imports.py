@@ -230,3 +230,15 @@ def test_mpi_noise_between_rows_is_skipped(tmp_path):
     code, err, out = _import(tmp_path, noisy)
     assert code == 0, err
     assert len(load_calibration(out).collectives) == 31
+
+
+def test_torchtitan_logs_of_one_placement_make_one_run_and_a_taken_placement_is_refused(tmp_path):
+    out = tmp_path / "titan.toml"
+    logs = [TITAN / "debug_model_pr1437.log", TITAN / "moe_gate_pr2389_all_ranks.log"]
+    code, _, err = invoke("import", "torchtitan", RENTAL, *logs, "--gpus", "8@1", "--out", out)
+    assert code == 0, err
+    (run,) = load_calibration(out).runs
+    assert len(run.step_seconds) == 7 + 2  # steps after warm-up (3): 4..10 and 4, 5
+    code, _, err = invoke("import", "torchtitan", RENTAL, logs[0], "--gpus", "8@1", "--out", out)
+    assert code == 2 and "already holds a run at 8 GPUs" in err
+    assert len(load_calibration(out).runs) == 1

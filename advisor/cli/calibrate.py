@@ -61,7 +61,6 @@ def calibrate_command(
     results: Annotated[Optional[Path], typer.Option("--results", help="With --emit: folder the ranks write results to (default: advisor-results/NAME).")] = None,
     rdzv_host: Annotated[Optional[str], typer.Option("--rdzv-host", help="With --emit torchrun: node 0's address (default: this host's name).")] = None,
     rdzv_port: Annotated[int, typer.Option("--rdzv-port", help="With --emit: rendezvous port on node 0.")] = 29500,
-    notes: Annotated[Optional[str], typer.Option("--notes", help="Text for the file's provenance notes (e.g. other load on the host).")] = None,
     partition: Annotated[Optional[str], typer.Option("--partition", help="With --emit slurm: #SBATCH --partition.")] = None,
     account: Annotated[Optional[str], typer.Option("--account", help="With --emit slurm: #SBATCH --account.")] = None,
     time_limit: Annotated[Optional[str], typer.Option("--time", help="With --emit slurm: allocation time limit (default: the per-placement --timeout limits summed + 10 min).")] = None,
@@ -69,6 +68,7 @@ def calibrate_command(
     root: Annotated[Optional[str], typer.Option("--root", help="With --emit slurm: folder paths are relative to on the cluster (default $SLURM_SUBMIT_DIR).")] = None,
     env: Annotated[Optional[list[str]], typer.Option("--env", help="With --emit slurm|skypilot: NAME=VALUE exported into the job (repeatable).")] = None,
     bucket: Annotated[Optional[str], typer.Option("--bucket", help="With --emit skypilot: bucket every node writes results to.")] = None,
+    notes: Annotated[Optional[str], typer.Option("--notes", help="Text for the file's provenance notes (e.g. other load on the host).")] = None,
 ) -> None:
     """Run real torch.distributed training steps and collective probes at each GPU count."""
     from rich.console import Console

@@ -128,7 +128,18 @@ def import_torchtitan(
     ]
     out, new = target_file(w, workload_path, out, "torchtitan", logs, "Runs", command)
 
+    # A calibration file holds one run per placement (its step_seconds hold every repeat): several
+    # logs of one placement become one run.
+    run = runs[0] if len(runs) == 1 else runs[0].model_copy(update={
+        "step_seconds": [t for r in runs for t in r.step_seconds],
+        "peak_memory_bytes": max((r.peak_memory_bytes for r in runs if r.peak_memory_bytes is not None), default=None),
+        "tokens_per_second": sorted(r.tokens_per_second for r in runs)[len(runs) // 2],
+        "source": "; ".join(r.source for r in runs)})
+
     def change(cal: Calibration) -> Calibration:
-        return cal.model_copy(update={"runs": [*cal.runs, *runs]})
+        if (gpus, nodes) in cal.measured_counts():
+            raise InputError.at(out, "runs", f"already holds a run at {gpus} GPUs over {nodes} node(s); import into "
+                                "another --out (several --calibration files combine)", f"{gpus}@{nodes}")
+        return cal.model_copy(update={"runs": sorted([*cal.runs, run], key=lambda r: (r.gpus, r.nodes))})
 
     return update_calibration_file(out, w.name, new, change), out, notes

@@ -242,3 +242,14 @@ def test_torchtitan_logs_of_one_placement_make_one_run_and_a_taken_placement_is_
     code, _, err = invoke("import", "torchtitan", RENTAL, logs[0], "--gpus", "8@1", "--out", out)
     assert code == 2 and "already holds a run at 8 GPUs" in err
     assert len(load_calibration(out).runs) == 1
+
+
+@pytest.mark.parametrize("tag", ["[1,0]<stdout>:", "0: "])
+def test_mpirun_and_srun_output_tags_are_removed(tmp_path, tag):
+    text = (NCCL / "h100_2node_gcp_a3mega_all_reduce.log").read_text()
+    tagged = tmp_path / "tagged_all_reduce.log"
+    tagged.write_text("".join(tag + ln + "\n" for ln in text.splitlines()))
+    code, err, out = _import(tmp_path, tagged)
+    assert code == 0, err
+    coll = load_calibration(out).collectives
+    assert len(coll) == 31 and {(c.gpus, c.nodes) for c in coll} == {(16, 2)}

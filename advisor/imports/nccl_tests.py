@@ -7,7 +7,8 @@ line, a `# nThread ... nGpus ... minBytes ...` line, `# Using devices`, one `#  
 with `#  size  count  type  redop`, optionally `root`, then for out-of-place and in-place each
 `time|cputime  algbw  busbw  #wrong|error` (per-iteration builds add `i_min i_max i_p99 i_cv%`,
 `-R` adds a timestamp). Rows are whitespace-separated. Lines that are neither (MPI or NCCL INFO
-messages interleaved by mpirun, markdown around a pasted log) are skipped; a row that starts like
+messages interleaved by mpirun, markdown around a pasted log) are skipped, and the per-line tags of
+`mpirun --tag-output` (`[1,0]<stdout>:`) and `srun --label` (`0: `) are removed; a row that starts like
 a data row but does not parse is an error with its line number.
 
 The table is read by its header, not by position, so every release since 2.0 parses: with or
@@ -47,6 +48,8 @@ BUSBW_TOLERANCE = 0.02
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d+)")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _NTHREAD = re.compile(r"^#?\s*nThread\s+\d+\s+nGpus\s+\d+")
+#: Output tags mpirun adds with --tag-output / srun with --label: `[1,0]<stdout>:`, `0: `.
+_TAG = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:\s)")
 _TIME_COLUMNS = ("time", "cputime")
 _WRONG_COLUMNS = ("#wrong", "error")
 
@@ -157,7 +160,7 @@ def read_tables(text: str, file: str) -> list[Table]:
     pending_program: Optional[str] = None
     pending_header: list[str] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
+        line = _TAG.sub("", raw).strip()
         if not line:
             continue
         if m := _STARTING.match(line):

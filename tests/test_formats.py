@@ -67,23 +67,23 @@ def _keys(example: dict, actual: dict, skip: set[str]) -> None:
     assert not missing, missing
 
 
-def test_predict_json_fields_exist():
-    predict, plan = blocks("json")
-    doc = json.loads(predict)
-    code, out, err = invoke("predict", ROOT / "workloads" / "llm7b.toml", "--gpus", "16", "--json")
+def _json(*args) -> dict:
+    code, out, err = invoke(*args, "--json")
     assert code == 0, err
-    actual = json.loads(out)
+    return json.loads(out)
+
+
+def test_predict_json_fields_exist():
+    doc = json.loads(blocks("json")[0])
+    actual = _json("predict", ROOT / "workloads" / "llm7b.toml", "--gpus", "16")
     _keys(doc, actual, set())
     _keys(doc["model"], actual["model"], pending())
     _keys(doc["predictions"][0], actual["predictions"][0], pending())
 
 
 def test_plan_calibration_json_fields_match():
-    _, plan = blocks("json")
-    doc = json.loads(plan)
-    code, out, err = invoke("plan-calibration", ROOT / "workloads" / "llm7b.toml", "--budget", "300", "--json")
-    assert code == 0, err
-    actual = json.loads(out)
+    doc = json.loads(blocks("json")[1])
+    actual = _json("plan-calibration", ROOT / "workloads" / "llm7b.toml", "--budget", "300")
     assert set(doc) == set(actual) and set(doc["runs"][0]) == set(actual["runs"][0])
 
 

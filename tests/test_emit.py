@@ -185,3 +185,10 @@ def test_skypilot_schema_of_the_installed_package_when_present(tmp_path):
     for d in _sky_docs(tmp_path):
         task = sky.Task.from_yaml_config(d)
         assert task.num_nodes == d["num_nodes"]
+
+
+def test_runs_at_one_multi_node_count_point_to_plan_calibration():
+    one = _emit_in(ROOT, "workloads/llm7b.toml", "--emit", "slurm")  # the spec's counts: only 16@2 crosses nodes
+    two = _emit_in(ROOT, "workloads/llm7b.toml", "--emit", "slurm", "--gpus", "16@2,24@3")
+    assert "advisor plan-calibration workloads/llm7b.toml" in one
+    assert "plan-calibration" not in two

@@ -195,6 +195,17 @@ def follow_up(workload_path: Path, results: Path) -> str:
     return join_words(["advisor", "calibrate", str(workload_path), "--collect", str(results)])
 
 
+def coverage_note(workload_path: Path, placements: list[tuple[int, int]]) -> list[str]:
+    """A comment when the emitted runs cross nodes at fewer than 2 node counts: with one node
+    (calibrated locally) that is fewer than the 3 node counts the inter-node terms need."""
+    multi = sorted({nodes for _, nodes in placements if nodes > 1})
+    if len(multi) >= 2:
+        return []
+    return [f"# note: these runs cross nodes at {len(multi)} node count(s) {multi}; measuring how the inter-node "
+            "cost grows needs 3+ node counts (1, 2, 3+):",
+            f"#   {join_words(['advisor', 'plan-calibration', relative_path(workload_path)])} suggests placements"]
+
+
 def torchrun_commands(
     w: Workload,
     workload_path: Path,
@@ -212,6 +223,7 @@ def torchrun_commands(
         f"# node 0 is {shell_quote(rdzv_host)} (rendezvous on port {rdzv_port}). Then: "
         f"{follow_up(workload_path, results)}",
     ]
+    lines += coverage_note(workload_path, placements)
     for gpus, nodes in placements:
         lines.append(f"# N={gpus} over {nodes} node(s), {gpus // nodes} per node")
         for i in range(nodes):
@@ -343,7 +355,7 @@ def slurm_script(w: Workload, workload_path: Path, placements: list[tuple[int, i
     lines = ["#!/bin/bash", *_sbatch_lines(w, o, placements, device, total),
              f"# advisor calibrate {w.name}: submit with sbatch from the folder {shell_quote(spec)} is relative to; "
              "afterwards:",
-             f"#   {follow_up(Path(spec), Path(relative_path(results)))}",
+             f"#   {follow_up(Path(spec), Path(relative_path(results)))}", *coverage_note(workload_path, placements),
              "set -uo pipefail", f"ROOT={root}", 'cd "$ROOT" || exit 1']
     if o.setup:
         lines.append(f". {shell_quote(_under_root(Path(o.setup)))} || exit 1")
@@ -423,6 +435,7 @@ def skypilot_tasks(w: Workload, workload_path: Path, placements: list[tuple[int,
     setup = [f". {shell_quote(o.setup)}"] if o.setup else []
     setup.append(f"python -m pip install {shell_quote('.[calibrate]')}")
     docs = []
+    note = coverage_note(workload_path, placements)
     for gpus, nodes in placements:
         name, out = f"advisor-{w.name}-gpus{gpus}-nodes{nodes}", f"{root}/gpus{gpus}-nodes{nodes}"
         local = f"{relative_path(results)}/gpus{gpus}-nodes{nodes}/"
@@ -433,7 +446,7 @@ def skypilot_tasks(w: Workload, workload_path: Path, placements: list[tuple[int,
                      else "  cpus: 2+")
         doc = [f"# advisor calibrate {w.name}: {gpus} GPUs over {nodes} node(s). Save as {name}.yaml; "
                f"sky launch -c {name} {name}.yaml",
-               f"# then: {fetch}; {follow_up(Path(spec), Path(relative_path(results)))}",
+               f"# then: {fetch}; {follow_up(Path(spec), Path(relative_path(results)))}", *note,
                f"name: {name}", f"num_nodes: {nodes}", "resources:", resources, "workdir: ."]
         if o.bucket:
             doc += ["file_mounts:", "  /advisor-results:", f"    name: {json.dumps(o.bucket)}", "    mode: MOUNT"]

@@ -253,3 +253,24 @@ def test_mpirun_and_srun_output_tags_are_removed(tmp_path, tag):
     assert code == 0, err
     coll = load_calibration(out).collectives
     assert len(coll) == 31 and {(c.gpus, c.nodes) for c in coll} == {(16, 2)}
+
+
+@pytest.mark.parametrize("old, new, where", [
+    ("   104989  102.27  191.76", "      inf  102.27  191.76", "line 26.time"),
+    ("   104989  102.27  191.76", "      nan  102.27  191.76", "line 26.time"),
+    ("   104989  102.27  191.76", "  1e-300  102.27  191.76", "line 26"),
+])
+def test_impossible_values_are_one_line_errors(tmp_path, old, new, where):
+    text = (NCCL / "a100_2node_oci_all_reduce.log").read_text().replace(old, new)
+    bad = tmp_path / "bad_all_reduce.log"
+    bad.write_text(text)
+    code, err, out = _import(tmp_path, bad)
+    assert code == 2 and f"{bad}: {where}" in err and "Traceback" not in err and not out.exists()
+
+
+def test_unreadable_and_binary_inputs_exit_2(tmp_path):
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(bytes(range(256)) * 8)
+    for path in (blob, tmp_path, tmp_path / "missing.log"):
+        code, err, _ = _import(tmp_path, path)
+        assert code == 2 and err.startswith(str(path)) and err.count("\n") == 1

@@ -56,3 +56,16 @@ def target_file(
         )
 
     return path, new
+
+
+def build(model: type, file: str, line: int, **fields):
+    """`model(**fields)`, its validation errors (bounds of the calibration format) as one-line
+    problems at the log line the values came from."""
+    from pydantic import ValidationError
+
+    from advisor.validation import validation_error
+
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise validation_error(exc, f"{file}: line {line}", model) from None

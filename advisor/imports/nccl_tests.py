@@ -24,6 +24,7 @@ collective is wrong, and the file is refused.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from advisor.errors import InputError
-from advisor.imports.common import not_this_format, read_log, target_file
+from advisor.imports.common import build, not_this_format, read_log, target_file
 from advisor.scaling.features import bus_bandwidth, busbw_factor
 
 if TYPE_CHECKING:
@@ -94,8 +95,8 @@ def _number(text: str, file: str, line: int, column: str) -> float:
         value = float(text)
     except ValueError:
         raise InputError.at(file, f"line {line}.{column}", "not a number in an nccl-tests row", text) from None
-    if value != value or value < 0:
-        raise InputError.at(file, f"line {line}.{column}", "must be a number >= 0", text)
+    if not math.isfinite(value) or value < 0:
+        raise InputError.at(file, f"line {line}.{column}", "must be a finite number >= 0", text)
     return value
 
 
@@ -266,7 +267,7 @@ def check_busbw(table: Table, op: str, file: str) -> None:
         expected = r.bytes / r.seconds * factor / 1e9
         # Printed busbw has 2 decimals; time has >= 4 significant digits (util.cu getFloatStr).
         slack = BUSBW_TOLERANCE * expected + 0.005 + expected * 5e-4
-        if r.busbw >= 0.1 and abs(r.busbw - expected) > slack:
+        if not math.isfinite(expected) or abs(r.busbw - expected) > slack:
             raise InputError.at(
                 file,
                 f"line {r.line}.busbw",
@@ -349,7 +350,10 @@ def collectives_from_log(
         where = _provenance_line(path, table)
         for r in table.rows:
             found.append(
-                Collective(
+                build(
+                    Collective,
+                    file,
+                    r.line,
                     op=kind,
                     gpus=table.gpus,
                     nodes=n_nodes,

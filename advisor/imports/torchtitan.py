@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from advisor.errors import InputError
-from advisor.imports.common import not_this_format, read_log, target_file
+from advisor.imports.common import build, not_this_format, read_log, target_file
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration, Run
@@ -90,7 +90,10 @@ def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) 
     steps = [tokens / (tps * gpus) for _, tps, _, _ in kept]
     memories = [m for _, _, m, _ in kept if m is not None]
     tps_median = sorted(t for _, t, _, _ in kept)[len(kept) // 2]
-    return Run(
+    return build(
+        Run,
+        file,
+        kept[0][3],
         gpus=gpus,
         nodes=nodes,
         step_seconds=steps,

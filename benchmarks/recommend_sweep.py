@@ -2,7 +2,8 @@
 
 Target (issue: cost and recommendation): under 0.2 s for 65,536 counts x 3 tiers.
 
-1. The recommendation itself, with limits and with the default objective (the frontier walk) (advisor.planning.billing + advisor.planning.recommend: steps, hours, dollars, odds,
+1. The recommendation itself, with limits and with the default objective (the frontier walk)
+   (advisor.planning.billing + advisor.planning.recommend: steps, hours, dollars, odds,
    objective, frontier, spot pay-off, why) on workloads/llm7b.toml with one GPU per "node" and
    max_gpus 65,536, so every count from 1 to 65,536 is a candidate on each of its 3 tiers
    (196,608 plans), --budget and --deadline set. Step times come from an explicit function

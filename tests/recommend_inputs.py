@@ -70,7 +70,7 @@ class Amdahl:
 def exact_factor(rate, checkpoint_h, restart_h):
     """Expected wall hours per compute hour under exponential preemptions (Daly 2006, eq. 20):
     M e^{R/M} (e^{(τ+δ)/M} − 1) / τ with M = 1/Λ, τ minimised numerically (bounded scalar search);
-    returns (factor, τ). An implementation independent of advisor.planning.billing's Lambert-W optimum."""
+    returns (factor, τ). Independent of advisor.planning.billing's Newton-solved optimum."""
     mtbf = 1 / rate
     wall = lambda tau: mtbf * math.exp(restart_h / mtbf) * math.expm1((tau + checkpoint_h) / mtbf) / tau  # noqa: E731
     best = minimize_scalar(wall, bounds=(1e-9 * mtbf, 10 * mtbf), method="bounded", options={"xatol": 1e-12})

@@ -359,6 +359,17 @@ def memory_per_gpu(w: "Workload", gpus, peaks: Sequence["MeasuredPeak"] = ()) ->
     return bytes_per_gpu(w, gpus) + measured_offset(w, gpus, list(peaks))
 
 
+def fits_memory(w: "Workload", gpus, peaks: Sequence["MeasuredPeak"] = ()) -> "np.ndarray":
+    """Whether N GPUs hold the footprint (`memory_per_gpu`) in GPU memory; True everywhere when it is unknown."""
+    import numpy as np
+
+    from advisor.memory import gpu_memory_bytes
+
+    capacity = gpu_memory_bytes(w)
+    memory = memory_per_gpu(w, gpus, peaks)
+    return np.ones(np.shape(memory), dtype=bool) if capacity is None else memory <= capacity
+
+
 def sweep(
     w: "Workload",
     model: StepTimeModel,
@@ -390,7 +401,7 @@ def sweep(
     fits_batch = batch.divides(w, counts)
     memory = memory_per_gpu(w, counts, peaks)
     capacity = gpu_memory_bytes(w)
-    fits = np.ones(counts.shape, dtype=bool) if capacity is None else memory <= capacity
+    fits = fits_memory(w, counts, peaks)
     offered = billing.offers(counts)
     available = offered & fits_batch[None, :] & fits[None, :]
 

@@ -367,7 +367,7 @@ def test_batch_growth_past_the_measured_batch_is_warned_and_a_cap_stops_it():
     assert chosen(rec)[0] == 16
     assert any("global batch of 160 samples, 16.0x the largest measured (10)" in x for x in rec.warnings)
     assert rec.plan(*rec.chosen)["global_batch"] == 160
-    capped = recommend(w.model_copy(update={"batch": w.batch.model_copy(update={"max_global_samples": 20})}),
+    capped = recommend(w.model_copy(update={"batch": w.batch.model_copy(update={"max_global_samples": 15})}),
                        Amdahl(serial=0.0), budget=1e6)
     assert not any("global batch" in x for x in capped.warnings)
     noise = recommend(w.model_copy(update={"batch": w.batch.model_copy(update={"gradient_noise_scale": 50})}),

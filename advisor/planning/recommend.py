@@ -62,8 +62,10 @@ Z_ONE_SIDED_90 = 1.2815515655446004
 EDGE_LOW, EDGE_HIGH = 0.05, 0.95
 
 #: Warn when a plan's global batch exceeds the largest measured one by more than this factor and
-#: no gradient noise scale is declared (one doubling past anything the recipe was run at).
-BATCH_GROWTH_WARN = 2.0
+#: no gradient noise scale is declared: half again the largest batch the recipe was ever run at. Past the
+#: critical batch (McCandlish et al. 2018) more samples per step stop buying fewer steps, and nothing
+#: measured says where that is for this job.
+BATCH_GROWTH_WARN = 1.5
 
 Plan = tuple[int, int]  # (tier index, count index)
 

@@ -286,6 +286,8 @@ def test_literal_ratio_drifts_to_the_cap_where_worth_the_cost_does_not():
     literal = recommend(w, Cliff(), tier="on-demand", objective=Objective.SPEEDUP_PER_DOLLAR, peaks=peaks)
     assert chosen(default) == (8, "on-demand")
     assert chosen(literal) == (256, "on-demand")
+    # by default recommend reads the checked-in calibration's peaks itself
+    assert chosen(recommend(w, Cliff(), tier="on-demand")) == (8, "on-demand")
 
 
 def bar_ok(rec) -> bool:

@@ -479,15 +479,18 @@ def recommend(
     *,
     objective: Optional[Objective] = None,
     limits: Optional[Limits] = None,
-    peaks: Sequence["MeasuredPeak"] = (),
+    peaks: Optional[Sequence["MeasuredPeak"]] = None,
 ) -> Recommendation:
     """Price every plan for workload `w` with step times from `model`, pick one, and say why.
 
     budget in USD, deadline in hours (or one `limits` value), tier restricts to one billing tier,
     confidence (0..1) asks that a plan meet its limits with at least that probability (default: on
     the median); `objective` chooses worth-the-cost (default) or speedup-per-dollar when there are
-    no limits; `peaks` are measured memory peaks (advisor.memory.measured_peaks).
+    no limits; `peaks` are measured memory peaks (advisor.memory.measured_peaks; default: those of the
+    workload's checked-in calibration, as advisor.scaling.model.build_model uses by default).
     """
+    if peaks is None:
+        peaks = checked_in_peaks(w)
     limits = limits if limits is not None else Limits(budget, deadline, confidence)
     chosen_objective = limits.objective(objective)
     sw = sweep(w, model, select_tiers(w, tier), baseline_gpus, gpus, peaks)
@@ -518,6 +521,17 @@ def recommend(
     rec.message, rec.why = explain(rec)
     rec.warnings = model_warnings(model, rec, chosen or (closest[0] if closest else None))
     return rec
+
+
+def checked_in_peaks(w: "Workload") -> list:
+    """Measured memory peaks of the workload's checked-in calibration ([] without one, or if it does not load)."""
+    from advisor.calibration_data import load_workload_calibration
+    from advisor.memory import measured_peaks
+
+    try:
+        return measured_peaks(load_workload_calibration(w.name, w.source))
+    except InputError:
+        return []
 
 
 def _measured_batch(model, w: "Workload", sw: Sweep) -> float:

@@ -414,3 +414,15 @@ def test_the_stop_is_in_the_json_summary():
     stop = rec.summary()["stop"]
     assert stop["declined_next"]["gpus"] == 16 and stop["time_saved"] == pytest.approx(1 - 0.5 / 0.7)
     assert recommend(workload(), Amdahl(), budget=10.0).summary()["stop"] is None
+
+
+def test_a_high_preemption_exposure_is_said_with_both_factors():
+    # one node at 2 preemptions/h, checkpoint 0.02 h, restart 0.1 h: τ = 0.1284 h, Λ·(τ + R) = 2 x 0.2284 = 0.46;
+    # first order 1 + sqrt(2 x 2 x 0.02) + 2 x 0.1 = 1.48x, the exponential model 1.64x (exact_factor(2, 0.02, 0.1))
+    w = workload(**{"tiers.1.preemptions_per_node_hour": 2.0})
+    rec = recommend(w, Amdahl(), budget=7.5, tier="spot")  # 4 GPUs on one node
+    assert chosen(rec) == (4, "spot")
+    factor, tau = exact_factor(2.0, 0.02, 0.1)
+    text = " ".join(rec.why)
+    assert f"Λ·(τ + restart) = {2 * (tau + 0.1):.2g} at 1 node" in text
+    assert f"first-order Young/Daly ({1 + math.sqrt(0.08) + 0.2:.2f}x" in text and f"gives {factor:.2f}x" in text

@@ -1,0 +1,108 @@
+"""The conventions every command shares: --version, completion, -q, --json, NO_COLOR (real CLI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+
+import pytest
+
+from conftest import ROOT, WORKLOADS, run_cli
+
+FIXTURE = ROOT / "tests" / "fixtures" / "spec_fixed_global.toml"
+ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*(3[0-9]|9[0-7])m")  # a foreground colour, not bold/italic
+
+
+def _env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    env.update(extra)
+    return env
+
+
+def test_version_prints_the_package_version():
+    import advisor
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    # One source: pyproject reads the version from advisor.__version__.
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "advisor.__version__"}
+    result = run_cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"advisor {advisor.__version__}"
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", advisor.__version__)
+
+
+def test_shell_completion_script_is_available():
+    result = run_cli("--show-completion", "bash", env=_env(_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION="1"))
+    assert result.returncode == 0, result.stderr
+    assert "complete" in result.stdout and "_ADVISOR_COMPLETE" in result.stdout
+
+
+def _commands():
+    import typer.main
+
+    from advisor.cli import app
+
+    return typer.main.get_command(app).commands
+
+
+def test_every_command_takes_quiet_and_json():
+    commands = _commands()
+    assert {"validate", "schema", "gpus", "calibrate", "fit", "predict", "backtest", "recommend", "init"} <= set(commands)
+    for name, command in commands.items():
+        options = {opt for p in command.params for opt in getattr(p, "opts", [])}
+        assert {"-q", "--quiet"} <= options, name
+        if name != "schema":  # schema prints JSON always
+            assert "--json" in options, name
+
+
+def test_validate_json_is_one_document_in_base_units():
+    result = run_cli("validate", FIXTURE, "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)  # one document: json.loads refuses trailing text
+    assert doc["valid"] is True
+    # The fixture declares inter_node_bandwidth = "3200 Gbit/s" and params = "6.7B".
+    assert doc["workload"]["cluster"]["inter_node_bandwidth"] == pytest.approx(3200e9 / 8)
+    assert doc["workload"]["model"]["params"] == pytest.approx(6.7e9)
+
+
+@pytest.mark.parametrize("path", sorted(WORKLOADS.glob("*.toml")), ids=lambda p: p.name)
+def test_validate_json_for_every_example(path):
+    result = run_cli("validate", path, "--json")
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["workload"]["name"] == path.stem
+
+
+def test_validate_json_of_a_bad_spec_lists_the_problems_and_exits_2(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(FIXTURE.read_text().replace("hidden = 4096", "hiden = 4096"))
+    result = run_cli("validate", spec, "--json")
+    assert result.returncode == 2
+    doc = json.loads(result.stdout)
+    assert doc["valid"] is False
+    assert [p["line"] for p in doc["problems"]] == result.stderr.splitlines()
+    assert doc["problems"][0]["path"] == "model.hiden" and doc["problems"][0]["got"] == 4096
+
+
+def test_quiet_silences_warnings_but_not_the_result():
+    loud = run_cli("recommend", WORKLOADS / "llm7b.toml", "--budget", "20000")
+    quiet = run_cli("recommend", WORKLOADS / "llm7b.toml", "--budget", "20000", "-q")
+    assert loud.returncode == quiet.returncode == 0
+    assert "warning:" in loud.stderr  # llm7b extrapolates past its 128 measured GPUs
+    assert quiet.stderr == ""
+    assert quiet.stdout == loud.stdout
+
+
+def test_quiet_keeps_errors(tmp_path):
+    result = run_cli("validate", "nope.toml", "-q", cwd=tmp_path)
+    assert (result.returncode, result.stderr.strip()) == (2, "nope.toml: no such file")
+
+
+def test_no_color_is_honoured():
+    args = ("fit", WORKLOADS / "llm7b.toml")
+    forced = run_cli(*args, env=_env(FORCE_COLOR="1"))
+    plain = run_cli(*args, env=_env(FORCE_COLOR="1", NO_COLOR="1"))
+    assert ANSI_COLOUR.search(forced.stdout), "the check needs colour to be possible"
+    assert not ANSI_COLOUR.search(plain.stdout)
+    assert plain.returncode == 0

@@ -128,6 +128,8 @@ class JobSpec(_Section):
     """Total training samples, e.g. "250M"."""
     steps: Optional[Annotated[Count, Field(gt=0)]] = None
     """Total optimizer steps (instead of samples)."""
+    tokens: Optional[Annotated[Count, Field(gt=0)]] = None
+    """Total training tokens, e.g. "2T" (instead of samples; needs model.seq_len): samples = tokens / seq_len."""
 
 
 class Tier(_Section):
@@ -238,8 +240,10 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
         if gpu is None or gpu.intra_node_bandwidth is None:
             out.append(("cluster.intra_node_bandwidth", f"required: GPU {w.cluster.gpu!r} is not in the catalog (advisor gpus)", None))
 
-    if (w.job.samples is None) == (w.job.steps is None):
-        out.append(("job", "give exactly one of job.samples or job.steps", None))
+    if sum(x is not None for x in (w.job.samples, w.job.steps, w.job.tokens)) != 1:
+        out.append(("job", "give exactly one of job.samples, job.steps or job.tokens", None))
+    elif w.job.tokens is not None and m.seq_len is None:
+        out.append(("job.tokens", "needs model.seq_len (tokens per sample) to count samples", w.job.tokens))
 
     seen: set[str] = set()
     for i, t in enumerate(w.tiers):
@@ -289,6 +293,9 @@ def workload_from_dict(data: dict, file: str | Path = "<spec>") -> Workload:
     problems = _cross_field_problems(workload)
     if problems:
         raise InputError([Problem(file, p, msg, v, v is not None) for p, msg, v in problems])
+    if workload.job.tokens is not None:  # everything downstream counts samples
+        job = workload.job.model_copy(update={"samples": workload.job.tokens / workload.model.seq_len})
+        workload = workload.model_copy(update={"job": job})
     return workload
 
 

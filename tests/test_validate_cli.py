@@ -65,7 +65,7 @@ BAD = {
     ),
     "bad count": (
         mutate('params = "6.7B"', 'params = "lots"'),
-        ["model.params: expected a count like '6.7B', '250M', '32K' or a number (got 'lots')"],
+        ["model.params: expected a count like '6.7B', '13 billion', '250M', '32K' or a number (got 'lots')"],
     ),
     "nan": (
         mutate('params = "6.7B"', "params = nan"),
@@ -105,7 +105,16 @@ BAD = {
     ),
     "both samples and steps": (
         mutate('samples = "250M"', 'samples = "250M"\nsteps = 1000'),
-        ["job: give exactly one of job.samples or job.steps"],
+        ["job: give exactly one of job.samples, job.steps or job.tokens"],
+    ),
+    "tokens and samples": (
+        mutate('samples = "250M"', 'samples = "250M"\ntokens = "1T"'),
+        ["job: give exactly one of job.samples, job.steps or job.tokens"],
+    ),
+    "tokens without seq_len": (
+        mutate('samples = "250M"', 'tokens = "1T"').replace("seq_len = 4096\n", "").replace(
+            "layers = 32\nhidden = 4096\nheads = 32\n", "flops_per_sample = 1e12\n"),
+        ["job.tokens: needs model.seq_len (tokens per sample) to count samples (got 1000000000000.0)"],
     ),
     "bad name": (
         mutate('name = "llm7b"', 'name = "../evil"'),
@@ -136,6 +145,16 @@ def test_bad_spec_exits_2_with_exact_lines(tmp_path, case):
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
     assert result.stderr.splitlines() == [f"spec.toml: {line}" for line in expected]
+
+
+def test_job_tokens_count_samples_by_seq_len(tmp_path):
+    from advisor.spec import load_workload
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(mutate('samples = "250M"', 'tokens = "1.024T"'))  # seq_len 4096 in the fixture
+    w = load_workload(spec)
+    assert w.job.samples == pytest.approx(1.024e12 / 4096)
+    assert w.job.tokens == pytest.approx(1.024e12)
 
 
 def test_missing_file(tmp_path):

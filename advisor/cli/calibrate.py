@@ -19,7 +19,7 @@ from typing import Annotated, Optional
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import GpusOpt, WorkloadArg
+from advisor.cli.options import GpusOpt, JsonOpt, WorkloadArg
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -61,6 +61,7 @@ def calibrate_command(
     rdzv_host: Annotated[Optional[str], typer.Option("--rdzv-host", help="With --emit torchrun: node 0's address (default: this host's name).")] = None,
     rdzv_port: Annotated[int, typer.Option("--rdzv-port", help="With --emit: rendezvous port on node 0.")] = 29500,
     notes: Annotated[Optional[str], typer.Option("--notes", help="Text for the file's provenance notes (e.g. other load on the host).")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Run real torch.distributed training steps and collective probes at each GPU count."""
     from rich.console import Console
@@ -86,7 +87,7 @@ def calibrate_command(
     if importlib.util.find_spec("torch") is None:
         from advisor.errors import InputError
 
-        raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install 'advisor[calibrate]' "
+        raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install -e '.[calibrate]' "
                             "(CPU-only machines: pip install torch==2.13.0); --emit needs no torch here")
     from advisor.calibrate import CalibrationFailed, calibrate
 
@@ -153,22 +154,10 @@ def _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_
 
 
 def _summary(workload_path: Path, cal, path: Path, err) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     from advisor.calibrate import summary
+    from advisor.cli.nccl_table import print_calibration
     from advisor.spec import load_workload
 
     w = load_workload(workload_path)
-    env = cal.environment
-    table = Table(title=f"{w.name}: calibration ({env.get('backend', '?')}, {env.get('device', '?')})")
-    for col in ("GPUs", "nodes", "median step s", "samples/s", "speedup", "efficiency", "exposed comm", "all_reduce busbw GB/s"):
-        table.add_column(col, justify="right")
-    for r in summary(cal, w):
-        table.add_row(
-            str(r.gpus), str(r.nodes), f"{r.step_seconds:.4g}", f"{r.throughput:.4g}", f"{r.speedup:.2f}",
-            f"{r.efficiency:.0%}", "-" if r.exposed_comm is None else f"{r.exposed_comm:.0%}",
-            "-" if r.busbw is None else f"{r.busbw:.3g}",
-        )
-    Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120).print(table)
+    print_calibration(w, cal, path, summary(cal, w))  # busbw per op; probes in nccl-tests' columns; --json
     _say(err, f"wrote {path}")

@@ -1,0 +1,63 @@
+"""`advisor init`: a commented spec the real loader accepts, never an overwrite, bad options named."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_cli
+
+
+def test_init_writes_a_commented_spec_the_loader_accepts(tmp_path):
+    from advisor.spec import load_workload
+
+    r = run_cli("init", "--gpu", "H100-SXM", "--params", "13B", "--nodes-link", "4x200 Gbit/s", "--out", "job.toml",
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "job.toml" and "placeholder" in r.stderr
+    text = (tmp_path / "job.toml").read_text()
+    assert text.count("#") >= 10  # a spec to edit, with the source of every default
+    w = load_workload(tmp_path / "job.toml")
+    assert w.model.params == 13e9
+    assert w.cluster.inter_node_bandwidth == pytest.approx(4 * 200e9 / 8)
+    assert (w.model.layers, w.model.hidden, w.model.heads) == (40, 5120, 40)  # Llama-2-13B's config
+    assert w.job.tokens == pytest.approx(20 * 13e9)  # Chinchilla: 20 tokens per parameter
+    assert w.job.samples == pytest.approx(20 * 13e9 / w.model.seq_len)
+    assert run_cli("validate", "job.toml", cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("params, layers", [("124M", 12), ("70 billion", 80), ("1.3b", 48), ("400B", 126)])
+def test_init_takes_the_closest_published_shape(tmp_path, params, layers):
+    from advisor.spec import load_workload
+
+    r = run_cli("init", "--params", params, "--out", "x.toml", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert load_workload(tmp_path / "x.toml").model.layers == layers
+
+
+def test_init_never_overwrites(tmp_path):
+    (tmp_path / "my-job.toml").write_text("keep me\n")
+    r = run_cli("init", cwd=tmp_path)
+    assert r.returncode == 2 and "never overwrites" in r.stderr
+    assert (tmp_path / "my-job.toml").read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("args, line", [
+    (("--strategy", "zero9"), "--strategy: Input should be 'ddp' or 'fsdp' (got 'zero9')"),
+    (("--nodes-link", "10 furlongs"), "--nodes-link: unknown bandwidth unit 'furlongs'"),
+    (("--params", "lots"), "--params: expected a count like"),
+    (("--name", "../evil"), "--name: must be lower-case letters"),
+])
+def test_init_bad_option_is_named_and_nothing_is_written(tmp_path, args, line):
+    r = run_cli("init", *args, "--out", "x.toml", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.startswith(line), r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_init_json(tmp_path):
+    import json
+
+    r = run_cli("init", "--json", "--usd-per-gpu-hour", "2.5", "-q", cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr == ""
+    doc = json.loads(r.stdout)
+    assert doc["file"] == "my-job.toml" and doc["workload"]["tiers"][0]["usd_per_gpu_hour"] == 2.5

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from advisor.errors import InputError
+from advisor.text import plural
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration, Collective
@@ -170,7 +171,7 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
         if nodes > gpus:
             raise InputError.at(file, f"line {lineno}.nodes", f"more nodes than GPUs ({gpus})", nodes)
         if -(-gpus // nodes) > workload.cluster.gpus_per_node:
-            raise InputError.at(file, f"line {lineno}.nodes", f"{gpus} GPUs on {nodes} node(s) exceed cluster.gpus_per_node "
+            raise InputError.at(file, f"line {lineno}.nodes", f"{plural(gpus, 'GPU')} on {plural(nodes, 'node')} exceed cluster.gpus_per_node "
                                 f"({workload.cluster.gpus_per_node})", nodes)
         batch = (_number(row["global_batch"], file, f"line {lineno}.global_batch") if row.get("global_batch")
                  else float(workload.global_batch(gpus)))

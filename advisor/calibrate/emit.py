@@ -41,6 +41,7 @@ from typing import Optional
 from advisor.errors import InputError
 from advisor.placement import parse_placements
 from advisor.spec import Workload
+from advisor.text import plural
 
 DEFAULT_RDZV_PORT = 29500
 
@@ -106,7 +107,7 @@ def torchrun_commands(w: Workload, workload_path: Path, placements: list[tuple[i
         f"# node 0 is {rdzv_host} (rendezvous on port {rdzv_port}). Then: advisor calibrate {workload_path} --collect {results}",
     ]
     for gpus, nodes in placements:
-        lines.append(f"# N={gpus} over {nodes} node(s), {gpus // nodes} per node")
+        lines.append(f"# N={gpus} over {plural(nodes, 'node')}, {gpus // nodes} per node")
         for i in range(nodes):
             prefix = CPU_THREADS + " " if device == "cpu" else ""
             lines.append(prefix + _torchrun(workload_path, gpus, nodes, results, device, steps, warmup,
@@ -138,7 +139,7 @@ def slurm_script(w: Workload, workload_path: Path, placements: list[tuple[int, i
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
     ]
     for gpus, nodes in placements:
-        lines.append(f"# N={gpus} over {nodes} node(s)")
+        lines.append(f"# N={gpus} over {plural(nodes, 'node')}")
         cmd = _torchrun(workload_path, gpus, nodes, results, device, steps, warmup,
                         f'"$head:{rdzv_port}"', f'"$SLURM_JOB_ID-{gpus}-{nodes}"', None)
         export = f" --export=ALL,{CPU_THREADS}" if device == "cpu" else ""

@@ -25,6 +25,7 @@ from advisor.errors import InputError, Problem
 from advisor.fileio import exclusive_lock
 from advisor.placement import parse_placements
 from advisor.spec import Workload, load_workload
+from advisor.text import plural
 
 #: Note added to provenance of CPU calibrations.
 CPU_NOTE = "CPU processes with gloo stand in for GPUs, one OpenMP thread each; the proxy ran in fp32 on CPU"
@@ -209,6 +210,6 @@ def collect(
                 event("skip", f"{folder}: N={key[0]} over {key[1]} nodes already in {out}; kept the old one")
                 continue
             cal = add_result(cal, w, result)
-            event("saved", f"{folder}: N={key[0]} over {key[1]} node(s) added")
+            event("saved", f"{folder}: N={key[0]} over {plural(key[1], 'node')} added")
         save_calibration(cal, out)
     return cal, out

@@ -17,7 +17,7 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import CalibrationOpt, JsonOpt, MeasurementsOpt, OptionalWorkloadArg, PlotOpt
-from advisor.cli.output import console, warn
+from advisor.cli.output import console, current, warn
 from advisor.errors import InputError
 
 BudgetOpt = Annotated[Optional[float], typer.Option("--budget", help="USD: the fastest plan that costs at most this.", show_default=False)]
@@ -64,9 +64,9 @@ def recommend(
         from advisor.planning.plot import plot_frontier
 
         plot_frontier(recs, plot)
-        print(f"wrote {plot}", file=sys.stderr)
+        current().note(f"wrote {plot}")
     elif plot is not None:
-        print("no plot written: no workload has calibration data", file=sys.stderr)
+        current().note("no plot written: no workload has calibration data")
     if as_json:
         print(json.dumps(_document(recs, missing), indent=2))
     else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from advisor.planning.recommend import choose
+from advisor.text import plural
 
 if TYPE_CHECKING:
     from advisor.planning.recommend import Recommendation
@@ -35,10 +36,6 @@ def fmt_hours(h: float) -> str:
 
 def fmt_pct(p: float) -> str:
     return f"{100 * p:.0f}%"
-
-
-def plural(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def describe(rec: "Recommendation", t: int, c: int) -> str:
@@ -121,7 +118,7 @@ def _knee(rec, t: int) -> str:
         return ""
     first = int(np.argmax(tail))
     cost_ratio = sw.cost_usd[0, t, doubled[idx[first:]]] / sw.cost_usd[0, t, idx[first:]]
-    return (f"On {sw.tiers[t].name}, beyond {int(sw.gpus[idx[first]])} GPUs each doubling adds under "
+    return (f"On {sw.tiers[t].name}, beyond {plural(int(sw.gpus[idx[first]]), 'GPU')} each doubling adds under "
             f"{fmt_pct(SMALL_GAIN)} speed for {cost_ratio.min():.2g}-{cost_ratio.max():.2g}x the cost.")
 
 

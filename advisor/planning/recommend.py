@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Optional
 
 from advisor.planning.billing import StepTimeModel, Sweep, checkpoint_interval_hours, sweep
 from advisor.errors import InputError
+from advisor.text import plural
 
 if TYPE_CHECKING:
     import numpy as np
@@ -125,7 +126,7 @@ class SpotPayoff:
             return f"{self.tier} stays cheaper than {self.compared_with} at every count considered, preemptions included."
         if self.stops_at_gpus is None:
             return f"{self.tier} is still cheaper than {self.compared_with} at the largest count considered, preemptions included."
-        return (f"{self.tier} stops paying off at {self.stops_at_gpus} GPUs ({self.nodes} nodes): from there on its "
+        return (f"{self.tier} stops paying off at {plural(self.stops_at_gpus, 'GPU')} ({plural(self.nodes, 'node')}): from there on its "
                 f"expected cost per job, preemptions included, is at or above {self.compared_with}'s.")
 
 
@@ -363,6 +364,6 @@ def model_warnings(model: StepTimeModel, sw: Sweep, plan: Optional[tuple[int, in
         out += extrapolation(np.array([sw.gpus[c]]), np.array([sw.nodes[c]]))
     if plan is not None and sw.gpus[plan[1]] < sw.baseline_gpus:
         t, c = plan
-        out.append(f"{int(sw.gpus[c])} GPUs is below the smallest measured count ({sw.baseline_gpus}): the step time there "
+        out.append(f"{plural(int(sw.gpus[c]), 'GPU')} is below the smallest measured count ({sw.baseline_gpus}): the step time there "
                    f"is extrapolated downwards (efficiency {sw.efficiency[t, c]:.0%} of the baseline); measure it before trusting it")
     return out

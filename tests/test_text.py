@@ -1,0 +1,39 @@
+"""Numbers and nouns in sentences: "1 run", "over 1 point", intervals in plain notation."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor.text import count, interval, number, plural
+
+
+@pytest.mark.parametrize("n, noun, text", [(1, "run", "1 run"), (2, "run", "2 runs"), (0, "node", "0 nodes"),
+                                           (1, "GPU", "1 GPU"), (1024, "GPU", "1,024 GPUs"), (1.0, "point", "1 point"),
+                                           (2, "process", "2 processes")])
+def test_plural(n, noun, text):
+    assert plural(n, noun, "processes" if noun == "process" else None) == text
+
+
+@pytest.mark.parametrize("x, text", [(1330.2, "1,330"), (1534, "1,530"), (0.0123, "0.0123"), (2.5, "2.5"),
+                                     (0, "0"), (-42.42, "-42.4"), (999.96, "1,000"), (1e-7, "1e-07")])
+def test_number(x, text):
+    assert number(x) == text
+
+
+def test_interval_is_plain():
+    assert interval(1.33e3, 1.53e3) == "1,330–1,530"  # before: 1.33e+03–1.53e+03
+    assert interval(0.231, 0.541) == "0.231–0.541"
+
+
+@settings(max_examples=500, deadline=None)
+@given(x=st.floats(min_value=1e-4, max_value=9.99e14) | st.floats(min_value=-9.99e14, max_value=-1e-4))
+def test_number_is_plain_and_keeps_three_digits(x):
+    text = number(x)
+    assert "e" not in text
+    assert float(text.replace(",", "")) == pytest.approx(x, rel=5e-3)
+
+
+def test_count_is_whole_with_separators():
+    assert count(65536) == "65,536" and count(2.5) == "2.5"

@@ -49,7 +49,8 @@ def _commands():
 
 def test_every_command_takes_quiet_and_json():
     commands = _commands()
-    assert {"validate", "schema", "gpus", "calibrate", "fit", "predict", "backtest", "recommend", "init"} <= set(commands)
+    expected = {"validate", "schema", "gpus", "calibrate", "fit", "predict", "backtest", "recommend", "init"}
+    assert expected <= set(commands)
     for name, command in commands.items():
         options = {opt for p in command.params for opt in getattr(p, "opts", [])}
         assert {"-q", "--quiet"} <= options, name

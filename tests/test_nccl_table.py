@@ -46,7 +46,7 @@ def test_probe_text_has_nccl_tests_columns_and_values():
         elif not line.startswith("#"):
             by_size_op[(op, gpus, int(line.split()[0]))] = line.split()
     for c in raw:
-        size, count, dtype, redop, root, time_us, algbw, busbw = by_size_op[(c["op"], c["gpus"], c["bytes"])]
+        _, count, dtype, redop, root, time_us, algbw, busbw = by_size_op[(c["op"], c["gpus"], c["bytes"])]
         assert int(count) == c["bytes"] // 4 and dtype == "float"  # advisor probes float32 buffers
         assert redop == ("none" if c["op"] == "all_gather" else "sum") and root == "-1"
         assert float(time_us) == pytest.approx(c["seconds"] * 1e6, abs=0.06)

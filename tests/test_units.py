@@ -88,9 +88,8 @@ def test_duration_case_still_matters():
 
 
 def test_the_spec_accepts_the_spellings_end_to_end(tmp_path):
-    from conftest import ROOT
-
     from advisor.spec import load_workload
+    from conftest import ROOT
 
     text = (ROOT / "tests" / "fixtures" / "spec_fixed_global.toml").read_text()
     text = text.replace('"3200 Gbit/s"', '"8 x 400 gbit/s"').replace('params = "6.7B"', 'params = "6.7 billion"')

@@ -97,7 +97,8 @@ BAD = {
     ),
     "partial transformer shape": (
         mutate("heads = 32\n", ""),
-        ["model.heads: required with layers, hidden, seq_len (a transformer shape needs layers, hidden, heads and seq_len)"],
+        ["model.heads: required with layers, hidden, seq_len "
+         "(a transformer shape needs layers, hidden, heads and seq_len)"],
     ),
     "no shape and no flops": (
         mutate("layers = 32\nhidden = 4096\nheads = 32\nseq_len = 4096\n", ""),
@@ -196,7 +197,8 @@ def test_gpu_catalog_lists_required_models_with_sources():
 def test_core_cli_does_not_import_torch_or_sklearn():
     import subprocess
 
-    code = "import advisor.cli, sys; bad = [m for m in ('torch', 'sklearn', 'matplotlib') if m in sys.modules]; assert not bad, bad"
+    code = ("import advisor.cli, sys; bad = [m for m in ('torch', 'sklearn', 'matplotlib') if m in sys.modules]; "
+            "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

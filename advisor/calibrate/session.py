@@ -38,7 +38,7 @@ def resolve_device(device: str) -> tuple[str, Optional[int]]:
     try:
         import torch
     except ImportError:
-        raise InputError.at("--device", "", "calibration needs torch: pip install 'advisor[calibrate]'", device) from None
+        raise InputError.at("--device", "", "calibration needs torch: pip install -e '.[calibrate]' (from the advisor checkout)", device) from None
     if torch.cuda.is_available():
         return "cuda", torch.cuda.device_count()
     if device == "cuda":

@@ -17,14 +17,17 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from advisor.cli import output
 from advisor.errors import EXIT_INPUT, InputError
 
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the result (and errors): no notes, progress or warnings on stderr.")]
+QuietOpt = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="Print only the result (and errors): no notes, progress or warnings on stderr."),
+]
 
 
 class AdvisorTyper(typer.Typer):
@@ -65,7 +68,7 @@ def _with_keyword(params: list[inspect.Parameter], extra: inspect.Parameter) -> 
     """Parameters with `extra` appended as keyword-only (after *args if any, before **kwargs)."""
     tail = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
     head = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    return head + [extra] + tail
+    return [*head, extra, *tail]
 
 
 def package_version() -> str:
@@ -100,7 +103,7 @@ app = AdvisorTyper(
 @app.callback()
 def _root(
     version: Annotated[
-        Optional[bool],
+        bool | None,
         typer.Option("--version", callback=_show_version, is_eager=True, help="Print advisor's version and exit."),
     ] = None,
 ) -> None:

@@ -87,7 +87,7 @@ def calibrate_command(
     if importlib.util.find_spec("torch") is None:
         from advisor.errors import InputError
 
-        raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install -e '.[calibrate]' "
+        raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install -e '.[calibrate]' (from the advisor checkout) "
                             "(CPU-only machines: pip install torch==2.13.0); --emit needs no torch here")
     from advisor.calibrate import CalibrationFailed, calibrate
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -40,6 +40,7 @@ TOKENS_PER_PARAM = 20
 BATCH_TOKENS = 4 * 2**20
 
 Opt = typer.Option
+NODES_LINK_HELP = 'Bandwidth between nodes, all NICs together: "8x400 Gbit/s", "100 GbE".'
 
 
 def _shape(params: float) -> tuple[int, int, int, str]:
@@ -65,7 +66,7 @@ def _lines(rows: list) -> str:
 
 
 def spec_text(path: Path, name: str, gpu: str, params: str, nodes_link: str, gpus_per_node: int, max_gpus: int,
-              strategy: str, seq_len: int, price: Optional[float], intra: Optional[str]) -> str:
+              strategy: str, seq_len: int, price: float | None, intra: str | None) -> str:
     """The commented spec. Values stay as the user typed them (units included)."""
     from advisor.text import plural
     from advisor.units import format_count, parse_count
@@ -151,17 +152,17 @@ def _validated(text: str, path: Path):
 
 @app.command()
 def init(
-    out: Annotated[Optional[Path], Opt("--out", help="Spec file to write (default: NAME.toml here); never overwritten.")] = None,
+    out: Annotated[Path | None, Opt("--out", help="Spec to write (default: NAME.toml); never overwritten.")] = None,
     name: Annotated[str, Opt("--name", help="Workload name: lower-case letters, digits, '-', '_'.")] = "my-job",
     gpu: Annotated[str, Opt("--gpu", help="GPU model (`advisor gpus` lists the catalog).")] = "H100-SXM",
     params: Annotated[str, Opt("--params", help="Trainable parameters, e.g. 13B, \"13 billion\".")] = "7B",
-    nodes_link: Annotated[str, Opt("--nodes-link", help="Bandwidth between nodes, all NICs: \"8x400 Gbit/s\", \"100 GbE\".")] = "8x400 Gbit/s",
+    nodes_link: Annotated[str, Opt("--nodes-link", help=NODES_LINK_HELP)] = "8x400 Gbit/s",
     gpus_per_node: Annotated[int, Opt("--gpus-per-node", min=1, help="GPUs in one node.")] = 8,
     max_gpus: Annotated[int, Opt("--max-gpus", min=1, help="Largest GPU count to consider.")] = 1024,
     strategy: Annotated[str, Opt("--strategy", help="ddp or fsdp.")] = "fsdp",
     seq_len: Annotated[int, Opt("--seq-len", min=1, help="Tokens per sample.")] = 4096,
-    price: Annotated[Optional[float], Opt("--usd-per-gpu-hour", help="On-demand price (default: a placeholder to edit).")] = None,
-    intra: Annotated[Optional[str], Opt("--intra-node-bandwidth", help="Per-GPU bandwidth inside a node (default: the catalog's).")] = None,
+    price: Annotated[float | None, Opt("--usd-per-gpu-hour", help="On-demand price (default: a placeholder).")] = None,
+    intra: Annotated[str | None, Opt("--intra-node-bandwidth", help="Per GPU, in a node (default: catalog's).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write a commented workload spec to edit, validated before it is written."""

@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 
 def no_color() -> bool:
@@ -36,7 +37,7 @@ class Output:
     quiet: bool = False
     """`-q/--quiet`: nothing on stderr but errors."""
 
-    def result(self, document: Any, render: Optional[Callable[[], None]] = None) -> None:
+    def result(self, document: Any, render: Callable[[], None] | None = None) -> None:
         """Print the command's result: `document` as JSON with --json (or when there is no `render`),
         else `render()` (tables and sentences on stdout)."""
         if self.json or render is None:

@@ -4,16 +4,17 @@ One panel per workload, log-log axes (hours across, dollars up, labelled as the 
 the cost-time frontier as a line through the plans nothing beats on both, each frontier plan
 labelled with its GPU count, the chosen plan ringed, and budget/deadline as dashed lines when they
 fall among the plans (named in the legend otherwise, so a far-off limit does not squash the
-plans). Every axis carries at least three labelled ticks (advisor.plot_axes). matplotlib is imported here only, with the Agg backend (no display needed); the file is
-written atomically.
+plans). Every axis carries at least three labelled ticks (advisor.plot_axes). matplotlib is
+imported here only, with the Agg backend (no display needed); the file is written atomically.
 """
 
 from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from advisor.fileio import atomic_write_bytes
 
@@ -33,7 +34,7 @@ def plot_frontier(recs: Sequence["Recommendation"], path: str | Path) -> None:
     fig, axes = plt.subplots(rows, cols, figsize=(7 * cols, 5 * rows), squeeze=False)
     for ax in axes.flat[len(recs):]:
         ax.set_visible(False)
-    for ax, rec in zip(axes.flat, recs):
+    for ax, rec in zip(axes.flat, recs, strict=False):
         _panel(ax, rec)
     fig.tight_layout()
     buffer = io.BytesIO()

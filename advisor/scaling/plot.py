@@ -79,7 +79,8 @@ def _throughput_panel(ax, model, requested, grid, curve) -> None:
     ax.plot(grid, curve.throughput, label=f"model ({model.family})", zorder=2)
     ax.plot(grid, curve.throughput[0] * grid / grid[0], "k:", lw=1, label="ideal linear")
     ax.plot(grid, curve.naive_throughput, color="grey", ls="--", lw=1, label="naive (per-GPU throughput held)")
-    ax.scatter(requested.gpus, requested.throughput, marker="x", s=30, color="C2", zorder=4, label="predicted (requested)")
+    ax.scatter(requested.gpus, requested.throughput, marker="x", s=30, color="C2", zorder=4,
+               label="predicted (requested)")
     ax.scatter(gpus, throughput, s=28, color="C3", edgecolors="black", linewidths=0.6, zorder=6, label="measured")
     _gpu_axis(ax, model, float(grid.max()))
     ax.set_yscale("log")

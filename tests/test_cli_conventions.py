@@ -107,3 +107,20 @@ def test_no_color_is_honoured():
     assert ANSI_COLOUR.search(forced.stdout), "the check needs colour to be possible"
     assert not ANSI_COLOUR.search(plain.stdout)
     assert plain.returncode == 0
+
+
+@pytest.mark.slow
+def test_calibrate_json_quiet_is_one_document_and_a_silent_stderr(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "cal.toml"
+    result = run_cli("calibrate", WORKLOADS / "tiny-cpu.toml", "--gpus", "1,2", "--device", "cpu", "--steps", "2",
+                     "--warmup", "1", "--out", out, "--json", "-q", timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    doc = json.loads(result.stdout)
+    assert doc["file"] == str(out) and out.is_file()
+    assert [r["gpus"] for r in doc["runs"]] == [1, 2]
+    ops = {c["op"] for c in doc["collectives"]}
+    assert ops == {"all_reduce", "reduce_scatter", "all_gather"}
+    for c in doc["collectives"]:  # nccl-tests: algbw = size / time; busbw = algbw x factor
+        assert c["algbw"] == pytest.approx(c["size"] / (c["time_us"] * 1e-6) / 1e9, rel=1e-6)

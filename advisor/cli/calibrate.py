@@ -20,6 +20,7 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import GpusOpt, JsonOpt, WorkloadArg
+from advisor.cli.output import current
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -79,7 +80,7 @@ def calibrate_command(
         from advisor.calibrate import collect as collect_results
 
         cal, path = collect_results(workload, collect, out, notes=notes, command=command,
-                                    on_event=lambda kind, text: _say(err, text))
+                                    on_event=lambda kind, text: current().quiet or _say(err, text))
         _summary(workload, cal, path, err)
         return
     import importlib.util
@@ -92,7 +93,8 @@ def calibrate_command(
     from advisor.calibrate import CalibrationFailed, calibrate
 
     saved: list[str] = []
-    status = err.status("starting") if err.is_terminal else None
+    quiet = current().quiet  # -q: no spinner, no progress lines; failures still print
+    status = err.status("starting") if err.is_terminal and not quiet else None
 
     def on_event(kind: str, text: str) -> None:
         if kind == "progress":
@@ -101,7 +103,8 @@ def calibrate_command(
             return
         if kind == "saved":
             saved.append(text.split(":", 1)[0])
-        _say(err, text)
+        if not quiet:
+            _say(err, text)
 
     # Ctrl-C and SIGTERM both stop the run cleanly (ranks killed, finished counts kept). SIGINT's
     # handler is installed explicitly: a shell starts background jobs with SIGINT ignored, and
@@ -160,4 +163,4 @@ def _summary(workload_path: Path, cal, path: Path, err) -> None:
 
     w = load_workload(workload_path)
     print_calibration(w, cal, path, summary(cal, w))  # busbw per op; probes in nccl-tests' columns; --json
-    _say(err, f"wrote {path}")
+    current().note(f"wrote {path}")

@@ -28,11 +28,11 @@ from decimal import Decimal, DecimalException
 
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 # Optional "N x" multiplier (links x per-link speed), the number, the unit (letters, '/', 'µ').
-_QUANTITY = re.compile(rf"^\s*(?:(\d+)\s*[xX×*]\s*)?({_NUMBER})\s*([A-Za-zµ/]*)\s*$")
+_QUANTITY = re.compile(rf"^\s*(?:(\d+)\s*[xX×*]\s*)?({_NUMBER})\s*([A-Za-zµμ/]*)\s*$")
 
 COUNT_UNITS = {
     "": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12,
-    "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12,
+    "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "bn": 1e9,
 }
 
 #: Byte sizes; the building block of the byte bandwidths (GB/s, GiB/s).
@@ -51,9 +51,14 @@ for _p, _scale in _PREFIXES.items():
             BANDWIDTH_UNITS[f"{_p}{_suffix}"] = _scale / 8
 
 TIME_UNITS = {
-    "": 1.0, "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0,
+    "": 1.0, "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0,
     "min": 60.0, "h": 3600.0, "hr": 3600.0, "d": 86400.0,
 }
+# Words, singular and plural: "30 seconds", "2 mins", "1 hour", "3 days" (µ is U+00B5, μ U+03BC: both type as micro).
+for _word, _seconds in (("second", 1.0), ("sec", 1.0), ("minute", 60.0), ("min", 60.0), ("hour", 3600.0),
+                        ("hr", 3600.0), ("day", 86400.0)):
+    TIME_UNITS.setdefault(_word, _seconds)
+    TIME_UNITS[_word + "s"] = _seconds
 
 _EXAMPLES = {
     "count": "'6.7B', '13 billion', '250M', '32K' or a number",

@@ -22,6 +22,8 @@ BANDWIDTHS = {
     "4x200 Gbit/s": 800 * GBIT,
     "8 x 400 Gb/s": 3200 * GBIT,
     "2×100 Gbps": 200 * GBIT,
+    "2x 100GbE": 200 * GBIT,
+    "1.6 Tbit/s": 1600 * GBIT,
     "100 GbE": 100 * GBIT,
     "25GbE": 25 * GBIT,
     "400 gbe": 400 * GBIT,
@@ -39,7 +41,7 @@ BANDWIDTHS = {
 
 COUNTS = {
     "13b": 13e9, "13B": 13e9, "13 billion": 13e9, "13 Billion": 13e9, "6.7B": 6.7e9, "250m": 250e6,
-    "250 million": 250e6, "32k": 32e3, "32K": 32e3, "1.5 trillion": 1.5e12, "2T": 2e12, "7G": 7e9, 12: 12,
+    "250 million": 250e6, "7bn": 7e9, "32k": 32e3, "32K": 32e3, "1.5 trillion": 1.5e12, "2T": 2e12, "7G": 7e9, 12: 12,
 }
 
 
@@ -79,6 +81,13 @@ def test_integer_too_large_for_a_float_is_a_clean_error():
 def test_multiplier_is_only_for_bandwidth():
     with pytest.raises(ValueError, match="multiplies a bandwidth"):
         parse_count("8x7B")
+
+
+@pytest.mark.parametrize("text, seconds", [("10 us", 1e-5), ("10 µs", 1e-5), ("10 μs", 1e-5), ("2 min", 120),
+                                           ("2 mins", 120), ("30 seconds", 30), ("1 hour", 3600), ("1.5 h", 5400),
+                                           ("3 days", 3 * 86400)])
+def test_duration_spellings(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds, rel=1e-12)
 
 
 def test_duration_case_still_matters():

@@ -7,8 +7,6 @@ imported inside the commands, so `advisor validate` does not pay for them.
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Annotated, Optional
 
 import typer
@@ -41,8 +39,8 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
     m = _model(workload, calibration, measurements, model)
     desc = m.describe()
     if as_json:
-        print(json.dumps({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": desc,
-                          "residuals": m.residuals(), "warnings": m.fit_warnings}, indent=2))
+        current().result({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": desc,
+                          "residuals": m.residuals(), "warnings": m.fit_warnings})
         _warn(m.fit_warnings)
         return
     from rich.table import Table
@@ -110,8 +108,8 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
 
         plot_scaling(m, p, plot)
     if as_json:
-        print(json.dumps({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": m.describe(),
-                          "predictions": p.rows(), "warnings": p.warnings}, indent=2))
+        current().result({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": m.describe(),
+                          "predictions": p.rows(), "warnings": p.warnings})
         _warn(p.warnings)
         return
     from rich.table import Table
@@ -152,7 +150,7 @@ def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: Calibr
     w = load_workload(workload)
     result = run_backtest(w, load_measurements(w, calibration, measurements), fit_max_gpus, model)
     if as_json:
-        print(json.dumps(result, indent=2))
+        current().result(result)
         _warn(result["warnings"])
         return
     from rich.table import Table

@@ -8,8 +8,6 @@ for each that has none (no guessing). Table and why on stdout; --json one docume
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -68,7 +66,7 @@ def recommend(
     elif plot is not None:
         current().note("no plot written: no workload has calibration data")
     if as_json:
-        print(json.dumps(_document(recs, missing), indent=2))
+        current().result(_document(recs, missing))
     else:
         _print(recs, missing)
     warn([f"{rec.workload}: {line}" for rec in recs for line in rec.warnings])

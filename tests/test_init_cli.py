@@ -61,3 +61,20 @@ def test_init_json(tmp_path):
     assert r.returncode == 0 and r.stderr == ""
     doc = json.loads(r.stdout)
     assert doc["file"] == "my-job.toml" and doc["workload"]["tiers"][0]["usd_per_gpu_hour"] == 2.5
+
+
+def test_write_new_refuses_a_file_created_after_the_check(tmp_path):
+    from advisor.cli.init import write_new
+    from advisor.errors import InputError
+
+    target = tmp_path / "spec.toml"
+    write_new(target, "a = 1\n")
+    with pytest.raises(InputError, match="never overwrites"):
+        write_new(target, "a = 2\n")
+    assert target.read_text() == "a = 1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]  # no temporary file left
+
+
+def test_init_into_a_missing_folder_is_one_line(tmp_path):
+    r = run_cli("init", "--out", "no/such/dir/x.toml", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == "no/such/dir/x.toml: cannot write: No such file or directory"

@@ -3,7 +3,8 @@
 Every value the options do not give comes with its source in a comment: the transformer shape of
 the published model closest in size, Chinchilla's 20 tokens per parameter, Llama 2's 4M-token
 batch. The price is a placeholder and says so. The text is validated with the real spec loader
-before anything is written, then written atomically; an existing file is never overwritten.
+before anything is written, then written atomically; an existing file is never overwritten
+(`write_new`: the check and the write are one link(2), so a file created meanwhile survives too).
 """
 
 from __future__ import annotations
@@ -150,6 +151,32 @@ def _validated(text: str, path: Path):
                                   p.message, p.value, p.has_value) for p in error.problems]) from None
 
 
+def write_new(path: Path, text: str) -> None:
+    """Write `text` to `path` only if `path` does not exist, never half-written: a temporary file in
+    the same folder, fsynced, then hard-linked to `path` (link(2) fails if `path` exists, even when
+    another process created it a moment ago) and removed."""
+    import os
+    import tempfile
+
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.link(tmp, path)
+    except FileExistsError:
+        raise InputError.at(path, "", "exists; advisor init never overwrites a file: choose another --out") from None
+    except OSError as exc:
+        raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
+    finally:
+        os.unlink(tmp)
+
+
 @app.command()
 def init(
     out: Annotated[Path | None, Opt("--out", help="Spec to write (default: NAME.toml); never overwritten.")] = None,
@@ -166,7 +193,6 @@ def init(
     as_json: JsonOpt = False,
 ) -> None:
     """Write a commented workload spec to edit, validated before it is written."""
-    from advisor.fileio import atomic_write_text
     from advisor.units import parse_count
 
     path = out if out is not None else Path(f"{name}.toml")
@@ -178,7 +204,7 @@ def init(
         raise InputError.at("--params", "", str(exc), params) from None
     text = spec_text(path, name, gpu, params, nodes_link, gpus_per_node, max_gpus, strategy, seq_len, price, intra)
     workload = _validated(text, path)  # nothing is written unless the real loader accepts it
-    atomic_write_text(path, text)
+    write_new(path, text)
     output = current()
     output.result({"file": str(path), "workload": workload.model_dump(mode="json")}, lambda: print(path))
     placeholder = "" if price is not None else "the price is a placeholder; "

@@ -124,3 +124,9 @@ def test_calibrate_json_quiet_is_one_document_and_a_silent_stderr(tmp_path):
     assert ops == {"all_reduce", "reduce_scatter", "all_gather"}
     for c in doc["collectives"]:  # nccl-tests: algbw = size / time; busbw = algbw x factor
         assert c["algbw"] == pytest.approx(c["size"] / (c["time_us"] * 1e-6) / 1e9, rel=1e-6)
+
+
+def test_help_lists_commands_in_workflow_order():
+    result = run_cli("--help")
+    names = [line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()]
+    assert names == ["init", "validate", "schema", "gpus", "calibrate", "fit", "predict", "backtest", "recommend"]

@@ -52,8 +52,12 @@ def test_frontier_panel_is_readable(name, limits):
 
     rec = _rec(name, **limits)
     fig, ax = plt.subplots()
-    _panel(ax, rec)
+    measured = [8, 128] if name == "llm7b" else [8] if name == "rental-ethernet" else [1, 2, 4]
+    _panel(ax, rec, measured)
     fig.canvas.draw()
+    layers = {c.get_label(): c for c in ax.collections}
+    tiers = [layers[t.name] for t in rec.sweep.tiers if t.name in layers]
+    assert layers["measured GPU count"].get_zorder() > max(c.get_zorder() for c in tiers)  # on top
     for axis in (ax.xaxis, ax.yaxis):  # before: tiny-cpu's hours had no label, rental-ethernet's $ one
         assert len(_labels(axis)) >= 3, (name, [t.get_text() for t in axis.get_majorticklabels()])
         assert not any("e+" in text for text in _labels(axis))

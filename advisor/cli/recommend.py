@@ -50,7 +50,7 @@ def recommend(
     check_limits(budget, deadline, confidence)
     if workload is None and (calibration is not None or measurements is not None):
         raise InputError.at("--calibration" if calibration else "--measurements", "", "needs a WORKLOAD argument")
-    recs, missing = [], []
+    recs, missing, measured = [], [], {}
     for path, w in _workloads(workload):
         select_tiers(w, tier)  # an unknown --tier fails before any fitting
         if workload is None and not find_calibrations(w.name, path):
@@ -58,10 +58,11 @@ def recommend(
             continue
         model = build_step_time_model(w, path, calibration, measurements)
         recs.append(recommend_plan(w, model, budget=budget, deadline=deadline, tier=tier, confidence=confidence))
+        measured[w.name] = model.describe()["measured"]["gpus"] if plot is not None else []  # drawn on top
     if plot is not None and recs:
         from advisor.planning.plot import plot_frontier
 
-        plot_frontier(recs, plot)
+        plot_frontier(recs, plot, measured)
         current().note(f"wrote {plot}")
     elif plot is not None:
         current().note("no plot written: no workload has calibration data")

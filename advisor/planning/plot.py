@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,8 +22,10 @@ if TYPE_CHECKING:
     from advisor.planning.recommend import Recommendation
 
 
-def plot_frontier(recs: Sequence["Recommendation"], path: str | Path) -> None:
-    """Write the plot of one or more recommendations to `path` (PNG)."""
+def plot_frontier(recs: Sequence["Recommendation"], path: str | Path,
+                  measured: Mapping[str, Sequence[int]] | None = None) -> None:
+    """Write the plot of one or more recommendations to `path` (PNG); `measured` (workload name ->
+    GPU counts with measured step times) marks the plans whose step time was measured, not predicted."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -35,7 +37,7 @@ def plot_frontier(recs: Sequence["Recommendation"], path: str | Path) -> None:
     for ax in axes.flat[len(recs):]:
         ax.set_visible(False)
     for ax, rec in zip(axes.flat, recs, strict=False):
-        _panel(ax, rec)
+        _panel(ax, rec, (measured or {}).get(rec.workload, ()))
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
@@ -43,7 +45,7 @@ def plot_frontier(recs: Sequence["Recommendation"], path: str | Path) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def _panel(ax, rec: "Recommendation") -> None:
+def _panel(ax, rec: "Recommendation", measured: Sequence[int] = ()) -> None:
     import numpy as np
 
     from advisor.plot_axes import padded, set_log_axis
@@ -58,6 +60,7 @@ def _panel(ax, rec: "Recommendation") -> None:
         fh = [hours[t, c] for t, c in rec.frontier]
         fc = [cost[t, c] for t, c in rec.frontier]
         ax.plot(fh, fc, color="black", linewidth=1, label="cost-time frontier", zorder=3)
+    _measured(ax, rec, measured, hours, cost)
     if rec.chosen is not None:
         t, c = rec.chosen
         ax.scatter([hours[t, c]], [cost[t, c]], s=180, facecolors="none", edgecolors="red", linewidths=2,
@@ -80,6 +83,18 @@ def _panel(ax, rec: "Recommendation") -> None:
     ax.set_title(f"{rec.workload}: {rec.objective}")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
+
+
+def _measured(ax, rec, measured: Sequence[int], hours, cost) -> None:
+    """Plans at a measured GPU count (their step time is a measurement, not an extrapolation), drawn
+    on top of the tiers' points."""
+    import numpy as np
+
+    sw = rec.sweep
+    at = np.isin(sw.gpus, np.asarray(measured, dtype=sw.gpus.dtype)) & sw.available
+    if at.any():
+        ax.scatter(hours[at], cost[at], s=28, facecolors="none", edgecolors="black", linewidths=0.9, zorder=4,
+                   label="measured GPU count")
 
 
 def _limit(ax, name: str, value, span: tuple[float, float], horizontal: bool) -> None:

@@ -147,3 +147,44 @@ def test_format_count_round_trips_to_three_digits(x):
                                          (1.5e12, "1.5T"), (999.96e6, "1B"), (124e3, "124K")])
 def test_format_count_examples(value, text):
     assert format_count(value) == text
+
+
+LINK = 'inter_node_bandwidth = "3200 Gbit/s"'
+BW = ("cluster", "inter_node_bandwidth")
+ISSUE_SPELLINGS = [  # issue 16's list, each through `advisor validate --json` (in-process)
+    (LINK, 'inter_node_bandwidth = "4x200 Gbit/s"', BW, 100e9),
+    (LINK, 'inter_node_bandwidth = "8 x 400 Gb/s"', BW, 400e9),
+    (LINK, 'inter_node_bandwidth = "100 GbE"', BW, 12.5e9),
+    (LINK, 'inter_node_bandwidth = "800 gbit/s"', BW, 100e9),
+    ('params = "6.7B"', 'params = "13b"', ("model", "params"), 13e9),
+    ('params = "6.7B"', 'params = "13 billion"', ("model", "params"), 13e9),
+    ('samples = "250M"', 'tokens = "1T"', ("job", "samples"), 1e12 / 4096),
+]
+
+
+@pytest.mark.parametrize("old, new, where, expected", ISSUE_SPELLINGS, ids=[s[1] for s in ISSUE_SPELLINGS])
+def test_issue_spellings_validate_to_the_right_values(tmp_path, old, new, where, expected):
+    import json
+
+    from cli_inprocess import invoke
+    from conftest import ROOT
+
+    text = (ROOT / "tests" / "fixtures" / "spec_fixed_global.toml").read_text()
+    assert old in text
+    (tmp_path / "spec.toml").write_text(text.replace(old, new, 1))
+    code, out, err = invoke("validate", tmp_path / "spec.toml", "--json")
+    assert code == 0, err
+    section, key = where
+    assert json.loads(out)["workload"][section][key] == pytest.approx(expected, rel=1e-12)
+
+
+def test_huge_exponent_in_a_spec_is_one_line(tmp_path):
+    from cli_inprocess import invoke
+    from conftest import ROOT
+
+    text = (ROOT / "tests" / "fixtures" / "spec_fixed_global.toml").read_text()
+    (tmp_path / "spec.toml").write_text(text.replace('"3200 Gbit/s"', '"1e1000000 Gbit/s"', 1))
+    code, out, err = invoke("validate", tmp_path / "spec.toml")
+    assert (code, out) == (2, "")
+    assert err.strip().endswith("cluster.inter_node_bandwidth: bandwidth is too large (a 64-bit float ends at 1.8e308) "
+                                "(got '1e1000000 Gbit/s')")

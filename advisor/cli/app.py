@@ -38,7 +38,7 @@ class AdvisorTyper(typer.Typer):
         register = super().command(*args, **kwargs)
 
         def decorator(func):
-            signature = inspect.signature(func)
+            signature = inspect.signature(func, eval_str=True)  # annotations as objects, evaluated once
             if "quiet" in signature.parameters:  # the command declares it itself
                 return register(func)
 
@@ -48,20 +48,13 @@ class AdvisorTyper(typer.Typer):
                 return func(*a, **kw)
 
             quiet = inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=QuietOpt)
-            params = [p.replace(annotation=_resolved(func, p)) for p in signature.parameters.values()]
-            wrapper.__signature__ = signature.replace(parameters=_with_keyword(params, quiet))
+            params = _with_keyword(list(signature.parameters.values()), quiet)
+            wrapper.__signature__ = signature.replace(parameters=params)
             wrapper.__annotations__ = {p.name: p.annotation for p in wrapper.__signature__.parameters.values()}
             register(wrapper)
             return func
 
         return decorator
-
-
-def _resolved(func, parameter: inspect.Parameter):
-    """The parameter's annotation as an object (modules use `from __future__ import annotations`)."""
-    if isinstance(parameter.annotation, str):
-        return inspect.signature(func, eval_str=True).parameters[parameter.name].annotation
-    return parameter.annotation
 
 
 def _with_keyword(params: list[inspect.Parameter], extra: inspect.Parameter) -> list[inspect.Parameter]:

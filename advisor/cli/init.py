@@ -77,7 +77,6 @@ def spec_text(path: Path, name: str, gpu: str, params: str, nodes_link: str, gpu
     batch = max(1, BATCH_TOKENS // seq_len)
     intra_row = (f"intra_node_bandwidth = {_toml(intra)}", "per GPU, one direction") if intra else (
         "", 'intra_node_bandwidth = "450 GB/s"    per GPU, one direction (default: `advisor gpus`)')
-    price_note = "your price" if price is not None else "PLACEHOLDER: your provider's price per GPU-hour"
     return _lines([
         ("", f"Workload spec written by `advisor init`: edit it, then `advisor validate {path}`."),
         ("", 'Every field: `advisor schema`. Quantities take units ("13B", "4x200 Gbit/s", "10 us").'),
@@ -112,12 +111,21 @@ def spec_text(path: Path, name: str, gpu: str, params: str, nodes_link: str, gpu
         "[job]",
         (f"tokens = {_toml(format_count(TOKENS_PER_PARAM * n))}",
          f"Chinchilla: {TOKENS_PER_PARAM} tokens per parameter; or samples = ..., steps = ..."),
+        *_tiers_and_calibration(price, max_gpus, layers),
+    ])
+
+
+def _tiers_and_calibration(price: float | None, max_gpus: int, layers: int) -> list:
+    """The spec's tail: the on-demand tier (a marked placeholder price unless given), a spot tier to
+    uncomment, the counts to calibrate at."""
+    price_note = "your price" if price is not None else "PLACEHOLDER: your provider's price per GPU-hour"
+    return [
         "",
         "[[tiers]]",
         'name = "on-demand"',
         (f"usd_per_gpu_hour = {_toml(price if price is not None else 2.0)}", price_note),
         "",
-        ("", "[[tiers]]                             a spot tier, if you have one"),
+        ("", "[[tiers]]                             a spot tier, if you have one (example values: EDIT)"),
         ("", 'name = "spot"'),
         ("", "usd_per_gpu_hour = 1.0"),
         ("", "preemptions_per_node_hour = 0.05       any node lost stops a synchronous job"),
@@ -127,7 +135,7 @@ def spec_text(path: Path, name: str, gpu: str, params: str, nodes_link: str, gpu
         "[calibration]",
         f"gpus = [{', '.join(str(c) for c in (1, 2, 4, 8, 16) if c <= max_gpus)}]",
         (f"proxy_layers = {min(2, layers)}", "layers of the calibration proxy: the full model rarely fits one GPU"),
-    ])
+    ]
 
 
 #: Spec fields each option writes, so a bad option is reported by its own name.

@@ -130,3 +130,37 @@ def test_help_lists_commands_in_workflow_order():
     result = run_cli("--help")
     names = [line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()]
     assert names == ["init", "validate", "schema", "gpus", "calibrate", "fit", "predict", "backtest", "recommend"]
+
+
+JSON_COMMANDS = {
+    "gpus": ("gpus",),
+    "schema": ("schema",),
+    "validate": ("validate", WORKLOADS / "llm7b.toml"),
+    "fit": ("fit", WORKLOADS / "tiny-cpu.toml"),
+    "predict": ("predict", WORKLOADS / "tiny-cpu.toml", "--gpus", "1,8"),
+    "backtest": ("backtest", WORKLOADS / "tiny-cpu.toml", "--calibration",
+                 ROOT / "calibrations" / "tiny-cpu_cpu_2026-11-30.toml", "--fit-max-gpus", "2"),
+    "recommend": ("recommend", WORKLOADS / "tiny-cpu.toml"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(JSON_COMMANDS))
+def test_json_is_one_document_and_quiet_leaves_stderr_empty(name):
+    from cli_inprocess import invoke
+
+    args = JSON_COMMANDS[name] + (() if name == "schema" else ("--json",))
+    code, out, err = invoke(*args, "-q")
+    assert code == 0, err
+    json.loads(out)  # exactly one document: trailing text would fail here
+    assert err == ""
+    code, out, err = invoke(*args)
+    assert code == 0
+    json.loads(out)
+
+
+def test_init_json_in_process(tmp_path):
+    from cli_inprocess import invoke
+
+    code, out, err = invoke("init", "--json", "--out", tmp_path / "x.toml")
+    assert code == 0 and json.loads(out)["file"] == str(tmp_path / "x.toml")
+    assert "placeholder" in err

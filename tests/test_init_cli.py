@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import run_cli
 
@@ -78,3 +80,33 @@ def test_write_new_refuses_a_file_created_after_the_check(tmp_path):
 def test_init_into_a_missing_folder_is_one_line(tmp_path):
     r = run_cli("init", "--out", "no/such/dir/x.toml", cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.strip() == "no/such/dir/x.toml: cannot write: No such file or directory"
+
+
+HOSTILE = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
+
+
+NAMES = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,10}", fullmatch=True) | HOSTILE
+GPUS = st.sampled_from(["H100-SXM", "A100-SXM", "my gpu"]) | HOSTILE
+LINKS = st.sampled_from(["100 GbE", "4x200 Gbit/s", "800 gbit/s"]) | HOSTILE
+PARAMS = st.sampled_from(["13B", "7b", "70 billion", "1e9"]) | HOSTILE
+
+
+@settings(max_examples=80, deadline=None)
+@given(name=NAMES, gpu=GPUS, link=LINKS, params=PARAMS)
+def test_init_with_any_option_text_writes_a_valid_spec_or_one_error(name, gpu, link, params):
+    import tempfile
+    from pathlib import Path
+
+    from advisor.spec import load_workload
+    from cli_inprocess import invoke
+
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "x.toml"
+        code, _, err = invoke("init", "--name", name, "--gpu", gpu, "--nodes-link", link, "--params", params,
+                                   "--intra-node-bandwidth", "450 GB/s", "--out", out)
+        assert code in (0, 2), err
+        if code == 2:
+            assert not out.exists() and err and "Traceback" not in err
+            return
+        w = load_workload(out)  # quotes, newlines and brackets in options stay inside their strings
+        assert (w.name, w.cluster.gpu) == (name, gpu)

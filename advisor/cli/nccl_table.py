@@ -5,6 +5,8 @@ full buffer), `count` (elements), `type`, `redop`, `root`, `time` (us), `algbw` 
 `busbw` = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for reduce-scatter and all-gather, in GB/s of
 1e9 bytes. One block per op and placement, headed like `all_reduce_perf`'s output. advisor's
 worker probes float32 buffers (`type float`); a probe whose file does not say is shown as `-`.
+nccl-tests prints an out-of-place and an in-place timing per size; advisor times one (all_reduce
+in place, reduce_scatter and all_gather out of place), so there is one time/algbw/busbw triple.
 
 Also the calibration's `--json` document and the run summary whose busbw columns name their op.
 """

@@ -39,12 +39,24 @@ def test_shell_completion_script_is_available():
     assert "complete" in result.stdout and "_ADVISOR_COMPLETE" in result.stdout
 
 
-def _commands():
+def _commands(group=None, prefix=""):
+    """Every leaf command by its full name ('import nccl-tests'), groups walked."""
     import typer.main
 
     from advisor.cli import app
 
-    return typer.main.get_command(app).commands
+    group = group or typer.main.get_command(app)
+    out = {}
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            out.update(_commands(command, f"{prefix}{name} "))
+        else:
+            out[prefix + name] = command
+    return out
+
+
+#: Commands whose result is not printed: schema prints JSON always; import writes a file (notes on stderr).
+NO_JSON = {"schema", "import nccl-tests", "import torchtitan"}
 
 
 def test_every_command_takes_quiet_and_json():
@@ -54,7 +66,7 @@ def test_every_command_takes_quiet_and_json():
     for name, command in commands.items():
         options = {opt for p in command.params for opt in getattr(p, "opts", [])}
         assert {"-q", "--quiet"} <= options, name
-        if name != "schema":  # schema prints JSON always
+        if name not in NO_JSON:
             assert "--json" in options, name
 
 
@@ -129,7 +141,9 @@ def test_calibrate_json_quiet_is_one_document_and_a_silent_stderr(tmp_path):
 def test_help_lists_commands_in_workflow_order():
     result = run_cli("--help")
     names = [line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()]
-    assert names == ["init", "validate", "schema", "gpus", "calibrate", "fit", "predict", "backtest", "recommend"]
+    # typer lists command groups (import) after the commands.
+    assert names == ["init", "validate", "schema", "gpus", "plan-calibration", "calibrate", "fit", "predict",
+                     "backtest", "recommend", "import"]
 
 
 JSON_COMMANDS = {
@@ -164,3 +178,26 @@ def test_init_json_in_process(tmp_path):
     code, out, err = invoke("init", "--json", "--out", tmp_path / "x.toml")
     assert code == 0 and json.loads(out)["file"] == str(tmp_path / "x.toml")
     assert "placeholder" in err
+
+
+@pytest.mark.parametrize("command, fields", [
+    ("validate", ["file", "valid", "summary", "workload", "derived", "problems"]),
+    ("calibrate", ["environment", "runs", "collectives", "time_us", "algbw", "busbw"]),
+    ("init", ["file", "workload"]),
+    ("gpus", ["gpus", "memory_gb", "intra_node_gbps"]),
+])
+def test_json_fields_are_documented(command, fields):
+    doc = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
+    section = doc.split(f"`advisor {command} --json`", 1)[1].split("\n\n", 1)[0]
+    for field in fields:
+        assert f"`{field}`" in section, (command, field)
+
+
+def test_validate_json_fields_match_the_documentation():
+    from cli_inprocess import invoke
+
+    code, out, _ = invoke("validate", WORKLOADS / "llm7b.toml", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert set(doc) == {"file", "valid", "summary", "workload", "derived"}
+    assert set(doc["derived"]) == {"training_flops_per_sample", "gradient_bytes", "intra_node_bandwidth", "peak_flops"}

@@ -14,8 +14,9 @@ OptionalWorkloadArg = Annotated[
                    show_default=False),
 ]
 CalibrationOpt = Annotated[
-    Path | None,
-    typer.Option("--calibration", help="Calibration file (default: the workload's calibrations/NAME*.toml)."),
+    list[Path] | None,
+    typer.Option("--calibration", help="Calibration file; repeat to merge several, or add --measurements "
+                 "(default: the workload's checked-in calibrations/NAME*.toml)."),
 ]
 MeasurementsOpt = Annotated[
     Path | None,

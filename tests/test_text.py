@@ -37,3 +37,21 @@ def test_number_is_plain_and_keeps_three_digits(x):
 
 def test_count_is_whole_with_separators():
     assert count(65536) == "65,536" and count(2.5) == "2.5"
+
+
+def test_no_printed_sentence_hedges_a_plural_or_prints_an_interval_in_e_notation():
+    """Source scan: "node(s)" is `plural(n, "node")`; "{low:.3g}–{high:.3g}" (1.33e+03–1.53e+03) is
+    `interval(low, high)`. Catches a merge that brings an old spelling back."""
+    import re
+
+    from conftest import ROOT
+
+    hedge = re.compile(r"[A-Za-z]\(s\)")
+    e_interval = re.compile(r"g\}\s*[–-]\s*\{[^}]*:\.\d+g\}")
+    found = []
+    for path in sorted((ROOT / "advisor").rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if ('"' in code or "'" in code) and (hedge.search(code) or e_interval.search(code)):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from advisor.planning.recommend import choose
-from advisor.text import plural
+from advisor.text import interval, plural
 
 if TYPE_CHECKING:
     from advisor.planning.recommend import Recommendation
@@ -119,7 +119,7 @@ def _knee(rec, t: int) -> str:
     first = int(np.argmax(tail))
     cost_ratio = sw.cost_usd[0, t, doubled[idx[first:]]] / sw.cost_usd[0, t, idx[first:]]
     return (f"On {sw.tiers[t].name}, beyond {plural(int(sw.gpus[idx[first]]), 'GPU')} each doubling adds under "
-            f"{fmt_pct(SMALL_GAIN)} speed for {cost_ratio.min():.2g}-{cost_ratio.max():.2g}x the cost.")
+            f"{fmt_pct(SMALL_GAIN)} speed for {interval(cost_ratio.min(), cost_ratio.max(), 2)}x the cost.")
 
 
 def _preemption(rec, c: int) -> list[str]:

@@ -50,8 +50,8 @@ def test_no_printed_sentence_hedges_a_plural_or_prints_an_interval_in_e_notation
     e_interval = re.compile(r"g\}\s*[–-]\s*\{[^}]*:\.\d+g\}")
     found = []
     for path in sorted((ROOT / "advisor").rglob("*.py")):
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             code = line.split("#", 1)[0]
             if ('"' in code or "'" in code) and (hedge.search(code) or e_interval.search(code)):
-                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+                found.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
     assert not found, "\n".join(found)

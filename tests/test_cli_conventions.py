@@ -201,3 +201,14 @@ def test_validate_json_fields_match_the_documentation():
     doc = json.loads(out)
     assert set(doc) == {"file", "valid", "summary", "workload", "derived"}
     assert set(doc["derived"]) == {"training_flops_per_sample", "gradient_bytes", "intra_node_bandwidth", "peak_flops"}
+
+
+def test_no_install_hint_names_the_unrelated_pypi_package():
+    """PyPI's `advisor` is another project: hints use the checkout's path form (pip install -e '.[calibrate]')."""
+    bad = re.compile(r"pip install (-U )?['\"]?advisor\b")
+    paths = [ROOT / "README.md", ROOT / "pyproject.toml", ROOT / ".ci" / "run"]
+    for folder in ("advisor", "docs", "scripts", "benchmarks"):
+        paths += [p for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".md", ".sh", ".toml")]
+    found = [f"{p.relative_to(ROOT)}: {line.strip()}" for p in paths if p.is_file()
+             for line in p.read_text(encoding="utf-8").splitlines() if bad.search(line)]
+    assert not found, "\n".join(found)

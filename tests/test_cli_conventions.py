@@ -212,3 +212,13 @@ def test_no_install_hint_names_the_unrelated_pypi_package():
     found = [f"{p.relative_to(ROOT)}: {line.strip()}" for p in paths if p.is_file()
              for line in p.read_text(encoding="utf-8").splitlines() if bad.search(line)]
     assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1979-05-27", "{ a = 1 }"])
+def test_validate_json_of_a_bad_value_is_strict_json(tmp_path, value):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(FIXTURE.read_text().replace('params = "6.7B"', f"params = {value}"))
+    result = run_cli("validate", spec, "--json")
+    assert result.returncode == 2
+    doc = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
+    assert doc["problems"][0]["path"] == "model.params"

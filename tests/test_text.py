@@ -55,3 +55,18 @@ def test_no_printed_sentence_hedges_a_plural_or_prints_an_interval_in_e_notation
             if ('"' in code or "'" in code) and (hedge.search(code) or e_interval.search(code)):
                 found.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_json_output_is_strict():
+    import io
+    import json
+    import math
+    from contextlib import redirect_stdout
+
+    from advisor.cli.output import Output
+
+    buffer = io.StringIO()
+    with redirect_stdout(buffer):
+        Output(json=True).result({"a": math.nan, "b": [1.5, math.inf, {"c": -math.inf}], "d": "x"})
+    assert json.loads(buffer.getvalue(), parse_constant=lambda c: 1 / 0) == {"a": None, "b": [1.5, None, {"c": None}],
+                                                                              "d": "x"}

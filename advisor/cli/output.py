@@ -16,6 +16,7 @@ The module-level `warn` and `console` are the same, for commands written before 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -41,7 +42,7 @@ class Output:
         """Print the command's result: `document` as JSON with --json (or when there is no `render`),
         else `render()` (tables and sentences on stdout)."""
         if self.json or render is None:
-            print(json.dumps(document, indent=2))
+            print(json.dumps(strict_json(document), indent=2))
         else:
             render()
 
@@ -66,6 +67,18 @@ class Output:
         stream = sys.stderr if stderr else sys.stdout
         width = None if stream.isatty() else 200
         return Console(file=stream, width=width, no_color=no_color() or None, quiet=stderr and self.quiet)
+
+
+def strict_json(value: Any) -> Any:
+    """`value` with every NaN or infinity replaced by null: JSON (RFC 8259) has no such numbers, and
+    jq or a JavaScript reader would refuse the whole document."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
 
 
 _current = Output()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from advisor.cli.app import app
 from advisor.cli.options import JsonOpt, WorkloadArg
 from advisor.cli.output import current
@@ -58,8 +60,10 @@ def _validated(path, w) -> dict:
 
 def _problem(p) -> dict:
     doc = {"path": p.path, "message": p.message, "line": p.line()}
-    if p.has_value:
-        doc["got"] = p.value if isinstance(p.value, (str, int, float, bool, type(None))) else repr(p.value)
+    if p.has_value:  # JSON has no NaN or inf, nor TOML's dates and tables: those are shown as text
+        plain = isinstance(p.value, (str, int, bool, type(None))) or (
+            isinstance(p.value, float) and math.isfinite(p.value))
+        doc["got"] = p.value if plain else str(p.value)
     return doc
 
 

@@ -60,7 +60,7 @@ def main() -> None:
             runs = []
             for _ in range(args.repeats):
                 out = subprocess.run([sys.executable, "-c", CHILD, str(csv_path), str(spec), function], cwd=ROOT,
-                                     capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)})
+                                     capture_output=True, text=True, check=False, env={"PYTHONPATH": str(ROOT)})
                 if out.returncode:
                     raise SystemExit(out.stderr)
                 runs.append(json.loads(out.stdout))

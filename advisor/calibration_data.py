@@ -117,8 +117,10 @@ def now_utc() -> str:
 
 def calibration_from_dict(data: dict, file: str | Path, workload: Optional[str] = None) -> Calibration:
     file = str(file)
+    if not isinstance(data, dict):
+        raise InputError.at(file, "", "expected a TOML document of tables")
     version = data.get("schema")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version != SCHEMA_VERSION:  # `schema = true` is not 1
         raise InputError.at(file, "schema", f"unsupported calibration schema; this advisor reads schema {SCHEMA_VERSION}", version)
     try:
         cal = Calibration.model_validate(data)

@@ -63,7 +63,8 @@ class Run(_Strict):
     """Wall seconds of each timed optimizer step, after warm-up."""
     compute_seconds: Optional[Steps] = None
     """Seconds of each timed step without gradient synchronisation (exposes communication)."""
-    comm_seconds: Optional[Annotated[list[Annotated[float, Field(ge=0, le=MAX_SECONDS)]], Field(max_length=MAX_STEPS_PER_RUN)]] = None
+    comm_seconds: Optional[Annotated[list[Annotated[float, Field(ge=0, le=MAX_SECONDS)]],
+                                     Field(max_length=MAX_STEPS_PER_RUN)]] = None
     """Seconds of communication per step, where measured directly."""
     global_batch: Optional[Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES * MAX_GPUS_LIMIT)]] = None
     """Samples per optimizer step in this run, when it differs from the workload's batch policy."""
@@ -121,7 +122,8 @@ def calibration_from_dict(data: dict, file: str | Path, workload: Optional[str] 
         raise InputError.at(file, "", "expected a TOML document of tables")
     version = data.get("schema")
     if type(version) is not int or version != SCHEMA_VERSION:  # `schema = true` is not 1
-        raise InputError.at(file, "schema", f"unsupported calibration schema; this advisor reads schema {SCHEMA_VERSION}", version)
+        raise InputError.at(file, "schema", f"unsupported calibration schema; this advisor reads schema "
+                            f"{SCHEMA_VERSION}", version)
     try:
         cal = Calibration.model_validate(data)
     except ValidationError as exc:
@@ -148,7 +150,8 @@ def _run_problems(cal: Calibration, file: str) -> list[Problem]:
         key = (run.gpus, run.nodes)
         if key in seen:
             out.append(Problem(file, f"runs[{i}]", f"repeats the placement of runs[{seen[key]}] ({run.gpus} GPUs over "
-                               f"{run.nodes} node(s)); keep one run per placement, its step_seconds holding every repeat",
+                               f"{run.nodes} node(s)); keep one run per placement, its step_seconds "
+                               "holding every repeat",
                                None, False))
         seen.setdefault(key, i)
         if run.comm_seconds is not None and len(run.comm_seconds) != len(run.step_seconds):

@@ -303,11 +303,13 @@ def exclusive_lock(path: str | Path) -> Iterator[None]:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise InputError.at(path, "", f"lock file {lock_path.name} is not a regular file ({_kind(mode)}); remove it")
+            raise InputError.at(path, "", f"lock file {lock_path.name} is not a regular file ({_kind(mode)}); "
+                                "remove it")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise InputError.at(path, "", "another advisor process is writing this file; wait for it or choose another --out") from None
+            raise InputError.at(path, "", "another advisor process is writing this file; wait for it or choose "
+                                "another --out") from None
         yield
     finally:
         # The lock file stays: unlinking it would let a third process lock a fresh inode while a

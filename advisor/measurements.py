@@ -207,7 +207,8 @@ def _parse_careful(data: list[str], linenos: np.ndarray, header: list[str], file
     out = np.empty((len(data), len(header)))
     for i, cells in enumerate(csv.reader(data)):
         if len(cells) != len(header):
-            raise InputError.at(file, f"line {linenos[i]}", f"expected {len(header)} fields like the header", len(cells))
+            raise InputError.at(file, f"line {linenos[i]}", f"expected {len(header)} fields like the header",
+                                len(cells))
         for j, cell in enumerate(cells):
             text = cell.strip()
             if not text:
@@ -229,7 +230,8 @@ def read_csv_table(path: str | Path) -> CsvTable:
     path = Path(path)
     file = str(path)
     text = read_input_text(path, "a measurement CSV", MAX_CSV_BYTES)
-    lines = [(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip() and not line.lstrip().startswith("#")]
+    lines = [(i + 1, line) for i, line in enumerate(text.splitlines())
+             if line.strip() and not line.lstrip().startswith("#")]
     del text
     if not lines:
         raise InputError.at(file, "", "no header row (expected columns: gpus, step_seconds or throughput, ...)")
@@ -305,7 +307,8 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
     if (row := _first(nodes > gpus)) is not None:
         raise t.fail(row, "nodes", f"more nodes than GPUs ({gpus[row]})", int(nodes[row]))
     if (row := _first(-(-gpus // nodes) > per_node)) is not None:
-        raise t.fail(row, "nodes", f"{gpus[row]} GPUs on {nodes[row]} node(s) exceed cluster.gpus_per_node ({per_node})",
+        raise t.fail(row, "nodes", f"{gpus[row]} GPUs on {nodes[row]} node(s) exceed cluster.gpus_per_node "
+                     f"({per_node})",
                      int(nodes[row]))
     batch = v["global_batch"] if "global_batch" in v else np.full(len(gpus), np.nan)
     batch = np.where(np.isnan(batch), np.asarray(workload.global_batch(gpus), dtype=float), batch)

@@ -287,13 +287,14 @@ def test_full_disk_keeps_the_old_file_and_the_new_count(tmp_path):
         cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--out", out, env=env)
         wait_for(lambda: _saved_counts(out) == [1], 120, "N=1 saved", cli)
         before = out.read_bytes()
-        with open(disk / "filler", "wb") as f:  # the disk fills up while N=2 runs
-            try:
-                while True:
-                    f.write(b"x" * 512)
-                    f.flush()
-            except OSError:
-                pass
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)  # the disk fills up while N=2 runs
+        try:
+            while True:
+                os.write(fd, b"x" * 512)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
         _, err = cli.communicate(timeout=300)
         assert cli.returncode == 2, err
         assert f"{out}: cannot write: No space left on device" in err and "Traceback" not in err

@@ -7,7 +7,6 @@ a key deleted or an unknown key added; and as arbitrary JSON documents."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 from calibrate_support import small_workload
 from cli_inprocess import invoke
 from test_hostile_corpus import valid_result, write_result
+from test_spec_properties import apply, paths  # the same mutations as for specs
 
 BASE = valid_result()
 
@@ -28,32 +28,7 @@ json_values = st.recursive(json_scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)), max_leaves=12)
 
 
-def paths(node, prefix=()):
-    yield prefix
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from paths(v, prefix + (k,))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from paths(v, prefix + (i,))
-
-
 ALL_PATHS = [p for p in paths(BASE) if p]
-
-
-def mutate(path, action, value):
-    doc = copy.deepcopy(BASE)
-    parent = doc
-    for key in path[:-1]:
-        parent = parent[key]
-    last = path[-1]
-    if action == "replace":
-        parent[last] = value
-    elif action == "delete":
-        parent.pop(last)
-    elif isinstance(parent, dict):
-        parent[f"x_{last}"] = value
-    return doc
 
 
 def _check(tmp_path, text: str) -> None:
@@ -74,7 +49,7 @@ def _check(tmp_path, text: str) -> None:
 @given(path=st.sampled_from(ALL_PATHS), action=st.sampled_from(["replace", "delete", "add"]), value=json_values)
 def test_any_mutated_result_exits_0_or_2(tmp_path, path, action, value):
     small_workload(tmp_path)
-    _check(tmp_path, json.dumps(mutate(path, action, value)))
+    _check(tmp_path, json.dumps(apply(BASE, path, action, value)))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

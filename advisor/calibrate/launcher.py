@@ -261,7 +261,8 @@ def launch_local(
         kill_group(states[0].proc.pid, states)
         raise
     if not (results / "result.json").is_file():
-        raise CalibrationFailed(f"N={gpus}: every rank exited cleanly but rank 0 wrote no result.json (logs: {results})")
+        raise CalibrationFailed(f"N={gpus}: every rank exited cleanly but rank 0 wrote no result.json "
+                                f"(logs: {results})")
     try:
         return read_result_dir(results)
     except InputError as exc:

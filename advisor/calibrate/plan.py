@@ -131,7 +131,8 @@ def measurement_setup(w: Workload, device: str) -> dict:
     for dotted in SETUP_FIELDS:
         section, key = dotted.split(".")
         setup[dotted] = getattr(getattr(w, section), key)
-    return {k: UNSET if v is None else v for k, v in setup.items() if v is None or isinstance(v, (bool, int, float, str))}
+    scalar = (bool, int, float, str)
+    return {k: UNSET if v is None else v for k, v in setup.items() if v is None or isinstance(v, scalar)}
 
 
 def setup_differences(recorded: dict, current: dict) -> list[tuple[str, object, object]]:

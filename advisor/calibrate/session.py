@@ -27,7 +27,8 @@ from advisor.calibrate import scratch
 from advisor.calibrate.launcher import CalibrationFailed, launch_local
 from advisor.calibrate.plan import UNSET, batch_plan, measurement_setup, setup_differences
 from advisor.calibrate.results import add_result, find_result_dirs, read_result_dir
-from advisor.calibration_data import Calibration, Provenance, calibrations_dir, load_calibration, now_utc, save_calibration
+from advisor.calibration_data import (Calibration, Provenance, calibrations_dir, load_calibration, now_utc,
+                                      save_calibration)
 from advisor.errors import InputError, Problem
 from advisor.fileio import check_output_target, exclusive_lock, signals_deferred
 from advisor.placement import parse_placements
@@ -326,10 +327,12 @@ def collect(
         _check_result(w, folder, result)
     env0 = results[0][1].get("environment", {})
     device = "cuda" if env0.get("backend") == "nccl" else "cpu"
-    out = Path(out) if out is not None else default_out(w, "cpu" if device == "cpu" else device_slug(str(env0.get("device", "cuda"))))
+    label = "cpu" if device == "cpu" else device_slug(str(env0.get("device", "cuda")))
+    out = Path(out) if out is not None else default_out(w, label)
     _prepare_out(out)
     with exclusive_lock(out):
-        cal = _open_calibration(out, w, True, measurement_setup(w, device), lambda: _new_calibration(w, device, notes, command))
+        cal = _open_calibration(out, w, True, measurement_setup(w, device),
+                                lambda: _new_calibration(w, device, notes, command))
         for folder, result in results:
             key = (result["gpus"], result["nodes"])
             if key in cal.measured_counts():

@@ -49,18 +49,30 @@ def _terminate_as_interrupt(signum, frame):  # SIGTERM: stop like Ctrl-C, cleani
 def calibrate_command(
     workload: WorkloadArg,
     gpus: GpusOpt = None,
-    device: Annotated[Device, typer.Option("--device", help="cuda (NCCL), cpu (gloo ranks stand in for GPUs), or auto.")] = Device.auto,
-    steps: Annotated[Optional[int], typer.Option("--steps", min=1, max=100_000, help="Timed steps per count (default: calibration.steps).")] = None,
-    warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, max=100_000, help="Untimed warm-up steps (default: calibration.warmup_steps).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Calibration file (default: calibrations/NAME_DEVICE_DATE.toml).")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue an existing --out file: skip the counts already in it.")] = False,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, max=7 * 86400, help="Seconds one count may take before its ranks are killed.")] = None,
-    emit: Annotated[Optional[Emit], typer.Option("--emit", help="Print per-node torchrun commands or a Slurm script for multi-node counts.")] = None,
-    collect: Annotated[Optional[Path], typer.Option("--collect", help="Merge the results of emitted runs under DIR into the calibration file.")] = None,
-    results: Annotated[Optional[Path], typer.Option("--results", help="With --emit: folder the ranks write results to (default: advisor-results/NAME).")] = None,
-    rdzv_host: Annotated[Optional[str], typer.Option("--rdzv-host", help="With --emit torchrun: node 0's address (default: this host's name).")] = None,
-    rdzv_port: Annotated[int, typer.Option("--rdzv-port", min=1, max=65535, help="With --emit: rendezvous port on node 0 (1-65535).")] = 29500,
-    notes: Annotated[Optional[str], typer.Option("--notes", help="Text for the file's provenance notes (e.g. other load on the host).")] = None,
+    device: Annotated[Device, typer.Option("--device",
+        help="cuda (NCCL), cpu (gloo ranks stand in for GPUs), or auto.")] = Device.auto,
+    steps: Annotated[Optional[int], typer.Option("--steps", min=1, max=100_000,
+        help="Timed steps per count (default: calibration.steps).")] = None,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, max=100_000,
+        help="Untimed warm-up steps (default: calibration.warmup_steps).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out",
+        help="Calibration file (default: calibrations/NAME_DEVICE_DATE.toml).")] = None,
+    resume: Annotated[bool, typer.Option("--resume",
+        help="Continue an existing --out file: skip the counts already in it.")] = False,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, max=7 * 86400,
+        help="Seconds one count may take before its ranks are killed.")] = None,
+    emit: Annotated[Optional[Emit], typer.Option("--emit",
+        help="Print per-node torchrun commands or a Slurm script for multi-node counts.")] = None,
+    collect: Annotated[Optional[Path], typer.Option("--collect",
+        help="Merge the results of emitted runs under DIR into the calibration file.")] = None,
+    results: Annotated[Optional[Path], typer.Option("--results",
+        help="With --emit: folder the ranks write results to (default: advisor-results/NAME).")] = None,
+    rdzv_host: Annotated[Optional[str], typer.Option("--rdzv-host",
+        help="With --emit torchrun: node 0's address (default: this host's name).")] = None,
+    rdzv_port: Annotated[int, typer.Option("--rdzv-port", min=1, max=65535,
+        help="With --emit: rendezvous port on node 0 (1-65535).")] = 29500,
+    notes: Annotated[Optional[str], typer.Option("--notes",
+        help="Text for the file's provenance notes (e.g. other load on the host).")] = None,
 ) -> None:
     """Run real torch.distributed training steps and collective probes at each GPU count."""
     from rich.console import Console
@@ -69,7 +81,8 @@ def calibrate_command(
 
     err = Console(stderr=True)
     if emit is not None and collect is not None:
-        raise InputError.at("--emit", "", "use --emit (print the commands) or --collect (merge their results), not both")
+        raise InputError.at("--emit", "", "use --emit (print the commands) or --collect (merge their results), "
+                            "not both")
     command = shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
     if emit is not None:
         _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from advisor.catalog import find_gpu
 from advisor.errors import InputError, Problem
@@ -36,8 +36,15 @@ Count = Annotated[float, BeforeValidator(_in_range(parse_count))]
 Bandwidth = Annotated[float, BeforeValidator(_in_range(parse_bandwidth))]
 Duration = Annotated[float, BeforeValidator(_in_range(parse_duration))]
 
-#: A whole number as TOML writes one: `true` is not 1 and `8.0` is not 8 (pydantic strict int).
-Int = Annotated[int, Strict()]
+def _not_bool(value: object) -> object:
+    """pydantic reads `true` as 1 for an int field; a count written as true/false is a mistake."""
+    if isinstance(value, bool):
+        raise ValueError("must be a whole number, not true/false")
+    return value
+
+
+#: A whole number: `true` is not 1 (pydantic would read it so), `8.5` is refused, `8.0` reads as 8.
+Int = Annotated[int, BeforeValidator(_not_bool)]
 
 #: Bytes per gradient element for each compute precision (mixed-precision training reduces
 #: gradients in the compute dtype; PyTorch FSDP MixedPrecisionPolicy(reduce_dtype) default).

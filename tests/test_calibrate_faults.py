@@ -411,3 +411,46 @@ def test_changed_spec_under_resume_is_refused_naming_the_field(tmp_path):
     legacy.write_text(before.decode().split("[setup]")[0] + "[[runs]]" + before.decode().split("[[runs]]", 1)[1])
     r = run_cli("calibrate", changed, "--gpus", "1", *CPU, "--out", legacy, "--resume")
     assert r.returncode == 2 and "setup.parallelism.strategy" in r.stderr, r.stderr
+
+
+def _listening_addresses(pid: int) -> list[str]:
+    """Local addresses (hex, as /proc/net/tcp* writes them) of the TCP sockets `pid` listens on."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                out.append(fields[1].split(":")[0])
+    return out
+
+
+def test_local_ranks_listen_on_loopback_only(tmp_path):
+    # torch's own TCPStore would listen on every interface (*:PORT): rank 0 must serve the store
+    # on the loopback socket the launcher bound, and gloo's pairs listen on lo too.
+    spec = small_workload(tmp_path)
+    env, scratch = _tmp_env(tmp_path)
+    cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", tmp_path / "cal.toml", env=env)
+    try:
+        rank0 = _rank_pid(cli, 0)
+        wait_for(lambda: "@progress step" in _rank0_log(scratch), 120, "the ranks to train", cli)
+        listening = {pid: _listening_addresses(pid) for pid in workers_of(cli.pid)}
+        loopback = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
+        assert len(listening[rank0]) >= 2, listening  # the store and gloo's listener at least
+        assert all(addr in loopback for addrs in listening.values() for addr in addrs), listening
+    finally:
+        cli.send_signal(signal.SIGINT)
+        cli.communicate(timeout=60)
+    assert_no_workers_left(cli.pid)
+
+
+def _rank0_log(scratch: Path) -> str:
+    logs = sorted(scratch.glob("advisor-calibrate-*/rank0.log"))
+    return logs[-1].read_text(errors="replace") if logs else ""

@@ -101,7 +101,7 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
     from advisor.placement import parse_placements
 
     m = _model(workload, calibration, measurements, model)
-    placements = parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus else _default_counts(m)
+    placements = parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus is not None else _default_counts(m)
     p = m.predict([g for g, _ in placements], [n for _, n in placements])
     if plot is not None:
         from advisor.scaling.plot import plot_scaling

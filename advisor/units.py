@@ -64,6 +64,7 @@ _EXAMPLES = {
     "count": "'6.7B', '13 billion', '250M', '32K' or a number",
     "bandwidth": "'400 Gbit/s', '8x400 Gbit/s', '100 GbE', '450 GB/s' or a number of bytes/s",
     "duration": "'10 us', '2 min', '1.5 h' or a number of seconds",
+    "size": "'80 GB', '40 GiB', '64 MiB' or a number of bytes",
 }
 
 
@@ -134,6 +135,11 @@ def parse_count(value: object) -> float:
 def parse_bandwidth(value: object) -> float:
     """`"400 Gbit/s"` -> 5e10 bytes/s; `"4x200 Gbit/s"` -> 1e11; `"100 GbE"` -> 1.25e10; `"450 GB/s"` -> 4.5e11."""
     return _parse(value, BANDWIDTH_UNITS, "bandwidth")
+
+
+def parse_size(value: object) -> float:
+    """`"64 MiB"` -> 67108864 bytes; `"80 GB"` -> 8e10 bytes (`cluster.gpu_memory`)."""
+    return _parse(value, SIZE_UNITS, "size")
 
 
 def parse_duration(value: object) -> float:

@@ -13,8 +13,6 @@ Exit status: 0, a plan chosen for every workload; 3, for some workload no plan m
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -22,7 +20,7 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import CalibrationOpt, JsonOpt, MeasurementsOpt, OptionalWorkloadArg, PlotOpt
-from advisor.cli.output import console, warn
+from advisor.cli.output import console, current, warn
 from advisor.errors import InputError
 from advisor.planning.limits import FREE_OBJECTIVES, Limits, Objective
 
@@ -81,7 +79,7 @@ def recommend(
     limits.objective(free)  # a bad or conflicting --objective fails before any fitting
     if workload is None and (calibration is not None or measurements is not None):
         raise InputError.at("--calibration" if calibration else "--measurements", "", "needs a WORKLOAD argument")
-    recs, missing = [], []
+    recs, missing, measured = [], [], {}
     for path, w in _workloads(workload):
         select_tiers(w, tier)  # an unknown --tier fails before any fitting
         found = _model(w, path, calibration, measurements, named=workload is not None)
@@ -90,15 +88,16 @@ def recommend(
             continue
         model, peaks = found
         recs.append(recommend_plan(w, model, tier=tier, limits=limits, objective=free, peaks=peaks))
-    _plot(recs, plot)
+        measured[w.name] = model.describe()["measured"]["gpus"] if plot is not None else []  # drawn on top
+    _plot(recs, plot, measured)
     if as_json:
-        print(json.dumps(_document(recs, missing), indent=2))
+        current().result(_document(recs, missing))
     else:
         _print(recs, missing)
     warn([f"{rec.workload}: {line}" for rec in recs for line in rec.warnings])
     unmet = [rec.workload for rec in recs if rec.chosen is None]
     if unmet:
-        print(f"no plan meets the limits for {', '.join(unmet)} (exit status {EXIT_NONE_QUALIFIES})", file=sys.stderr)
+        current().note(f"no plan meets the limits for {', '.join(unmet)} (exit status {EXIT_NONE_QUALIFIES})")
         raise SystemExit(EXIT_NONE_QUALIFIES)
 
 
@@ -114,14 +113,14 @@ def _objective(name: Optional[str]) -> Optional[Objective]:
     return objective
 
 
-def _plot(recs, plot) -> None:
+def _plot(recs, plot, measured) -> None:
     if plot is not None and recs:
         from advisor.planning.plot import plot_frontier
 
-        plot_frontier(recs, plot)
-        print(f"wrote {plot}", file=sys.stderr)
+        plot_frontier(recs, plot, measured)
+        current().note(f"wrote {plot}")
     elif plot is not None:
-        print("no plot written: no workload has calibration data", file=sys.stderr)
+        current().note("no plot written: no workload has calibration data")
 
 
 def _workloads(workload: Optional[Path]):
@@ -154,13 +153,15 @@ def _model(w, path, calibration, measurements, named: bool):
 
 def _peaks(w, path, calibration, measurements):
     """Measured memory peaks of the calibration behind the model (none for a measurement CSV)."""
-    from advisor.calibration_data import load_calibration, load_workload_calibration
+    from advisor.calibration_data import load_calibrations, load_workload_calibration
     from advisor.memory import measured_peaks
 
     if measurements is not None:
         return []
-    cal = load_calibration(calibration, w.name) if calibration is not None else load_workload_calibration(w.name, path)
-    return measured_peaks(cal)
+    if calibration:
+        paths = calibration if isinstance(calibration, (list, tuple)) else [calibration]
+        return measured_peaks(load_calibrations(paths, w.name))
+    return measured_peaks(load_workload_calibration(w.name, path))
 
 
 def build_step_time_model(w, path, calibration, measurements):

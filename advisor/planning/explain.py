@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from advisor.planning.limits import LIKELY, Objective
+from advisor.text import interval, plural
 
 if TYPE_CHECKING:
     from advisor.planning.recommend import Recommendation, SpotPayoff
@@ -48,10 +49,6 @@ def fmt_bytes(b: float) -> str:
     return f"{b / 1e9:,.1f} GB"
 
 
-def plural(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
-
-
 def describe(rec: "Recommendation", t: int, c: int) -> str:
     sw = rec.sweep
     return (
@@ -73,7 +70,7 @@ def spot_sentence(s: "SpotPayoff") -> str:
             f"{s.tier} is still cheaper than {s.compared_with} at the largest count considered, preemptions included."
         )
     return (
-        f"{s.tier} stops paying off at {s.stops_at_gpus} GPUs ({s.nodes} nodes): from there on its "
+        f"{s.tier} stops paying off at {plural(s.stops_at_gpus, 'GPU')} ({plural(s.nodes, 'node')}): from there on its "
         f"expected cost per job, preemptions included, is at or above {s.compared_with}'s."
     )
 
@@ -194,8 +191,8 @@ def _knee(rec: "Recommendation", t: int) -> str:
     first = int(np.argmax(tail))
     cost_ratio = sw.cost_usd[0, t, doubled[idx[first:]]] / sw.cost_usd[0, t, idx[first:]]
     return (
-        f"On {sw.tiers[t].name}, beyond {int(sw.gpus[idx[first]])} GPUs each doubling adds under "
-        f"{fmt_pct(SMALL_GAIN)} speed for {cost_ratio.min():.2g}-{cost_ratio.max():.2g}x the cost."
+        f"On {sw.tiers[t].name}, beyond {plural(int(sw.gpus[idx[first]]), 'GPU')} each doubling adds under "
+        f"{fmt_pct(SMALL_GAIN)} speed for {interval(cost_ratio.min(), cost_ratio.max(), 2)}x the cost."
     )
 
 

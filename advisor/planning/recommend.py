@@ -44,6 +44,7 @@ from advisor.errors import InputError
 from advisor.planning.billing import StepTimeModel, Sweep, sweep
 from advisor.planning.explain import explain
 from advisor.planning.limits import LIKELY, Limits, Objective
+from advisor.text import plural
 
 if TYPE_CHECKING:
     import numpy as np
@@ -567,7 +568,7 @@ def model_warnings(model: StepTimeModel, rec: Recommendation, plan: Optional[Pla
     if plan is not None and sw.gpus[plan[1]] < sw.baseline_gpus:
         t, c = plan
         out.append(
-            f"{int(sw.gpus[c])} GPUs is below the smallest measured count ({sw.baseline_gpus}): the step time there "
+            f"{plural(int(sw.gpus[c]), 'GPU')} is below the smallest measured count ({sw.baseline_gpus}): the step time there "
             f"is extrapolated downwards (efficiency {sw.efficiency[t, c]:.0%} of the baseline); "
             "measure it before trusting it"
         )

@@ -97,7 +97,8 @@ def explain(rec: "Recommendation") -> tuple[str, list[str]]:
     if rec.chosen is None:
         t, c = rec.closest[0]
         message = f"No plan qualifies {_limits_text(rec)}; closest: {describe(rec, t, c)}{_odds(rec, t, c)}."
-        return message, [s for s in (_knife_edge(rec), *[spot_sentence(s) for s in rec.spot], *_left_out(rec)) if s]
+        sentences = (_knife_edge(rec), *[spot_sentence(payoff) for payoff in rec.spot], *_left_out(rec))
+        return message, [s for s in sentences if s]
     t, c = rec.chosen
     headline = HEADLINES[rec.objective].format(limits=_limits_text(rec))
     message = (
@@ -218,7 +219,7 @@ def _preemption(rec: "Recommendation", c: int) -> list[str]:
                 f"first-order Young/Daly ({pre.first_order_factor[t, c]:.2f}x the compute time) would understate it; "
                 f"the exponential model (Daly 2006, failures during restarts too) gives {sw.factor[t, c]:.2f}x."
             )
-    out += [spot_sentence(s) for s in rec.spot]
+    out += [spot_sentence(payoff) for payoff in rec.spot]
     return out
 
 

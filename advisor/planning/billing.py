@@ -423,7 +423,8 @@ def sweep(
 
     varies = w.batch.gradient_noise_scale is not None and w.batch.policy == "fixed-per-gpu"
     return Sweep(tiers, billing, preemption, counts, nodes, steps, global_batch, step_seconds, compute_hours, wall,
-                 cost, available, offered, fits_batch, fits, memory, capacity, int(baseline_gpus), baseline_hours, varies)
+                 cost, available, offered, fits_batch, fits, memory, capacity, int(baseline_gpus), baseline_hours,
+                 varies)
 
 
 def _baseline_hours(w: "Workload", model: StepTimeModel, baseline_gpus: int) -> float:

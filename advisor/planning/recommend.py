@@ -568,7 +568,8 @@ def model_warnings(model: StepTimeModel, rec: Recommendation, plan: Optional[Pla
     if plan is not None and sw.gpus[plan[1]] < sw.baseline_gpus:
         t, c = plan
         out.append(
-            f"{plural(int(sw.gpus[c]), 'GPU')} is below the smallest measured count ({sw.baseline_gpus}): the step time there "
+            f"{plural(int(sw.gpus[c]), 'GPU')} is below the smallest measured count ({sw.baseline_gpus}): "
+            "the step time there "
             f"is extrapolated downwards (efficiency {sw.efficiency[t, c]:.0%} of the baseline); "
             "measure it before trusting it"
         )

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["accuracy.py", "cli_latency.py", "model_speed.py", "recommend_sweep.py", "calibration_cost.py"]
+BENCHMARKS = ["accuracy.py", "cli_latency.py", "model_speed.py", "recommend_sweep.py", "recommend_picks.py",
+              "calibration_cost.py"]
 
 
 def main(argv: list[str]) -> int:

@@ -116,7 +116,7 @@ def pollux_workload():
     import sys
 
     sys.path.insert(0, str(WORKLOADS.parent / "benchmarks"))
-    from accuracy import pollux_workload as make
+    from corpus import pollux_workload as make
 
     return make("imagenet")
 

@@ -110,6 +110,32 @@ def draw_spread(X: np.ndarray, n_compute: int, draws: Draws) -> np.ndarray:
     return Z * np.log(np.maximum(t, 1e-300)).std(axis=1)
 
 
+def delta_spread(X: np.ndarray, est) -> np.ndarray:
+    """Log half-width at LEVEL of the step time from the posterior covariance, linearised per row.
+
+    sd(ln T) = sqrt(g Σ gᵀ), g = d ln T / d(parameter) with the log-prior parameters taken in log
+    space (where their posterior is close to Gaussian). Costs one gradient per row: a 65,536-count
+    sweep takes milliseconds, where evaluating every posterior draw at every row took ~0.3 s. (Without
+    priors this linearisation once gave absurd spreads, 0.003-134 s around 0.6 s, along directions the
+    data could not identify; the priors bound every direction now.) `draw_spread` is the sampled check.
+    """
+    from advisor.scaling.estimator import gradient
+
+    k = est.cov_.shape[0]
+    if k == 0 or len(X) == 0:
+        return np.zeros(len(X))
+    d_coef, d_g = gradient(X, est.coef_, est.gamma_, est._split(X.shape[1]))
+    t = np.maximum(est._predict_with(X, est.coef_, est.gamma_), 1e-300)
+    G = d_coef[:, est.free_]
+    if k > est.free_.size:
+        G = np.column_stack([G, d_g])
+    v = np.append(est.coef_[est.free_], [est.gamma_] if k > est.free_.size else [])
+    G = G * np.where(est.log_params_, v, 1.0)[None, :] / t[:, None]
+    d = np.where(est.log_params_, 1.0 / np.maximum(v, 1e-300), 1.0)
+    cov = est.cov_ * d[:, None] * d[None, :]
+    return Z * np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", G, cov, G), 0.0))
+
+
 def interval(median: np.ndarray, spread: np.ndarray, noise: NoiseModel, distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) around `median`: the draws' spread, noise and model error past the data, in quadrature."""
     model = Z * noise.widening * np.log2(np.maximum(distance, 1.0))

@@ -38,7 +38,7 @@ from advisor.measurements import Measurements, from_calibration, read_measuremen
 from advisor.scaling.families import FAMILIES
 from advisor.scaling.features import bus_bandwidth, flops_per_gpu
 from advisor.scaling.fitting import FitData, Problem, fit_family, naive_step
-from advisor.scaling.intervals import NoiseModel, draw_spread, interval, posterior_draws
+from advisor.scaling.intervals import NoiseModel, delta_spread, interval, posterior_draws
 from advisor.scaling.priors import LEARNED, LINK_TOLERANCE, Priors
 from advisor.scaling.selection import leave_one_count_out
 
@@ -82,7 +82,7 @@ def load_measurements(workload: "Workload", calibration: Union["Calibration", st
 
 
 def build_model(workload: "Workload", calibration=None, measurements=None, family: str = "auto",
-                n_bootstrap: int = 64, seed: int = 0, priors: Priors = LEARNED) -> "ScalingModel":
+                n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED) -> "ScalingModel":
     """Fit the scaling model of `workload` (see the module docstring); with no calibration data at
     all, the prior-only model (`calibrated` False)."""
     m = load_measurements(workload, calibration, measurements, required=False)
@@ -139,7 +139,7 @@ class ScalingModel:
     """A fitted (or, without measurements, prior-only) scaling curve for one workload, with intervals."""
 
     def __init__(self, workload: "Workload", measurements: Optional[Measurements], family: str = "auto",
-                 n_bootstrap: int = 64, seed: int = 0, priors: Priors = LEARNED):
+                 n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED):
         if family not in FAMILY_CHOICES:
             raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", family)
         from threadpoolctl import threadpool_limits
@@ -198,7 +198,7 @@ class ScalingModel:
         gpus, nodes, batch = self._placements(gpus, nodes, global_batch)
         d = self.fitted.design(gpus, nodes, batch)
         median = self.fitted.estimator.predict(d.X)
-        spread = draw_spread(d.X, d.n_compute, self.draws)
+        spread = delta_spread(d.X, self.fitted.estimator)
         low, high = interval(median, spread, self.noise, self.distance(gpus, nodes))
         return median, low, high
 
@@ -366,7 +366,7 @@ MIN_BACKTEST_COUNTS = 2
 
 
 def backtest(workload: "Workload", measurements: Measurements, fit_max_gpus: int, family: str = "auto",
-             n_bootstrap: int = 64, seed: int = 0, priors: Priors = LEARNED) -> dict:
+             n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED) -> dict:
     """Fit on runs with gpus <= fit_max_gpus, predict the others: per-point error, MAPE, coverage.
 
     JSON fields: {"points": [{"gpus", "nodes", "measured", "predicted", "error", "low", "high",

@@ -63,7 +63,9 @@ class Series:
 
 def cluster_of(name: str) -> str:
     """Series measured on one testbed share a cluster (learning counts each cluster once)."""
-    return "pollux-aws-t4" if name.startswith("pollux-") else name
+    if name.startswith("pollux-"):
+        return "pollux-aws-t4"
+    return name.split("-seq")[0]  # one README's sequence-length variants ran on one system
 
 
 def pollux_workload(model: str):

@@ -74,8 +74,8 @@ DEFAULTS = Priors(log_inv_mfu=1.0, log_inv_mfu_sd=0.6, log_intra_bw=0.3, log_int
                   step_share_sd=0.02, noise=0.05, widening=0.05)
 
 #: Learned on the corpus (benchmarks/accuracy.py --learn): see the module docstring.
-LEARNED = Priors(log_inv_mfu=0.87, log_inv_mfu_sd=0.423, log_intra_bw=0.457, log_intra_bw_sd=0.642, log_inter_bw=0.0,
-                 log_inter_bw_sd=0.7, log_latency_sd=1.0, gamma=1.253, gamma_sd=1.0, contention_sd=0.02,
+LEARNED = Priors(log_inv_mfu=0.874, log_inv_mfu_sd=0.423, log_intra_bw=0.459, log_intra_bw_sd=0.642, log_inter_bw=1.0,
+                 log_inter_bw_sd=1.0, log_latency_sd=1.0, gamma=1.253, gamma_sd=1.0, contention_sd=0.02,
                  step_share_sd=0.02, noise=0.05, widening=0.05)
 
 #: Priors for learning (empirical Bayes): wide and neutral (declared speeds, γ = 2) on what is

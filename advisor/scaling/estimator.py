@@ -22,8 +22,10 @@ Two optional extra targets pin the communication coefficients independently of s
   matched by T - Tc;
 - `probe_X`, `probe_y`: collective probes (seconds of one collective), matched by Ts alone.
 
-A scikit-learn estimator: parameters in `__init__`, validation in `fit`, fitted attributes end in
-`_` (checked with `parametrize_with_checks` in tests/test_estimator.py).
+`OverlapModel` is the numpy/scipy core the model fits with; `OverlapRegressor` (imported lazily
+from advisor.scaling.sklearn_estimator) is the same as a scikit-learn estimator: parameters in
+`__init__`, validation in `fit`, fitted attributes end in `_` (checked with
+`parametrize_with_checks` in tests/test_estimator.py).
 """
 
 from __future__ import annotations
@@ -31,16 +33,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted
 
-try:  # scikit-learn >= 1.6
-    from sklearn.utils.validation import validate_data as _validate_data
-except ImportError:  # pragma: no cover - older scikit-learn
-    def _validate_data(est, X, y=None, reset=True, **kw):
-        if y is None:
-            return est._validate_data(X, reset=reset, **kw)
-        return est._validate_data(X, y, reset=reset, **kw)
+def __getattr__(name: str):
+    # The scikit-learn estimator is a thin wrapper (advisor.scaling.sklearn_estimator): importing
+    # scikit-learn costs ~0.8 s, which `advisor recommend` would pay for nothing.
+    if name == "OverlapRegressor":
+        from advisor.scaling.sklearn_estimator import OverlapRegressor
+
+        return OverlapRegressor
+    raise AttributeError(name)
 
 
 def combine(tc: np.ndarray, ts: np.ndarray, gamma) -> np.ndarray:
@@ -189,7 +190,7 @@ def _start(pb: _Problem, est, w: np.ndarray, init):
     return v0
 
 
-class OverlapRegressor(RegressorMixin, BaseEstimator):
+class OverlapModel:
     """Bounded compute + communication model with fitted overlap γ and optional Gaussian priors.
 
     Parameters
@@ -241,9 +242,10 @@ class OverlapRegressor(RegressorMixin, BaseEstimator):
     def _weights(self, sample_weight, X):
         if sample_weight is None:
             return np.ones(len(X))
-        from sklearn.utils.validation import _check_sample_weight
-
-        w = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        w = np.asarray(sample_weight, dtype=np.float64)
+        w = np.full(len(X), float(w)) if w.ndim == 0 else w
+        if w.shape != (len(X),):
+            raise ValueError(f"sample_weight.shape == {w.shape}, expected {(len(X),)}")
         if (w < 0).any():
             raise ValueError("negative sample weights are not allowed")
         if not (w > 0).any():
@@ -281,7 +283,13 @@ class OverlapRegressor(RegressorMixin, BaseEstimator):
 
     def fit(self, X, y, sample_weight=None, comm=None, probe_X=None, probe_y=None, init=None):
         """Fit coefficients and γ (MAP). `init` = (coef, gamma) warm-starts (refits on subsets)."""
-        X, y = _validate_data(self, X, y, y_numeric=True, dtype=np.float64)
+        X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        if X.ndim != 2 or y.shape != (len(X),) or not len(X):
+            raise ValueError(f"X must be 2-D with one row per y (got X {X.shape}, y {y.shape})")
+        self.n_features_in_ = X.shape[1]
+        return self._fit_arrays(X, y, sample_weight, comm, probe_X, probe_y, init)
+
+    def _fit_arrays(self, X, y, sample_weight, comm, probe_X, probe_y, init):
         w = self._weights(sample_weight, X)
         pb = self._problem(X, y, w, comm, probe_X, probe_y)
         v = _start(pb, self, w, init)
@@ -307,7 +315,7 @@ class OverlapRegressor(RegressorMixin, BaseEstimator):
         mask[pb.prior_pos[pb.prior_log]] = True
         return mask
 
-    def set_prior_state(self, n_features: int) -> "OverlapRegressor":
+    def set_prior_state(self, n_features: int) -> "OverlapModel":
         """Fitted attributes at the prior alone (no measured run): coefficients at the prior medians,
         `cov_` the prior's (linearised, as the Laplace covariance of a fit is)."""
         X = np.zeros((0, n_features))
@@ -338,14 +346,5 @@ class OverlapRegressor(RegressorMixin, BaseEstimator):
         return float(self.noise) ** 2 * np.linalg.pinv(H)
 
     def predict(self, X):
-        check_is_fitted(self, "coef_")
-        X = _validate_data(self, X, reset=False, dtype=np.float64)
+        X = np.asarray(X, dtype=np.float64)
         return self._predict_with(X, self.coef_, self.gamma_)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.regressor_tags.poor_score = True  # physical model: bounded, not a general learner
-        return tags
-
-    def _more_tags(self):  # scikit-learn < 1.6
-        return {"poor_score": True}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from advisor.scaling import features as F
-from advisor.scaling.estimator import OverlapRegressor
+from advisor.scaling.estimator import OverlapModel
 from advisor.scaling.families import Coverage, Design, Family
 from advisor.scaling.priors import LEARNED, LINK_TOLERANCE, MAX_MFU, Priors
 
@@ -178,7 +178,7 @@ class FittedFamily:
 
     family: Family
     problem: Problem
-    estimator: OverlapRegressor
+    estimator: OverlapModel
     columns: tuple
 
     @property
@@ -192,9 +192,9 @@ class FittedFamily:
         return self.estimator.predict(self.design(gpus, nodes, batch).X)
 
 
-def _estimator(problem: Problem, d: Design) -> OverlapRegressor:
+def _estimator(problem: Problem, d: Design) -> OverlapModel:
     lower, prior = constraints(problem, d)
-    return OverlapRegressor(n_compute=d.n_compute, fixed=d.fixed, lower=lower, prior=prior, noise=problem.priors.noise)
+    return OverlapModel(n_compute=d.n_compute, fixed=d.fixed, lower=lower, prior=prior, noise=problem.priors.noise)
 
 
 def fit_family(family: Family, problem: Problem, init: Optional[tuple] = None) -> FittedFamily:

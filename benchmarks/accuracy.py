@@ -103,11 +103,15 @@ def learn(samples: dict[str, dict], without: str | None = None):
     for n in names:
         size[corpus.cluster_of(n)] = size.get(corpus.cluster_of(n), 0) + 1
     pooled: dict[str, list] = {}
+    noise: dict[str, list] = {}
     for n in names:
         for k, v in samples[n].items():
-            if k != "noise" and v is not None:
+            if k == "noise":
+                if v is not None:
+                    noise.setdefault(corpus.cluster_of(n), []).append(v)
+            elif v is not None:
                 pooled.setdefault(k, []).append((v[0], v[1], 1.0 / size[corpus.cluster_of(n)]))
-    return learn_priors(pooled)
+    return learn_priors(pooled, {c: float(np.median(v)) for c, v in noise.items()})
 
 
 #: Prior fields the data cannot pin one testbed at a time (how fast an unmeasured inter-node link

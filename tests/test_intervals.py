@@ -28,11 +28,11 @@ def test_many_residuals_use_their_own_quantiles():
 
 
 def test_interval_widens_with_distance_past_the_data():
-    noise = NoiseModel(-0.1, 0.1, widening=0.05, n_residuals=100)
+    noise = NoiseModel(-0.1, 0.1, widening=0.5, n_residuals=100)
     med = np.ones(3)
-    lo, hi = interval(med, np.zeros(3), noise, distance=np.array([0.5, 1.0, 4.0]))
-    assert hi[0] == pytest.approx(np.exp(0.1)) and hi[1] == pytest.approx(np.exp(0.1))  # inside the data
-    assert hi[2] == pytest.approx(np.exp(np.hypot(0.1, Z * 0.05 * 2)))  # two doublings past it
+    lo, hi = interval(med, np.full(3, 0.2), noise, distance=np.array([0.5, 1.0, 4.0]))
+    assert hi[0] == pytest.approx(np.exp(np.hypot(0.2, 0.1))) and hi[1] == hi[0]  # inside the data
+    assert hi[2] == pytest.approx(np.exp(np.hypot(0.2, 0.1 * (1 + 0.5 * 2))))  # two doublings past it
     assert lo[2] == pytest.approx(1 / hi[2])
 
 

@@ -329,18 +329,34 @@ class OverlapModel:
         coef, gamma = pb.unpack(v)
         self.coef_, self.gamma_, self.free_ = np.asarray(coef, float), float(gamma), pb.free
         self.cov_ = np.diag(sd**2)
+        self.hessians_ = (np.zeros((sd.size, sd.size)), np.diag(np.where(sd > 0, float(self.noise) ** 2 / np.maximum(sd, 1e-300) ** 2, 0.0)))
         self.log_params_ = self._log_mask(pb)
         self.bounds_ = (pb.lo, pb.hi)
         self.n_features_in_ = n_features
         return self
 
     def _laplace(self, pb: _Problem, v) -> np.ndarray:
-        """Posterior covariance of the free parameters (and γ when fitted): noise² (JᵀJ)⁻¹ at the optimum."""
+        """Posterior covariance of the free parameters (and γ when fitted): noise² (JᵀJ)⁻¹ at the optimum.
+        Keeps the data and prior parts of JᵀJ (`hessians_`) so that `covariance` can reweigh the data
+        once their own noise is known."""
         k = v.size
         if k == 0:
+            self.hessians_ = (np.zeros((0, 0)), np.zeros((0, 0)))
             return np.zeros((0, 0))
         J = _jacobian(pb, self, v)
-        H = J.T @ J
+        n_prior = pb.prior_pos.size
+        Jd, Jp = J[: len(J) - n_prior], J[len(J) - n_prior:]
+        self.hessians_ = (Jd.T @ Jd, Jp.T @ Jp)
+        return self.covariance(1.0)
+
+    def covariance(self, data_weight: float) -> np.ndarray:
+        """noise² (w·J_dataᵀJ_data + J_priorᵀJ_prior)⁻¹: the Laplace covariance with the data's weight
+        scaled by `data_weight` = (noise / the data's own noise)², the prior's unchanged."""
+        Hd, Hp = self.hessians_
+        k = Hd.shape[0]
+        if k == 0:
+            return np.zeros((0, 0))
+        H = data_weight * Hd + Hp
         # Bounded or unidentified directions: a ridge keeps the inverse finite; the prior usually does.
         H = H + 1e-9 * max(float(np.trace(H)) / k, 1e-12) * np.eye(k)
         return float(self.noise) ** 2 * np.linalg.pinv(H)

@@ -37,8 +37,8 @@ from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration, read_measurements_csv
 from advisor.scaling.families import FAMILIES
 from advisor.scaling.features import bus_bandwidth, flops_per_gpu
-from advisor.scaling.fitting import FitData, Problem, fit_family, naive_step
-from advisor.scaling.intervals import NoiseModel, delta_spread, draw_spread, interval, posterior_draws
+from advisor.scaling.fitting import FIT_NOISE, FitData, Problem, fit_family, naive_step
+from advisor.scaling.intervals import NoiseModel, interval, pooled_noise, posterior_draws, sigma_spread
 from advisor.scaling.priors import LEARNED, LINK_TOLERANCE, Priors
 from advisor.scaling.selection import leave_one_count_out
 
@@ -163,7 +163,10 @@ class ScalingModel:
         est = self.fitted.estimator
         self.cv = {self.family: leave_one_count_out(fam, self.problem, init=(est.coef_, est.gamma_))}
         self.naive_cv_mape = self._naive_cv()
-        self.noise = NoiseModel.from_residuals(self.cv[self.family].log_residuals, priors.widening, priors.noise)
+        in_sample = self._log_residuals()
+        self.noise = NoiseModel.from_residuals(self.cv[self.family].log_residuals, priors.widening, priors.noise, in_sample)
+        if self.calibrated:  # the posterior at the data's own noise (the fit weighed them at FIT_NOISE)
+            est.cov_ = est.covariance((FIT_NOISE / pooled_noise(in_sample, priors.noise)) ** 2)
         self.draws = posterior_draws(est, n_draws, seed)
         if self.calibrated:
             self.baseline_gpus = int(self.data.gpus.min())
@@ -198,11 +201,7 @@ class ScalingModel:
         gpus, nodes, batch = self._placements(gpus, nodes, global_batch)
         d = self.fitted.design(gpus, nodes, batch)
         median = self.fitted.estimator.predict(d.X)
-        # Measured runs pin the coefficients and the posterior is near Gaussian: linearise (a sweep costs
-        # milliseconds). The prior alone spans regimes (communication hidden or exposed) where a
-        # linearisation at its median sees none of the slow-link tail: evaluate its draws instead.
-        est = self.fitted.estimator
-        spread = delta_spread(d.X, est) if self.calibrated else draw_spread(d.X, d.n_compute, self.draws)
+        spread = sigma_spread(d.X, self.fitted.estimator)
         low, high = interval(median, spread, self.noise, self.distance(gpus, nodes))
         return median, low, high
 
@@ -323,6 +322,12 @@ class ScalingModel:
             pred = naive_step(d.take(~test), d.gpus[test], d.batch[test])
             errors.append(np.abs(pred - d.step[test]) / d.step[test])
         return float(np.mean(np.concatenate(errors)) * 100)
+
+    def _log_residuals(self) -> np.ndarray:
+        d = self.data
+        if d.empty:
+            return np.zeros(0)
+        return np.log(d.step / np.maximum(self.fitted.predict(d.gpus, d.nodes, d.batch), 1e-300))
 
     def residuals(self) -> list[dict]:
         """In-sample fit per measured placement: measured and fitted median step seconds."""

@@ -281,8 +281,8 @@ def report(rows, summ, seconds):
     print("coverage of the 90% interval by distance past the fitted data (all fitted counts):",
           ", ".join(f"{b['distance']}: {b['coverage']:.0f}% of {b['points']}" for b in summ["coverage_by_distance"]))
     print("(coverage columns of the mean rows: share of all points inside; 0 counts = the prior alone)")
-    print(f"failure patterns: strong scaling fitted on one node = bert-large-dgxa100-strong; two fitted counts = "
-          f"mpt-*-a100-roce and the '2 counts' column; links = llm7b-torchtitan (1 count) and the Pollux traces.")
+    print("failure patterns: strong scaling fitted on one node = bert-large-dgxa100-strong; two fitted counts = "
+          "mpt-*-a100-roce and the '2 counts' column; links = llm7b-torchtitan (1 count) and the Pollux traces.")
     print(f"{seconds:.1f} s")
 
 

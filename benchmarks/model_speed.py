@@ -69,7 +69,7 @@ def main() -> int:
     import subprocess
 
     cmd = [sys.executable, "-m", "advisor", "recommend", "--budget", "20000"]
-    wall = median_seconds(lambda: subprocess.run(cmd, cwd=ROOT, capture_output=True, check=False), repeats=3)
+    wall = median_seconds(lambda: subprocess.run(cmd, cwd=ROOT, capture_output=True, check=True), repeats=3)
     print(f"`advisor recommend --budget 20000` (all workloads), wall: {wall:.2f} s (target < 1.5 s)")
     return 0
 

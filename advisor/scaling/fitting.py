@@ -96,9 +96,13 @@ def _group_median(inverse: np.ndarray, values: np.ndarray, n_groups: int) -> np.
     return out
 
 
+#: Nothing measured: no run and no probe crossed nodes.
+NO_COVERAGE = Coverage(False, False)
+
+
 def coverage_of(m: Optional["Measurements"]) -> Coverage:
     if m is None:
-        return Coverage(False, False)
+        return NO_COVERAGE
     return Coverage(steps_crossed_nodes=bool((m.nodes > 1).any()), probes_crossed_nodes=any(p.nodes > 1 for p in m.probes))
 
 
@@ -109,7 +113,7 @@ class Problem:
     workload: "Workload"
     data: FitData
     probes: tuple = ()
-    coverage: Coverage = Coverage(False, False)
+    coverage: Coverage = NO_COVERAGE
     priors: Priors = LEARNED
 
     @classmethod

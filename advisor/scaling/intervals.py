@@ -21,6 +21,7 @@ the corpus, per extrapolation distance (benchmarks/accuracy.py, docs/validation.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -47,7 +48,6 @@ def pooled_noise(r: np.ndarray, prior_noise: float) -> float:
 
 def posterior_draws(est, n: int, seed: int) -> Draws:
     """`n` coefficient vectors from the estimator's Laplace posterior (log-normal where the prior is)."""
-    p = est.coef_.size
     if n < 2 or est.free_.size == 0:
         return Draws(np.tile(est.coef_, (max(n, 0), 1)), np.full(max(n, 0), est.gamma_))
     k = est.cov_.shape[0]
@@ -81,7 +81,7 @@ class NoiseModel:
 
     @classmethod
     def from_residuals(cls, r: np.ndarray, widening: float, prior_noise: float,
-                       in_sample: np.ndarray = np.zeros(0)) -> "NoiseModel":
+                       in_sample: Optional[np.ndarray] = None) -> "NoiseModel":
         """Quantiles of the out-of-sample residuals `r` with >= MIN_EMPIRICAL of them; else a Student-t
         whose spread pools `r`, the in-sample residuals and PRIOR_WEIGHT pseudo-residuals of
         `prior_noise` (a cloud trace's 10% scatter shows in-sample even with one count measured)."""
@@ -91,8 +91,9 @@ class NoiseModel:
         else:
             from scipy.special import stdtrit  # Student-t quantile (scipy.stats costs ~0.6 s to import)
 
-            n = r.size + in_sample.size
-            pooled = pooled_noise(np.r_[r, in_sample], prior_noise)
+            both = r if in_sample is None else np.r_[r, in_sample]
+            n = both.size
+            pooled = pooled_noise(both, prior_noise)
             q = float(stdtrit(n + PRIOR_WEIGHT - 1, 1 - tail)) * pooled
             lo, hi = -q, q
         return cls(float(min(lo, 0.0)), float(max(hi, 0.0)), float(widening), int(r.size), float(prior_noise))

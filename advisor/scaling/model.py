@@ -253,9 +253,9 @@ class ScalingModel:
     def _fit_warnings(self) -> list[str]:
         w = self.workload
         if not self.calibrated:
-            return [f"uncalibrated: no measurement of {w.name}; every number is the prior's first estimate from the "
-                    "spec (MFU, achieved bandwidth and overlap as seen across published jobs), with wide intervals; "
-                    "run `advisor calibrate` or pass --calibration/--measurements"]
+            return [(f"uncalibrated: no measurement of {w.name}; every number is the prior's first estimate from the "
+                     "spec (MFU, achieved bandwidth and overlap as seen across published jobs), with wide intervals; "
+                     "run `advisor calibrate` or pass --calibration/--measurements")]
         out = []
         if FAMILIES[self.family].has_overlap and not (self.coverage.steps_crossed_nodes or self.coverage.probes_crossed_nodes):
             out.append(f"no measurement crossed nodes: the inter-node terms come from the declared inter_node_bandwidth "

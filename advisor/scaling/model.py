@@ -41,6 +41,7 @@ from advisor.scaling.fitting import FIT_NOISE, FitData, Problem, fit_family, nai
 from advisor.scaling.intervals import NoiseModel, interval, pooled_noise, posterior_draws, sigma_spread
 from advisor.scaling.priors import LEARNED, LINK_TOLERANCE, Priors
 from advisor.scaling.selection import leave_one_count_out
+from advisor.text import plural
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration
@@ -62,15 +63,12 @@ def load_measurements(workload: "Workload", calibration: Union["Calibration", st
                       required: bool = True) -> Optional[Measurements]:
     """The measurements to fit: a CSV, a calibration file, or the workload's checked-in calibration.
     None when there is none and `required` is false (the model then answers from its prior)."""
-    from advisor.calibration_data import Calibration, load_calibration, load_workload_calibration
+    from advisor.calibration_data import load_workload_calibration
 
-    if calibration is not None and measurements is not None:
-        raise InputError.at("--calibration", "", "give --calibration or --measurements, not both")
-    if measurements is not None:
-        return measurements if isinstance(measurements, Measurements) else read_measurements_csv(measurements, workload)
-    if calibration is not None:
-        cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration, workload.name)
-        return from_calibration(cal, workload)
+    if calibration or measurements is not None:  # several files and/or a CSV combine (docs/formats.md)
+        from advisor.measurements import combine_sources
+
+        return combine_sources(workload, calibration, measurements)
     cal = load_workload_calibration(workload.name, workload.source)
     if cal is None:
         if not required:
@@ -246,7 +244,7 @@ class ScalingModel:
                        f"largest measured count ({self.max_gpus_measured}): treat as an estimate, see the interval")
         wide = nodes > self.max_nodes_measured
         if wide.any():
-            out.append(f"predicting up to {int(nodes[wide].max())} nodes, past the largest measured node count "
+            out.append(f"predicting up to {plural(int(nodes[wide].max()), 'node')}, past the largest measured node count "
                        f"({self.max_nodes_measured})")
         return out
 
@@ -264,10 +262,10 @@ class ScalingModel:
                        "calibrating across >= 3 nodes is what makes extrapolation work")
         n_counts = np.unique(self.data.gpus).size
         if n_counts < 3:
-            out.append(f"{n_counts} measured GPU count(s): the prior carries what the data cannot pin; 3+ counts across "
-                       "2+ nodes narrow the interval")
+            out.append(f"{plural(n_counts, 'measured GPU count')}: the prior carries what the data cannot pin; 3+ counts "
+                       "across 2+ nodes narrow the interval")
         if self.noise.prior_dominated:
-            out.append(f"only {self.noise.n_residuals} out-of-sample residual(s): intervals lean on an assumed "
+            out.append(f"only {plural(self.noise.n_residuals, 'out-of-sample residual')}: intervals lean on an assumed "
                        f"{self.noise.prior_noise:.0%} run-to-run noise")
         out.extend(self._bound_warnings())
         out.extend(self._busbw_warnings())
@@ -301,11 +299,11 @@ class ScalingModel:
             declared = float(bus_bandwidth(self.workload, np.array([nodes]))[0]) / 1e9
             link = "inter-node" if nodes > 1 else "intra-node"
             if p.busbw < BUSBW_WARN_FRACTION * declared:
-                out.append(f"{op} on {gpus} GPUs over {nodes} node(s) reached {p.busbw:.3g} GB/s bus bandwidth, "
+                out.append(f"{op} on {plural(gpus, 'GPU')} over {plural(nodes, 'node')} reached {p.busbw:.3g} GB/s bus bandwidth, "
                            f"{p.busbw / declared:.0%} of the declared {link} {declared:.3g} GB/s: likely a misconfiguration "
                            "(e.g. NCCL falling back to TCP) or a wrong declared bandwidth")
             elif p.busbw > (1 + LINK_TOLERANCE) * declared:
-                out.append(f"{op} on {gpus} GPUs over {nodes} node(s) measured {p.busbw:.3g} GB/s bus bandwidth, above the "
+                out.append(f"{op} on {plural(gpus, 'GPU')} over {plural(nodes, 'node')} measured {p.busbw:.3g} GB/s bus bandwidth, above the "
                            f"declared {link} {declared:.3g} GB/s: the declaration contradicts the measurement; "
                            "raise the declared bandwidth")
         return out

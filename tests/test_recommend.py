@@ -200,9 +200,9 @@ def test_sweep_over_65536_counts_and_every_tier():
 def test_no_possible_count_says_why():
     rec = recommend(workload(**{"model.params": 6.7e9}), Amdahl())  # DDP: 107 GB of states on an 80 GB GPU
     assert rec.chosen is None and rec.closest == [] and rec.message.startswith("No plan")
-    assert rec.why[:1] == ["Left out at every count: the footprint per GPU exceeds the 80.0 GB of GPU memory; at 1 GPU "
-                           "it is 107.2 GB (model state 16 bytes per parameter, 107.2 GB for the whole model, split where "
-                           "the layout shards it, plus activations; advisor.memory)."]
+    assert rec.why[:1] == ["Left out at every count: the footprint per GPU exceeds the 80.0 GB of GPU memory; at "
+                           "16 GPUs it is 107.2 GB (model state 16 bytes per parameter, 107.2 GB for the whole model, "
+                           "split where the layout shards it, plus activations; advisor.memory)."]
 
 
 def test_statistical_efficiency_is_shown_when_used():

@@ -279,7 +279,8 @@ def _batch(rec: "Recommendation", c: int) -> str:
     if rec.measured_batch is None or abs(batch - rec.measured_batch) < 0.5:
         return ""
     return (
-        f"It trains with a global batch of {batch:,.0f} samples ({per_gpu:g} per GPU; largest measured: "
+        f"It trains with a global batch of {batch:,.0f} samples ({per_gpu:g} per GPU; "
+        f"{'largest measured' if rec.calibrated else 'at the baseline count'}: "
         f"{rec.measured_batch:,.0f})."
     )
 
@@ -341,11 +342,17 @@ def _memory_sentence(rec: "Recommendation") -> str:
     fits = sw.fits_memory
     smallest = int(sw.gpus[fits][0]) if fits.any() else None
     where = f"below {plural(smallest, 'GPU')}" if smallest else "at every count"
-    c = int((~fits).nonzero()[0][-1]) if smallest else 0
+    c = int((~fits).nonzero()[0][-1])  # the largest count left out: the nearest to fitting
     measured = ", moved to the calibration's measured peak" if rec.peaks else ""
+    hints = [f'with activation_checkpoint = "{mode}" the smallest count that fits would be {plural(n, "GPU")}'
+             if n else f'activation_checkpoint = "{mode}" would not fit at any count either'
+             for mode, n in rec.recompute.items()]
+    hint = f" {'; '.join(hints)}." if hints else ""
+    if hints and not any(rec.recompute.values()):
+        hint = hint[:-1] + " (tensor or pipeline parallelism would be needed)."
     return (
         f"Left out {where}: the footprint per GPU exceeds the {fmt_bytes(sw.gpu_memory)} of GPU memory; at "
         f"{plural(int(sw.gpus[c]), 'GPU')} it is {fmt_bytes(sw.memory_bytes[c])} (model state {STATE_BYTES_PER_PARAM} "
         f"bytes per parameter, {fmt_bytes(STATE_BYTES_PER_PARAM * rec.params)} for the whole model, split where the "
-        f"layout shards it, plus activations{measured}; advisor.memory)."
+        f"layout shards it, plus activations{measured}; advisor.memory).{hint}"
     )

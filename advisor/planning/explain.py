@@ -140,9 +140,8 @@ def _stop(rec: "Recommendation") -> str:
         t, c = cheapest_first[stop.at]
         return (
             f"It stops at the fastest plan considered, not at a step that was not worth it: {walked}. "
-            f"{plural(int(rec.sweep.gpus[c]), 'GPU')} is the most {rec.sweep.tiers[t].name} offers here "
-            f"(cluster.max_gpus "
-            f"or the tier's max_gpus); more might still pay."
+            f"{plural(int(rec.sweep.gpus[c]), 'GPU')} is the largest count available on {rec.sweep.tiers[t].name} "
+            f"here (max_gpus, whole instances, the batch or memory rule out larger ones); more might still pay."
         )
     nt, nc = cheapest_first[stop.next]
     return (

@@ -172,5 +172,5 @@ def test_when_memory_rules_counts_out_the_output_says_what_recomputation_would_f
     rec = recommend(thirteen_b("none"), Amdahl(baseline_gpus=8))
     assert rec.chosen is None and rec.recompute == {"selective": 32, "full": 8}
     text = " ".join(rec.why)
-    assert 'with activation_checkpoint = "selective" the smallest count that fits would be 32 GPUs' in text
+    assert 'With activation_checkpoint = "selective" the smallest count that fits would be 32 GPUs' in text
     assert "at 256 GPUs it is" in text  # the largest count: the nearest to fitting

@@ -346,7 +346,8 @@ def _memory_sentence(rec: "Recommendation") -> str:
     hints = [f'with activation_checkpoint = "{mode}" the smallest count that fits would be {plural(n, "GPU")}'
              if n else f'activation_checkpoint = "{mode}" would not fit at any count either'
              for mode, n in rec.recompute.items()]
-    hint = f" {'; '.join(hints)}." if hints else ""
+    joined = "; ".join(hints)
+    hint = f" {joined[:1].upper()}{joined[1:]}." if hints else ""
     if hints and not any(rec.recompute.values()):
         hint = hint[:-1] + " (tensor or pipeline parallelism would be needed)."
     return (

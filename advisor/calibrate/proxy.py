@@ -23,22 +23,32 @@ def params_of_transformer(layers: int, hidden: int, seq_len: int, vocab: int) ->
 
 
 class Block(nn.Module):
+    """Separate q, k, v projections (same parameters as nanoGPT's fused c_attn) so that tensor
+    parallelism can split them by heads: `TP_PLAN` is Megatron-LM's split (Shoeybi et al. 2019 §3):
+    column-parallel q/k/v and MLP up-projection, row-parallel attention output and MLP down-projection,
+    one all-reduce after each row-parallel layer in the forward, one per column-parallel input in the
+    backward. Under TP each rank holds heads / tp heads; `forward` reads the local width."""
+
+    TP_PLAN = {"q": "colwise", "k": "colwise", "v": "colwise", "proj": "rowwise", "fc": "colwise", "out": "rowwise"}
+
     def __init__(self, hidden: int, heads: int):
         super().__init__()
-        self.heads = heads
+        self.head_dim = hidden // heads
         self.ln1 = nn.LayerNorm(hidden)
-        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.q = nn.Linear(hidden, hidden)
+        self.k = nn.Linear(hidden, hidden)
+        self.v = nn.Linear(hidden, hidden)
         self.proj = nn.Linear(hidden, hidden)
         self.ln2 = nn.LayerNorm(hidden)
         self.fc = nn.Linear(hidden, 4 * hidden)
         self.out = nn.Linear(4 * hidden, hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        b, t, _ = x.shape
+        h = self.ln1(x)
+        q, k, v = (z(h).view(b, t, -1, self.head_dim).transpose(1, 2) for z in (self.q, self.k, self.v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, -1))
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
 
@@ -69,6 +79,17 @@ class MlpProxy(nn.Module):
         for block in self.blocks:
             x = F.gelu(block(x))
         return x.float().pow(2).mean()
+
+
+def tensor_parallel(model: nn.Module, mesh) -> nn.Module:
+    """Split every block over the 1-D tensor-parallel `mesh` with torch.distributed.tensor.parallel
+    (Block.TP_PLAN); embeddings, norms and the head stay replicated (identical on every TP rank)."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
+    for block in model.blocks:
+        parallelize_module(block, mesh, {name: styles[kind]() for name, kind in Block.TP_PLAN.items()})
+    return model
 
 
 def build_proxy(shape: ProxyShape) -> nn.Module:

@@ -32,8 +32,9 @@ def run_from_result(w: Workload, result: dict) -> tuple[Run, list[Collective]]:
         micro_samples=result.get("micro_samples"),
         peak_memory_bytes=result.get("peak_memory_bytes"),
         tokens_per_second=result.get("tokens_per_second"),
+        layout=result.get("layout"),
     )
-    probes = [Collective(gpus=gpus, nodes=nodes, **c) for c in result.get("collectives", [])]
+    probes = [Collective(**{"gpus": gpus, "nodes": nodes, **c}) for c in result.get("collectives", [])]
     return run, probes
 
 

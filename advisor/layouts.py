@@ -60,7 +60,7 @@ Korthikanti et al. 2022 Table 2 activations per layer (ACTIVATION_BYTES: s·b·h
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -120,7 +120,7 @@ class Replicate:
     def shard_degree(self, dp, per_node_dp, shard, rep):
         return np.ones_like(dp)
 
-    def traffic(self, lay: "Layout", grad, micro) -> list[Traffic]:
+    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
         k = lay.dp_replicate * lay.cp
         one = np.ones_like(k)
         return [Traffic("ddp gradient all-reduce", "all_reduce", k, lay.tp, grad, one, one)]
@@ -135,7 +135,7 @@ class Shard:
     def shard_degree(self, dp, per_node_dp, shard, rep):
         return dp if shard in (None, -1) else np.full_like(dp, shard)
 
-    def traffic(self, lay: "Layout", grad, micro) -> list[Traffic]:
+    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
         k = lay.dp_shard * lay.cp
         one = np.ones_like(k)
         return [Traffic("fsdp all-gather (forward + backward, per micro-batch)", "all_gather", k, lay.tp, grad,
@@ -156,7 +156,7 @@ class HybridShard(Shard):
             return dp // rep
         return np.minimum(dp, per_node_dp)
 
-    def traffic(self, lay: "Layout", grad, micro) -> list[Traffic]:
+    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
         inner = super().traffic(lay, grad, micro)
         s = lay.dp_shard * lay.cp
         one = np.ones_like(s)
@@ -201,17 +201,17 @@ class Layout:
         return [self.label(i) for i in range(len(self.gpus))]
 
     # -- the work of one data-parallel rank --------------------------------------------------
-    def samples_per_rank(self, w: "Workload") -> np.ndarray:
+    def samples_per_rank(self, w: Workload) -> np.ndarray:
         """Samples one data-parallel rank processes per step (at least 1)."""
         dp = np.maximum(self.data_parallel_size, 1).astype(float)
         if w.batch.policy == "fixed-global":
             return np.maximum(np.floor(w.batch.global_samples / dp), 1.0)
         return np.full(dp.shape, float(w.batch.per_gpu_samples))
 
-    def global_batch(self, w: "Workload") -> np.ndarray:
+    def global_batch(self, w: Workload) -> np.ndarray:
         return self.samples_per_rank(w) * self.data_parallel_size
 
-    def micro_batches(self, w: "Workload") -> tuple[np.ndarray, np.ndarray]:
+    def micro_batches(self, w: Workload) -> tuple[np.ndarray, np.ndarray]:
         """(micro-batches per step, samples per micro-batch) on one data-parallel rank."""
         per = self.samples_per_rank(w)
         pipeline = w.parallelism.pipeline_microbatches
@@ -221,7 +221,7 @@ class Layout:
         micro = np.minimum(float(w.batch.micro_samples or 0) or per, per)
         return np.ceil(per / micro), micro
 
-    def bubble_fraction(self, w: "Workload") -> np.ndarray:
+    def bubble_fraction(self, w: Workload) -> np.ndarray:
         """Idle share of a pipelined step: (p-1)/(v·m + p - 1) (Megatron-LM SC21 §2.2.1-2)."""
         m, _ = self.micro_batches(w)
         v = w.parallelism.virtual_stages
@@ -229,7 +229,7 @@ class Layout:
         return (p - 1) / (v * m + p - 1)
 
     # -- traffic -------------------------------------------------------------------------------
-    def traffic(self, w: "Workload") -> list[Traffic]:
+    def traffic(self, w: Workload) -> list[Traffic]:
         m = w.model
         micro_count, micro = self.micro_batches(w)
         grad = m.gradient_bytes / (self.tp * self.pp)
@@ -257,7 +257,7 @@ class Layout:
                            kv_bytes, ring, ring))
         return out
 
-    def link_seconds(self, w: "Workload") -> LinkSeconds:
+    def link_seconds(self, w: Workload) -> LinkSeconds:
         """Per-link bytes and seconds per step at the declared bandwidths and latencies."""
         g = float(self.gpus_per_node)
         on_node = np.ceil(self.gpus / np.maximum(self.nodes, 1))
@@ -282,7 +282,7 @@ class Layout:
                            inter_l * w.cluster.inter_node_latency, intra_b, inter_b)
 
     # -- memory --------------------------------------------------------------------------------
-    def memory_bytes(self, w: "Workload") -> np.ndarray:
+    def memory_bytes(self, w: Workload) -> np.ndarray:
         """State + activation bytes per GPU (advisor.memory when present, else `_local_memory`)."""
         try:
             from advisor.memory import bytes_per_gpu
@@ -295,7 +295,7 @@ class Layout:
                                    activation_checkpoint=getattr(w.parallelism, "activation_checkpoint", None))
         return out
 
-    def fits(self, w: "Workload") -> np.ndarray:
+    def fits(self, w: Workload) -> np.ndarray:
         """Whether each count's GPUs hold the state and activations (True where the GPU's memory is unknown)."""
         from advisor.catalog import find_gpu
 
@@ -306,7 +306,7 @@ class Layout:
         return self.valid & (self.memory_bytes(w) <= memory)
 
 
-def _local_memory(w: "Workload", gpus: int, *, dp_shard=None, tp=1, pp=1, cp=1, activation_checkpoint=None) -> float:
+def _local_memory(w: Workload, gpus: int, *, dp_shard=None, tp=1, pp=1, cp=1, activation_checkpoint=None) -> float:
     """Stand-in for advisor.memory.bytes_per_gpu (same signature) until it lands: see module docstring."""
     m = w.model
     shard = dp_shard if dp_shard is not None else (gpus // (tp * pp) if w.parallelism.strategy != "ddp" else 1)
@@ -327,13 +327,13 @@ def _local_memory(w: "Workload", gpus: int, *, dp_shard=None, tp=1, pp=1, cp=1, 
 
 
 # -- building layouts ---------------------------------------------------------------------------
-def _arrays(gpus, nodes, w: "Workload"):
+def _arrays(gpus, nodes, w: Workload):
     g = np.atleast_1d(np.asarray(gpus, dtype=np.int64))
     n = w.nodes(g) if nodes is None else np.broadcast_to(np.atleast_1d(np.asarray(nodes, dtype=np.int64)), g.shape)
     return g, np.asarray(n, dtype=np.int64)
 
 
-def build(w: "Workload", gpus, nodes=None, strategy: Optional[str] = None, tp: Optional[int] = None) -> Layout:
+def build(w: Workload, gpus, nodes=None, strategy: str | None = None, tp: int | None = None) -> Layout:
     """The layout of `strategy` (default: the spec's; 'auto' means its first candidate) at each count."""
     p = w.parallelism
     name = strategy or p.strategy
@@ -356,7 +356,7 @@ def build(w: "Workload", gpus, nodes=None, strategy: Optional[str] = None, tp: O
     return Layout(strat, g, n, shard, np.maximum(rep, 1), tp * ones, pp * ones, cp * ones, valid, w.cluster.gpus_per_node)
 
 
-def candidates(w: "Workload", gpus, nodes=None) -> list[Layout]:
+def candidates(w: Workload, gpus, nodes=None) -> list[Layout]:
     """Layouts to try at each count: the spec's own, or under strategy 'auto' DDP, FSDP and HSDP
     (shard in a node, replicate across) at each tensor-parallel degree that fits a node and divides
     the heads (tp is tried only when the spec leaves it open and the global batch is fixed, so that

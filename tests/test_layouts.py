@@ -4,19 +4,17 @@ spec's degree checks through the real CLI."""
 
 from __future__ import annotations
 
-import tomllib
-
-import numpy as np
 import pytest
+import tomllib
+from conftest import WORKLOADS, run_cli
 
 from advisor import layouts as L
 from advisor.spec import workload_from_dict
-from conftest import WORKLOADS, run_cli
 
 RENTAL = tomllib.loads((WORKLOADS / "rental-ethernet.toml").read_text())
 
 
-def spec(parallelism: dict, **sections) -> "object":
+def spec(parallelism: dict, **sections) -> object:
     data = {**RENTAL, "parallelism": parallelism, "calibration": {"gpus": [8, 16]}}
     for key, value in sections.items():
         data[key] = {**RENTAL[key], **value}

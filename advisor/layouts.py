@@ -257,15 +257,16 @@ class Layout:
                            kv_bytes, ring, ring))
         return out
 
-    def link_seconds(self, w: Workload) -> LinkSeconds:
-        """Per-link bytes and seconds per step at the declared bandwidths and latencies."""
+    def link_seconds(self, w: Workload, traffic: Optional[list[Traffic]] = None) -> LinkSeconds:
+        """Per-link bytes and seconds per step at the declared bandwidths and latencies, of all the
+        layout's traffic or of the given part of it."""
         g = float(self.gpus_per_node)
         on_node = np.ceil(self.gpus / np.maximum(self.nodes, 1))
         intra_bw = w.intra_node_bandwidth
         inter_bw = min(w.cluster.inter_node_bandwidth, intra_bw)
         zeros = np.zeros(self.gpus.shape)
         intra_b, inter_b, intra_l, inter_l = zeros.copy(), zeros.copy(), zeros.copy(), zeros.copy()
-        for t in self.traffic(w):
+        for t in self.traffic(w) if traffic is None else traffic:
             k, d = t.group.astype(float), t.stride.astype(float)
             span_nodes = self.nodes > 1
             crosses = span_nodes & (k * d > g) & (k > 1)

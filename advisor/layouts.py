@@ -257,7 +257,7 @@ class Layout:
                            kv_bytes, ring, ring))
         return out
 
-    def link_seconds(self, w: Workload, traffic: Optional[list[Traffic]] = None) -> LinkSeconds:
+    def link_seconds(self, w: Workload, traffic: list[Traffic] | None = None) -> LinkSeconds:
         """Per-link bytes and seconds per step at the declared bandwidths and latencies, of all the
         layout's traffic or of the given part of it."""
         g = float(self.gpus_per_node)
@@ -385,3 +385,68 @@ def describe(layout: Layout, i: int = 0) -> dict:
     return {"strategy": layout.name, "layout": layout.label(i), "dp_shard": int(layout.dp_shard[i]),
             "dp_replicate": int(layout.dp_replicate[i]), "tp": int(layout.tp[i]), "pp": int(layout.pp[i]),
             "cp": int(layout.cp[i])}
+
+
+# -- choosing a layout --------------------------------------------------------------------------
+def with_layout(w: Workload, strategy: str, tp: int | None = None) -> Workload:
+    """The workload with a concrete strategy (and TP degree) in place of 'auto': what one candidate
+    layout predicts with (the fitted coefficients are per link and carry over between layouts)."""
+    par = w.parallelism.model_copy(update={"strategy": strategy, "tensor_parallel_degree": tp or w.parallelism.tensor_parallel_degree})
+    return w.model_copy(update={"parallelism": par})
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Candidate layouts at each GPU count, their predicted step seconds and the fastest that fits."""
+
+    layouts: list[Layout]
+    workloads: list[Workload]
+    seconds: np.ndarray  # (candidates, counts): median step seconds, inf where invalid or out of memory
+    best: np.ndarray  # index into layouts per count, -1 where none fits
+
+    def label(self, i: int) -> str | None:
+        b = int(self.best[i])
+        return None if b < 0 else self.layouts[b].label(i)
+
+    def strategy(self, i: int) -> str | None:
+        b = int(self.best[i])
+        return None if b < 0 else self.layouts[b].name
+
+    def runner_up(self, i: int) -> tuple[str, str, float] | None:
+        """(strategy, layout, how many times slower) of the fastest other layout at count i."""
+        b = int(self.best[i])
+        if b < 0:
+            return None
+        col = self.seconds[:, i].copy()
+        col[b] = np.inf
+        j = int(np.argmin(col))
+        if not np.isfinite(col[j]):
+            return None
+        return self.layouts[j].name, self.layouts[j].label(i), float(col[j] / self.seconds[b, i])
+
+    def why(self, i: int) -> str:
+        """One sentence: which layout, what it beat and by how much."""
+        b = int(self.best[i])
+        if b < 0:
+            return "no candidate layout fits in memory"
+        other = self.runner_up(i)
+        mine = f"{self.layouts[b].name} ({self.layouts[b].label(i)})"
+        if other is None:
+            return f"{mine}: the only candidate layout that fits"
+        return f"{mine}: {other[2]:.2f}x faster per step than {other[0]} ({other[1]}), the next best"
+
+
+def choose(w: Workload, gpus, nodes, step_seconds) -> Choice:
+    """Try every candidate layout (`candidates`) at every count and keep the fastest that fits in
+    memory. `step_seconds(workload, gpus, nodes)` is the step-time model (median seconds), called
+    once per candidate with that candidate's concrete workload (`with_layout`)."""
+    layouts = candidates(w, gpus, nodes)
+    works = [with_layout(w, lay.name, int(lay.tp[0])) if w.parallelism.strategy == "auto" else w for lay in layouts]
+    seconds = np.full((len(layouts), len(layouts[0].gpus)), np.inf)
+    for k, (lay, cw) in enumerate(zip(layouts, works)):
+        ok = lay.fits(cw)
+        if ok.any():
+            t = np.asarray(step_seconds(cw, lay.gpus, lay.nodes), float)
+            seconds[k] = np.where(ok, t, np.inf)
+    best = np.where(np.isfinite(seconds).any(axis=0), np.argmin(seconds, axis=0), -1)
+    return Choice(layouts, works, seconds, best)

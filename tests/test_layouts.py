@@ -4,6 +4,7 @@ spec's degree checks through the real CLI."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import tomllib
 from conftest import WORKLOADS, run_cli
@@ -133,3 +134,37 @@ def test_bad_degrees_exit_2_with_the_dotted_path(tmp_path, lines, expected):
     r = run_cli("validate", "w.toml", cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.startswith(f"w.toml: {expected}"), r.stderr
+
+
+def _declared_step(w, gpus, nodes):
+    """A known step-time function for the test (no fitting): compute at 40% MFU plus every link's
+    declared bandwidth and latency seconds, no overlap."""
+    from advisor.scaling.features import compute_seconds
+
+    lay = L.build(w, gpus, nodes)
+    links = lay.link_seconds(w)
+    work = compute_seconds(w, gpus, w.global_batch(gpus)) / 0.4 / (1 - lay.bubble_fraction(w))
+    return work + links.intra_bandwidth + links.inter_bandwidth + links.intra_latency + links.inter_latency
+
+
+def test_choose_picks_the_fastest_layout_that_fits_and_says_what_it_beat():
+    w = spec({"strategy": "auto"}, batch={"per_gpu_samples": 1, "micro_samples": 1})  # fits 80 GB without checkpointing
+    gpus = np.array([16, 32])
+    choice = L.choose(w, gpus, None, _declared_step)
+    # independent expectation: at 16 GPUs on 100 GbE the slow-link bytes decide: HSDP's 2(r-1)/r·G per node
+    # beats FSDP's 3(N-1)/N·G; DDP (2(N-1)/N·G) cannot hold 16 bytes x 8B parameters in 80 GB.
+    assert choice.strategy(0) == "hsdp" and choice.label(0) == "dp_shard=8, dp_replicate=2, tp=1, pp=1"
+    name, label, ratio = choice.runner_up(0)
+    assert name == "fsdp" and ratio > 1
+    assert choice.why(0).startswith("hsdp (dp_shard=8, dp_replicate=2, tp=1, pp=1): ") and "than fsdp" in choice.why(0)
+    expected = {lay.name: _declared_step(cw, gpus, None)[0] for lay, cw in zip(choice.layouts, choice.workloads)}
+    assert ratio == pytest.approx(expected["fsdp"] / expected["hsdp"])
+    assert not np.isfinite(choice.seconds[[lay.name for lay in choice.layouts].index("ddp"), 0])
+
+
+def test_choose_skips_layouts_that_do_not_fit_in_memory():
+    w = spec({"strategy": "auto"}, model={"params": "20B", "layers": 48, "hidden": 6144, "heads": 48, "seq_len": 2048})
+    choice = L.choose(w, np.array([16]), None, _declared_step)
+    ddp = next(k for k, lay in enumerate(choice.layouts) if lay.name == "ddp")
+    assert not np.isfinite(choice.seconds[ddp, 0])  # 16 bytes x 20B per GPU does not fit 80 GB
+    assert choice.strategy(0) in ("fsdp", "hsdp")

@@ -1,6 +1,6 @@
 """Real calibrations of parallel layouts on CPU with gloo: HSDP on a 2x2 mesh (4 ranks, a spec with
-gpus_per_node = 2) and tensor parallelism over 2 ranks; each file holds positive step times, the
-layout of its run and probes of every mesh group."""
+gpus_per_node = 2), tensor parallelism and a 2-stage 1F1B pipeline over 2 ranks; each file holds
+positive step times, the layout of its run and probes of every mesh group."""
 
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ def _layout_spec(tmp_path, name, replace):
     ("tiny-tp", 2, [('strategy = "ddp"', 'strategy = "fsdp"\ntensor_parallel_degree = 2'),
                     ("gpus = [1, 2, 4]", "gpus = [2, 4]")],
      "dp_shard=1, dp_replicate=1, tp=2, pp=1", {"world": 2}),
+    ("tiny-pp", 2, [('strategy = "ddp"', 'strategy = "fsdp"\npipeline_parallel_degree = 2'),
+                    ("gpus = [1, 2, 4]", "gpus = [2, 4]")],
+     "dp_shard=1, dp_replicate=1, tp=1, pp=2", {"world": 2}),
 ])
 def test_calibrate_runs_the_layout(tmp_path, name, count, replace, layout, groups):
     spec = _layout_spec(tmp_path, name, replace)

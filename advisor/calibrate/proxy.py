@@ -81,6 +81,44 @@ class MlpProxy(nn.Module):
         return x.float().pow(2).mean()
 
 
+class StageProxy(nn.Module):
+    """Blocks [lo, hi) of the proxy for one pipeline stage (torchtitan's manual pipeline split): the
+    first stage also embeds the tokens, the last adds the final norm and the output head, untied
+    (tied weights cannot span stages; the head adds vocab x hidden parameters to the proxy)."""
+
+    def __init__(self, shape: ProxyShape, lo: int, hi: int, first: bool, last: bool):
+        super().__init__()
+        self.tok = nn.Embedding(shape.vocab, shape.hidden) if first else None
+        self.pos = nn.Embedding(shape.seq_len, shape.hidden) if first else None
+        self.blocks = nn.ModuleList(Block(shape.hidden, shape.heads) for _ in range(lo, hi))
+        self.ln_f = nn.LayerNorm(shape.hidden) if last else None
+        self.head = nn.Linear(shape.hidden, shape.vocab, bias=False) if last else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.tok is not None:
+            x = self.tok(x) + self.pos(torch.arange(x.shape[1], device=x.device))
+        for block in self.blocks:
+            x = block(x)
+        if self.head is not None:
+            x = self.head(self.ln_f(x)).float()
+        return x
+
+
+def pipeline_stages(shape: ProxyShape, stages: int, ranks: int, rank: int) -> list[tuple[int, StageProxy]]:
+    """(stage index, module) of the stages pipeline rank `rank` holds: `stages` = ranks x model chunks,
+    stage i on rank i mod ranks (the looped placement of torch's interleaved 1F1B), layers split as
+    evenly as possible (the first stages take the remainder)."""
+    base, extra = divmod(shape.layers, stages)
+    bounds = [0]
+    for i in range(stages):
+        bounds.append(bounds[-1] + base + (1 if i < extra else 0))
+    return [(i, StageProxy(shape, bounds[i], bounds[i + 1], i == 0, i == stages - 1)) for i in range(rank, stages, ranks)]
+
+
+def pipeline_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
 def tensor_parallel(model: nn.Module, mesh) -> nn.Module:
     """Split every block over the 1-D tensor-parallel `mesh` with torch.distributed.tensor.parallel
     (Block.TP_PLAN); embeddings, norms and the head stay replicated (identical on every TP rank)."""

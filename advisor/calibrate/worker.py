@@ -127,14 +127,15 @@ class Rank:
         return lay
 
     def build_mesh(self):
-        """torchtitan's mesh, outermost first: (dp_replicate, dp_shard, tp), tp innermost so that the
-        tensor-parallel ranks of a group are neighbours (one node). Returns (data-parallel mesh or
-        None, tensor-parallel mesh or None)."""
+        """torchtitan's mesh, outermost first: (pp, dp_replicate, dp_shard, tp), tp innermost so that
+        the tensor-parallel ranks of a group are neighbours (one node) and pipeline stages are the
+        farthest apart. Returns (data-parallel mesh or None, tensor-parallel mesh or None)."""
         from torch.distributed.device_mesh import init_device_mesh
 
-        rep, shard, tp = int(self.lay.dp_replicate[0]), int(self.lay.dp_shard[0]), int(self.lay.tp[0])
-        names = ("dp_replicate", "dp_shard", "tp")
-        self.mesh = init_device_mesh(self.device.type, (rep, shard, tp), mesh_dim_names=names)
+        lay = self.lay
+        pp, rep, shard, tp = (int(a[0]) for a in (lay.pp, lay.dp_replicate, lay.dp_shard, lay.tp))
+        names = ("pp", "dp_replicate", "dp_shard", "tp")
+        self.mesh = init_device_mesh(self.device.type, (pp, rep, shard, tp), mesh_dim_names=names)
         dp = None
         if rep > 1:  # 2-D (replicate, shard): FSDP2's HSDP (a shard of 1: plain replication)
             dp = self.mesh["dp_replicate", "dp_shard"]
@@ -144,16 +145,34 @@ class Rank:
 
     def build(self) -> None:
         torch = self.torch
-        from advisor.calibrate.proxy import build_proxy, sample_inputs, tensor_parallel
+        from advisor.calibrate.proxy import build_proxy, sample_inputs
 
         torch.manual_seed(0)
-        model = build_proxy(self.shape).to(self.device)
-        self.params = sum(p.numel() for p in model.parameters())
         self.lay = self.layout()
-        strategy = self.lay.name
-        low = self.dtype != torch.float32
+        self.strategy = self.lay.name
         self.mesh = None
-        if strategy == "ddp" and self.lay.tp[0] == 1:
+        self.schedule = None
+        plain_ddp = self.strategy == "ddp" and self.lay.tp[0] == 1 and self.lay.pp[0] == 1
+        self.mesh_parts = (None, None) if plain_ddp else self.build_mesh()
+        if self.lay.pp[0] > 1:
+            modules = self.build_pipeline()
+        else:
+            model = build_proxy(self.shape).to(self.device)
+            self.params = sum(p.numel() for p in model.parameters())
+            modules = [self.wrap(model)]
+        self.modules = modules
+        self.model = modules[0]
+        self.optimizer = torch.optim.AdamW([p for m in modules for p in m.parameters()], lr=1e-4)
+        self.inputs = [sample_inputs(self.shape, m, self.device, self.dtype) for m in self.plan.micro_batches]
+
+    def wrap(self, model):
+        """DDP (replicas only, no TP), else FSDP2 on the layout's data-parallel mesh after TP."""
+        torch = self.torch
+        from advisor.calibrate.proxy import tensor_parallel
+
+        low = self.dtype != torch.float32
+        self.autocast = nullcontext
+        if self.mesh is None:  # plain DDP: replicas only
             from torch.nn.parallel import DistributedDataParallel as DDP
 
             model = DDP(model, device_ids=[self.local_rank] if self.cuda else None)
@@ -163,35 +182,80 @@ class Rank:
                 hook = default_hooks.bf16_compress_hook if self.dtype == torch.bfloat16 else default_hooks.fp16_compress_hook
                 model.register_comm_hook(None, hook)
             self.autocast = (lambda: torch.autocast(self.device.type, dtype=self.dtype)) if low else nullcontext
-        else:  # FSDP2 on a 1-D mesh (fsdp), a 2-D mesh (hsdp; ddp under TP), after TP if any
-            from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+            return model
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-            dp_mesh, tp_mesh = self.build_mesh()
-            if tp_mesh is not None:
-                model = tensor_parallel(model, tp_mesh)
-            policy = MixedPrecisionPolicy(param_dtype=self.dtype, reduce_dtype=self.dtype) if low else MixedPrecisionPolicy()
-            if dp_mesh is not None:
-                for block in model.blocks:
-                    fully_shard(block, mesh=dp_mesh, mp_policy=policy)
-                fully_shard(model, mesh=dp_mesh, mp_policy=policy)
-            self.autocast = nullcontext
-        self.model = model
-        self.strategy = strategy
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        self.inputs = [sample_inputs(self.shape, m, self.device, self.dtype) for m in self.plan.micro_batches]
+        dp_mesh, tp_mesh = self.mesh_parts
+        if tp_mesh is not None:
+            model = tensor_parallel(model, tp_mesh)
+        policy = MixedPrecisionPolicy(param_dtype=self.dtype, reduce_dtype=self.dtype) if low else MixedPrecisionPolicy()
+        if dp_mesh is not None:
+            for block in model.blocks:
+                fully_shard(block, mesh=dp_mesh, mp_policy=policy)
+            fully_shard(model, mesh=dp_mesh, mp_policy=policy)
+        return model
+
+    def build_pipeline(self) -> list:
+        """This rank's pipeline stages (torch.distributed.pipelining), each wrapped as `wrap` does,
+        and the schedule: 1F1B, or interleaved 1F1B with the layout's model chunks per rank."""
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
+
+        from advisor.calibrate.proxy import pipeline_loss, pipeline_stages
+
+        torch = self.torch
+        pp_mesh = self.mesh["pp"]
+        pp, v = int(self.lay.pp[0]), self.workload.parallelism.virtual_stages
+        built = pipeline_stages(self.shape, pp * v, pp, pp_mesh.get_local_rank())
+        local = sum(p.numel() for _, m in built for p in m.parameters())
+        # every stage exists on world / pp ranks (its data- and tensor-parallel copies)
+        self.params = int(self.sum_over_ranks(local) / (self.world // pp))
+        modules, stages = [], []
+        for index, module in built:
+            module = self.wrap(module.to(self.device))
+            modules.append(module)
+            stages.append(PipelineStage(module, index, pp * v, self.device, group=pp_mesh.get_group()))
+        self.first = any(s.is_first for s in stages)
+        self.last = any(s.is_last for s in stages)
+        micro = self.workload.parallelism.pipeline_microbatches or len(self.plan.micro_batches)
+        if self.plan.per_gpu % micro:
+            raise ValueError(f"pipeline: {self.plan.per_gpu} samples per data-parallel rank do not split into {micro} micro-batches")
+        if v > 1:
+            self.schedule = ScheduleInterleaved1F1B(stages, n_microbatches=micro, loss_fn=pipeline_loss)
+        else:
+            self.schedule = Schedule1F1B(stages[0], n_microbatches=micro, loss_fn=pipeline_loss)
+        tokens = torch.randint(0, self.shape.vocab, (self.plan.per_gpu, self.shape.seq_len + 1), device=self.device)
+        self.pipeline_batch = tokens[:, :-1], tokens[:, 1:]
+        return modules
+
+    def sum_over_ranks(self, value: float) -> float:
+        t = self.torch.tensor([float(value)], dtype=self.torch.float64, device=self.device)
+        self.dist.all_reduce(t)
+        return float(t.item())
+
+    def set_gradient_sync(self, on: bool) -> None:
+        for module in self.modules:
+            if hasattr(module, "set_requires_gradient_sync"):  # FSDP2; TP alone has no gradient sync
+                module.set_requires_gradient_sync(on)
 
     def step(self, sync_gradients: bool) -> None:
-        last = len(self.inputs) - 1
-        for i, batch in enumerate(self.inputs):
-            sync_now = sync_gradients and i == last
-            context = nullcontext()
-            if self.strategy == "ddp" and self.mesh is None:
-                context = nullcontext() if sync_now else self.model.no_sync()
-            elif hasattr(self.model, "set_requires_gradient_sync"):  # FSDP2; TP alone has no gradient sync
-                self.model.set_requires_gradient_sync(sync_now)
-            with context, self.autocast():
-                loss = self.model(batch)
-            (loss / len(self.inputs)).backward()
+        if self.schedule is not None:  # the schedule runs every micro-batch of the step
+            self.set_gradient_sync(sync_gradients)
+            inputs, targets = self.pipeline_batch
+            args = (inputs,) if self.first else ()
+            kwargs = {"target": targets, "losses": []} if self.last else {}
+            self.schedule.step(*args, **kwargs)
+        else:
+            last = len(self.inputs) - 1
+            for i, batch in enumerate(self.inputs):
+                sync_now = sync_gradients and i == last
+                context = nullcontext()
+                if self.strategy == "ddp" and self.mesh is None:
+                    context = nullcontext() if sync_now else self.model.no_sync()
+                else:
+                    self.set_gradient_sync(sync_now)
+                with context, self.autocast():
+                    loss = self.model(batch)
+                (loss / len(self.inputs)).backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 

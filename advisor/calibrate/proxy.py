@@ -10,6 +10,8 @@ an MLP of square layers (plan.ProxyShape) with the declared parameter count and 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -29,7 +31,7 @@ class Block(nn.Module):
     one all-reduce after each row-parallel layer in the forward, one per column-parallel input in the
     backward. Under TP each rank holds heads / tp heads; `forward` reads the local width."""
 
-    TP_PLAN = {"q": "colwise", "k": "colwise", "v": "colwise", "proj": "rowwise", "fc": "colwise", "out": "rowwise"}
+    TP_PLAN: ClassVar[dict[str, str]] = {"q": "colwise", "k": "colwise", "v": "colwise", "proj": "rowwise", "fc": "colwise", "out": "rowwise"}
 
     def __init__(self, hidden: int, heads: int):
         super().__init__()
@@ -122,7 +124,11 @@ def pipeline_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 def tensor_parallel(model: nn.Module, mesh) -> nn.Module:
     """Split every block over the 1-D tensor-parallel `mesh` with torch.distributed.tensor.parallel
     (Block.TP_PLAN); embeddings, norms and the head stay replicated (identical on every TP rank)."""
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
 
     styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
     for block in model.blocks:

@@ -198,7 +198,11 @@ class Rank:
     def build_pipeline(self) -> list:
         """This rank's pipeline stages (torch.distributed.pipelining), each wrapped as `wrap` does,
         and the schedule: 1F1B, or interleaved 1F1B with the layout's model chunks per rank."""
-        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
+        from torch.distributed.pipelining import (
+            PipelineStage,
+            Schedule1F1B,
+            ScheduleInterleaved1F1B,
+        )
 
         from advisor.calibrate.proxy import pipeline_loss, pipeline_stages
 

@@ -89,6 +89,11 @@ class Traffic:
     nbytes: np.ndarray  # buffer per call, nccl-tests 'size' (the full buffer)
     calls: np.ndarray  # calls per optimizer step (bandwidth)
     latency_calls: np.ndarray  # calls that each pay the latency hops
+    #: Whether it can run while the GPU computes: data-parallel collectives are issued per layer or
+    #: bucket as the backward (FSDP2: and the prefetching forward) proceeds (Li et al. VLDB 2020 §3.2.3;
+    #: FSDP2 prefetch), ring attention passes K/V while a block computes (Liu et al. 2023); TP's
+    #: all-reduces and PP's sends sit between dependent operations (Megatron-LM SC21 §3).
+    overlappable: bool = True
 
     def bus_bytes(self) -> np.ndarray:
         """Bytes each rank moves per step (nccl-tests bus-bandwidth factors)."""
@@ -244,12 +249,12 @@ class Layout:
         per_layer = 6 if recompute else 4
         calls = per_layer * layers * micro_count
         out.append(Traffic("tp activation all-reduces (per layer, per micro-batch)", "all_reduce", self.tp,
-                           np.ones_like(self.tp), act, calls, calls))
+                           np.ones_like(self.tp), act, calls, calls, overlappable=False))
         v = w.parallelism.virtual_stages
         stride = self.gpus // np.maximum(self.pp, 1)
         p2p = 2 * v * micro_count * (self.pp > 1)
         out.append(Traffic("pp activations between stages", "send_recv", np.where(self.pp > 1, 2, 1), stride,
-                           act / self.tp, p2p, p2p))
+                           act / self.tp, p2p, p2p, overlappable=False))
         kv = m.kv_heads or m.heads
         kv_bytes = 2 * tokens * m.hidden * kv / m.heads / self.tp * e
         ring = 3 * (self.cp - 1) * layers * micro_count
@@ -257,9 +262,10 @@ class Layout:
                            kv_bytes, ring, ring))
         return out
 
-    def link_seconds(self, w: Workload, traffic: list[Traffic] | None = None) -> LinkSeconds:
+    def link_seconds(self, w: Workload, traffic: list[Traffic] | None = None, inter_hops: str = "tree") -> LinkSeconds:
         """Per-link bytes and seconds per step at the declared bandwidths and latencies, of all the
-        layout's traffic or of the given part of it."""
+        layout's traffic or of the given part of it; across nodes NCCL's tree hops, or `inter_hops`
+        = "ring" for its ring algorithm (2(k-1), as in a node)."""
         g = float(self.gpus_per_node)
         on_node = np.ceil(self.gpus / np.maximum(self.nodes, 1))
         intra_bw = w.intra_node_bandwidth
@@ -276,7 +282,8 @@ class Layout:
             inter_b += np.where(crosses, on_node / members_per_node * bus, 0.0)
             half = 1.0 if t.op == "all_reduce" else 0.5
             ring = 2 * (k - 1) * half if t.op != "send_recv" else np.minimum(k - 1, 1)
-            tree = 2 * np.log2(np.maximum(k, 1)) * half if t.op != "send_recv" else np.minimum(k - 1, 1)
+            across = 2 * np.log2(np.maximum(k, 1)) if inter_hops == "tree" else 2 * (k - 1)
+            tree = across * half if t.op != "send_recv" else np.minimum(k - 1, 1)
             intra_l += np.where(crosses, 0.0, t.latency_calls * ring)
             inter_l += np.where(crosses, t.latency_calls * tree, 0.0)
         return LinkSeconds(intra_b / intra_bw, inter_b / inter_bw, intra_l * w.cluster.intra_node_latency,

@@ -42,8 +42,8 @@ bytes over k ranks moves 2(k-1)/k·S per rank, a reduce-scatter or all-gather (k
   / heads under GQA) around the ring, cp - 1 steps in the forward, twice that in the backward
   (K, V and their gradients).
 
-Placement: a group of k ranks at rank stride d spans k·d consecutive ranks; inside one node when
-k·d <= gpus per node. A group that crosses nodes runs NCCL's rings through every node's NICs once
+Placement: ranks fill nodes in order (GPUs per node = N / nodes, as torchrun and Slurm place them);
+a group of k ranks at rank stride d spans k·d consecutive ranks, inside one node when k·d <= that. A group that crosses nodes runs NCCL's rings through every node's NICs once
 per ring, so a node's NICs carry (GPUs on the node / group members on the node) x the per-rank bus
 bytes: flat FSDP 1x, HSDP's replica all-reduce once per local rank. Crossing bytes move at
 min(node NICs, intra-node link) as in advisor.scaling.features.bus_bandwidth. Latency hops: ring
@@ -266,8 +266,7 @@ class Layout:
         """Per-link bytes and seconds per step at the declared bandwidths and latencies, of all the
         layout's traffic or of the given part of it; across nodes NCCL's tree hops, or `inter_hops`
         = "ring" for its ring algorithm (2(k-1), as in a node)."""
-        g = float(self.gpus_per_node)
-        on_node = np.ceil(self.gpus / np.maximum(self.nodes, 1))
+        on_node = np.ceil(self.gpus / np.maximum(self.nodes, 1))  # ranks fill nodes in order, as torchrun places them
         intra_bw = w.intra_node_bandwidth
         inter_bw = min(w.cluster.inter_node_bandwidth, intra_bw)
         zeros = np.zeros(self.gpus.shape)
@@ -275,8 +274,8 @@ class Layout:
         for t in self.traffic(w) if traffic is None else traffic:
             k, d = t.group.astype(float), t.stride.astype(float)
             span_nodes = self.nodes > 1
-            crosses = span_nodes & (k * d > g) & (k > 1)
-            members_per_node = np.clip(np.floor(g / np.maximum(d, 1)), 1, k)
+            crosses = span_nodes & (k * d > on_node) & (k > 1)
+            members_per_node = np.clip(np.floor(on_node / np.maximum(d, 1)), 1, k)
             bus = t.bus_bytes()
             intra_b += np.where(crosses, 0.0, bus)
             inter_b += np.where(crosses, on_node / members_per_node * bus, 0.0)

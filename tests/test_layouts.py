@@ -168,3 +168,9 @@ def test_choose_skips_layouts_that_do_not_fit_in_memory():
     ddp = next(k for k, lay in enumerate(choice.layouts) if lay.name == "ddp")
     assert not np.isfinite(choice.seconds[ddp, 0])  # 16 bytes x 20B per GPU does not fit 80 GB
     assert choice.strategy(0) in ("fsdp", "hsdp")
+
+
+def test_a_group_on_half_filled_nodes_crosses_them():
+    w = spec({"strategy": "fsdp"})
+    links = L.build(w, [8], [2]).link_seconds(w)  # 8 GPUs as 4 + 4 on two nodes
+    assert links.intra_bytes[0] == 0 and links.inter_bytes[0] == pytest.approx(3 * 7 / 8 * G)

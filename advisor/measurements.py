@@ -187,3 +187,35 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
     if not runs:
         raise InputError.at(file, "", "no data rows after the header")
     return Measurements(runs, [], file)
+
+
+def combine_measurements(workload: "Workload", cal: Optional["Calibration"] = None,
+                         csv_measurements: Optional[Measurements] = None) -> Measurements:
+    """One set of measurements from a (merged) calibration file and a measurement CSV: the file's
+    runs and collective probes plus the CSV's runs. A calibration that holds only probes (an
+    imported nccl-tests log) adds them to the CSV's step times; the CSV cannot carry probes."""
+    runs: list[MeasuredRun] = []
+    probes: list = []
+    sources: list[str] = []
+    if cal is not None:
+        if cal.runs:
+            runs += from_calibration(cal, workload).runs
+        probes += list(cal.collectives)
+        sources.append(str(cal.path or "<calibration>"))
+    if csv_measurements is not None:
+        runs += csv_measurements.runs
+        probes += csv_measurements.probes
+        sources.append(csv_measurements.source)
+    return Measurements(runs, probes, " + ".join(sources))
+
+
+def combine_sources(workload: "Workload", calibration=None, measurements=None) -> Measurements:
+    """What --calibration (a file, a Calibration, or a list of either: merged) and --measurements
+    (a CSV path or Measurements) name, as one set of measurements (combine_measurements)."""
+    from advisor.calibration_data import Calibration, load_calibration, merge_calibrations
+
+    items = calibration if isinstance(calibration, (list, tuple)) else [] if calibration is None else [calibration]
+    cals = [c if isinstance(c, Calibration) else load_calibration(c, workload.name) for c in items]
+    csv = measurements if measurements is None or isinstance(measurements, Measurements) else \
+        read_measurements_csv(measurements, workload)
+    return combine_measurements(workload, merge_calibrations(cals) if cals else None, csv)

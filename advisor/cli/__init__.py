@@ -8,5 +8,7 @@ from advisor.cli import spec as _spec  # noqa: F401  (registers validate, schema
 from advisor.cli import calibrate as _calibrate  # noqa: F401  (registers calibrate)
 from advisor.cli import model as _model  # noqa: F401  (registers fit, predict, backtest)
 from advisor.cli import recommend as _recommend  # noqa: F401  (registers recommend)
+from advisor.cli import imports as _imports  # noqa: F401  (registers import nccl-tests / torchtitan)
+from advisor.cli import plan_calibration as _plan_calibration  # noqa: F401  (registers plan-calibration)
 
 __all__ = ["app", "main"]

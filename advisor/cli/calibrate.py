@@ -34,6 +34,7 @@ class Device(str, Enum):
 class Emit(str, Enum):
     torchrun = "torchrun"
     slurm = "slurm"
+    skypilot = "skypilot"
 
 
 def _say(console, text: str) -> None:
@@ -55,11 +56,18 @@ def calibrate_command(
     out: Annotated[Optional[Path], typer.Option("--out", help="Calibration file (default: calibrations/NAME_DEVICE_DATE.toml).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an existing --out file: skip the counts already in it.")] = False,
     timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Seconds one count may take before its ranks are killed.")] = None,
-    emit: Annotated[Optional[Emit], typer.Option("--emit", help="Print per-node torchrun commands or a Slurm script for multi-node counts.")] = None,
+    emit: Annotated[Optional[Emit], typer.Option("--emit", help="Print per-node torchrun commands, a Slurm script or SkyPilot task YAMLs for multi-node counts.")] = None,
     collect: Annotated[Optional[Path], typer.Option("--collect", help="Merge the results of emitted runs under DIR into the calibration file.")] = None,
     results: Annotated[Optional[Path], typer.Option("--results", help="With --emit: folder the ranks write results to (default: advisor-results/NAME).")] = None,
     rdzv_host: Annotated[Optional[str], typer.Option("--rdzv-host", help="With --emit torchrun: node 0's address (default: this host's name).")] = None,
     rdzv_port: Annotated[int, typer.Option("--rdzv-port", help="With --emit: rendezvous port on node 0.")] = 29500,
+    partition: Annotated[Optional[str], typer.Option("--partition", help="With --emit slurm: #SBATCH --partition.")] = None,
+    account: Annotated[Optional[str], typer.Option("--account", help="With --emit slurm: #SBATCH --account.")] = None,
+    time_limit: Annotated[Optional[str], typer.Option("--time", help="With --emit slurm: allocation time limit (default: the per-placement --timeout limits summed + 10 min).")] = None,
+    setup: Annotated[Optional[str], typer.Option("--setup", help="With --emit slurm|skypilot: a script sourced before the runs (venv, modules).")] = None,
+    root: Annotated[Optional[str], typer.Option("--root", help="With --emit slurm: folder paths are relative to on the cluster (default $SLURM_SUBMIT_DIR).")] = None,
+    env: Annotated[Optional[list[str]], typer.Option("--env", help="With --emit slurm|skypilot: NAME=VALUE exported into the job (repeatable).")] = None,
+    bucket: Annotated[Optional[str], typer.Option("--bucket", help="With --emit skypilot: bucket every node writes results to.")] = None,
     notes: Annotated[Optional[str], typer.Option("--notes", help="Text for the file's provenance notes (e.g. other load on the host).")] = None,
 ) -> None:
     """Run real torch.distributed training steps and collective probes at each GPU count."""
@@ -72,7 +80,10 @@ def calibrate_command(
         raise InputError.at("--emit", "", "use --emit (print the commands) or --collect (merge their results), not both")
     command = shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
     if emit is not None:
-        _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port)
+        from advisor.calibrate.emit import JobOptions, parse_env
+
+        job = JobOptions(partition, account, time_limit, timeout, setup, root, parse_env(env), bucket)
+        _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port, job)
         return
     if collect is not None:
         from advisor.calibrate import collect as collect_results
@@ -132,10 +143,10 @@ def calibrate_command(
     _summary(workload, cal, path, err)
 
 
-def _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port) -> None:
+def _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port, job) -> None:
     import socket
 
-    from advisor.calibrate.emit import emit_placements, slurm_script, torchrun_commands
+    from advisor.calibrate.emit import emit_placements, skypilot_tasks, slurm_script, torchrun_commands
     from advisor.spec import load_workload
 
     w = load_workload(workload)
@@ -147,8 +158,10 @@ def _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_
     if emit == Emit.torchrun:
         text = torchrun_commands(w, workload, placements, results, target, steps, warmup,
                                  rdzv_host or socket.gethostname(), rdzv_port)
+    elif emit == Emit.slurm:
+        text = slurm_script(w, workload, placements, results, target, steps, warmup, rdzv_port, options=job)
     else:
-        text = slurm_script(w, workload, placements, results, target, steps, warmup, rdzv_port)
+        text = skypilot_tasks(w, workload, placements, results, target, steps, warmup, rdzv_port, options=job)
     sys.stdout.write(text)
 
 

@@ -13,8 +13,9 @@ OptionalWorkloadArg = Annotated[
     typer.Argument(help="Workload spec (TOML); default: every workload in workloads/ with calibration data.", show_default=False),
 ]
 CalibrationOpt = Annotated[
-    Optional[Path],
-    typer.Option("--calibration", help="Calibration file (default: the workload's checked-in calibrations/NAME*.toml)."),
+    Optional[list[Path]],
+    typer.Option("--calibration", help="Calibration file; repeat to merge several, or add --measurements "
+                 "(default: the workload's checked-in calibrations/NAME*.toml)."),
 ]
 MeasurementsOpt = Annotated[
     Optional[Path],

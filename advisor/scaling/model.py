@@ -57,13 +57,10 @@ def load_measurements(workload: "Workload", calibration: Union["Calibration", st
     """The measurements to fit: a CSV, a calibration file, or the workload's checked-in calibration."""
     from advisor.calibration_data import Calibration, load_calibration, load_workload_calibration
 
-    if calibration is not None and measurements is not None:
-        raise InputError.at("--calibration", "", "give --calibration or --measurements, not both")
-    if measurements is not None:
-        return measurements if isinstance(measurements, Measurements) else read_measurements_csv(measurements, workload)
-    if calibration is not None:
-        cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration, workload.name)
-        return from_calibration(cal, workload)
+    if calibration or measurements is not None:  # several files and/or a CSV combine (docs/formats.md)
+        from advisor.measurements import combine_sources
+
+        return combine_sources(workload, calibration, measurements)
     cal = load_workload_calibration(workload.name, workload.source)
     if cal is None:
         where = workload.source or workload.name

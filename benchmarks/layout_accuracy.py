@@ -66,7 +66,7 @@ def series_key(r: dict) -> tuple:
     return r["benchmark"], r["round"], family, r["accelerator"], r["tp"], r["pp"], r["cp"]
 
 
-def workload_for(r: dict):
+def workload_for(r: dict, virtual_stages: int = 1):
     from advisor.spec import workload_from_dict
 
     m, sysd = MODELS[r["benchmark"]], SYSTEMS[r["accelerator"]]
@@ -79,19 +79,21 @@ def workload_for(r: dict):
         "name": "mlperf", "model": {**m, "seq_len": int(r["seq_len"]), "precision": "bf16"},
         "batch": {"policy": "fixed-global", "global_samples": int(r["global_batch_seqs"]), "micro_samples": 1},
         "parallelism": {"strategy": "ddp", "tensor_parallel_degree": int(r["tp"]), "pipeline_parallel_degree": int(r["pp"]),
-                        "context_parallel_degree": int(r["cp"]), "tensor_parallel_across_nodes": int(r["tp"]) > sysd["gpus_per_node"]},
+                        "context_parallel_degree": int(r["cp"]), "tensor_parallel_across_nodes": int(r["tp"]) > sysd["gpus_per_node"],
+                        **({"pipeline_schedule": "interleaved", "pipeline_virtual_stages": virtual_stages}
+                           if virtual_stages > 1 else {})},
         "cluster": cluster, "job": {"steps": 1}, "tiers": [{"name": "x", "usd_per_gpu_hour": 1.0}],
         "calibration": {"gpus": [gpus]},
     }
     return workload_from_dict(data, "mlperf")
 
 
-def terms(r: dict) -> tuple[float, float, float, str]:
+def terms(r: dict, virtual_stages: int = 1) -> tuple[float, float, float, str]:
     """(W seconds at peak, 1 / (1 - bubble), exposed DP seconds at declared speed, layout label)."""
     from advisor.layouts import build
     from advisor.scaling.features import compute_seconds
 
-    w = workload_for(r)
+    w = workload_for(r, virtual_stages)
     gpus = np.array([int(r["gpus"])])
     lay = build(w, gpus)
     assert lay.valid[0], (r["system"], lay.label())
@@ -102,9 +104,10 @@ def terms(r: dict) -> tuple[float, float, float, str]:
     return work, 1 / (1 - bubble), dp_seconds, lay.label()
 
 
-def series_errors(path: Path = DATA) -> list[dict]:
+def series_errors(path: Path = DATA, virtual_stages: int = 1) -> list[dict]:
     """One row per predicted (non-fitted) MLPerf measurement: measured, predicted (both variants),
-    naive linear, errors."""
+    naive linear, errors. `virtual_stages` > 1 reads the runs as interleaved 1F1B (a sensitivity
+    check: the CSV does not say)."""
     groups: dict[tuple, list[dict]] = {}
     for r in read_rows(path):
         groups.setdefault(series_key(r), []).append(r)
@@ -115,11 +118,11 @@ def series_errors(path: Path = DATA) -> list[dict]:
             continue
         base = rows[0]
         t0 = float(base["step_time_s_median"])
-        w0, b0, d0, _ = terms(base)
+        w0, b0, d0, _ = terms(base, virtual_stages)
         for variant, e in (("overlap", 0.0), ("exposed", 1.0)):
             c = max(t0 - e * d0, 1e-9) / (w0 * b0)
             for r in rows[1:]:
-                w, b, d, label = terms(r)
+                w, b, d, label = terms(r, virtual_stages)
                 measured = float(r["step_time_s_median"])
                 predicted = c * w * b + e * d
                 tokens0 = float(base["global_batch_seqs"]) / int(base["gpus"])
@@ -135,11 +138,13 @@ def series_errors(path: Path = DATA) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--virtual-stages", type=int, default=1,
+                    help="read the runs as interleaved 1F1B with this many model chunks per GPU (default 1: 1F1B)")
     args = ap.parse_args(argv)
     if not DATA.is_file():
         print(f"skipped: {DATA} not found")
         return 0
-    rows = series_errors()
+    rows = series_errors(virtual_stages=args.virtual_stages)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0

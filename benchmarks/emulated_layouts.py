@@ -33,16 +33,22 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from emulated_cluster import CPUS_PER_RANK, advisor, log, median_step, run_emitted, workload_at_rate  # noqa: E402
-from netcluster import EmulatedCluster, unavailable_reason  # noqa: E402
+from emulated_cluster import (
+    CPUS_PER_RANK,
+    advisor,
+    log,
+    median_step,
+    run_emitted,
+    workload_at_rate,
+)
+from netcluster import EmulatedCluster, unavailable_reason
 
 LAYOUTS = ("ddp", "fsdp", "hsdp")
 
 
 def spec_with(strategy: str, base: Path, folder: Path) -> Path:
-    import tomllib
-
     import tomli_w
+    import tomllib
 
     spec = tomllib.loads(base.read_text())
     spec["parallelism"]["strategy"] = strategy

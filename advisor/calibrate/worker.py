@@ -124,6 +124,9 @@ class Rank:
         lay = build_layout(self.workload, [self.world], [nodes])
         if not lay.valid[0]:
             raise ValueError(f"layout {lay.label()} does not multiply to {self.world} ranks")
+        if lay.cp[0] > 1:  # torch's context_parallel shards SDPA's ring attention on CUDA only
+            raise ValueError("context parallelism is not calibrated here: set parallelism.context_parallel_degree = 1 "
+                             "for the calibration (its K/V ring is modelled from the layout's volumes)")
         return lay
 
     def build_mesh(self):

@@ -59,7 +59,7 @@ Korthikanti et al. 2022 Table 2 activations per layer (ACTIVATION_BYTES: s·b·h
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -186,7 +186,7 @@ class Layout:
     cp: np.ndarray
     valid: np.ndarray
     gpus_per_node: int
-    notes: tuple = field(default=())
+    shard_request: int | None = None  # the explicit shard degree this candidate was built with (HSDP across nodes)
 
     @property
     def name(self) -> str:
@@ -340,8 +340,10 @@ def _arrays(gpus, nodes, w: Workload):
     return g, np.asarray(n, dtype=np.int64)
 
 
-def build(w: Workload, gpus, nodes=None, strategy: str | None = None, tp: int | None = None) -> Layout:
-    """The layout of `strategy` (default: the spec's; 'auto' means its first candidate) at each count."""
+def build(w: Workload, gpus, nodes=None, strategy: str | None = None, tp: int | None = None,
+          dp_shard: int | None = None) -> Layout:
+    """The layout of `strategy` (default: the spec's; 'auto' means its first candidate) at each count;
+    `dp_shard` fixes HSDP's shard group (default: the data-parallel ranks of one node)."""
     p = w.parallelism
     name = strategy or p.strategy
     if name == "auto":
@@ -353,20 +355,26 @@ def build(w: Workload, gpus, nodes=None, strategy: str | None = None, tp: int | 
     dp = g // model_parallel
     per_node = np.full_like(g, max(w.cluster.gpus_per_node // (tp * cp), 1))  # data-parallel ranks in one node
     explicit = strategy is None or strategy == p.strategy
-    shard_in = p.data_parallel_shard_degree if explicit else None
-    rep_in = p.data_parallel_replicate_degree if explicit else None
+    shard_in = dp_shard if dp_shard is not None else p.data_parallel_shard_degree if explicit else None
+    rep_in = p.data_parallel_replicate_degree if explicit and dp_shard is None else None
     strat = STRATEGIES[name]
     shard = np.maximum(strat.shard_degree(dp, per_node, shard_in, rep_in), 1)
     rep = dp // shard if rep_in in (None, -1) else np.full_like(dp, rep_in)
     valid = (g % model_parallel == 0) & (dp >= 1) & (shard * rep == dp)
     ones = np.ones_like(g)
-    return Layout(strat, g, n, shard, np.maximum(rep, 1), tp * ones, pp * ones, cp * ones, valid, w.cluster.gpus_per_node)
+    return Layout(strat, g, n, shard, np.maximum(rep, 1), tp * ones, pp * ones, cp * ones, valid, w.cluster.gpus_per_node,
+                  dp_shard)
+
+
+#: HSDP shard groups tried under strategy auto, in nodes: in one node (the least slow-link traffic),
+#: or across 2 or 4 (when a node's GPUs cannot hold the shards).
+HSDP_SHARD_NODES = (1, 2, 4)
 
 
 def candidates(w: Workload, gpus, nodes=None) -> list[Layout]:
     """Layouts to try at each count: the spec's own, or under strategy 'auto' DDP, FSDP and HSDP
-    (shard in a node, replicate across) at each tensor-parallel degree that fits a node and divides
-    the heads (tp is tried only when the spec leaves it open and the global batch is fixed, so that
+    (shard in a node, or across HSDP_SHARD_NODES nodes, replicate across the rest) at each
+    tensor-parallel degree that fits a node and divides the heads (tp is tried only when the spec leaves it open and the global batch is fixed, so that
     every candidate does the same work per step). Invalid or duplicate layouts are masked out."""
     p = w.parallelism
     if p.strategy != "auto":
@@ -377,12 +385,12 @@ def candidates(w: Workload, gpus, nodes=None) -> list[Layout]:
                and (w.model.kv_heads or w.model.heads) % t == 0]
     out: list[Layout] = []
     for t in tps:
-        fsdp = build(w, gpus, nodes, "fsdp", t)
-        hsdp = build(w, gpus, nodes, "hsdp", t)
-        ddp = build(w, gpus, nodes, "ddp", t)
-        # HSDP with one replica is FSDP; with a shard of one it is DDP: keep one of each.
-        hsdp = replace(hsdp, valid=hsdp.valid & (hsdp.dp_replicate > 1) & (hsdp.dp_shard > 1))
-        out += [ddp, fsdp, hsdp]
+        out += [build(w, gpus, nodes, "ddp", t), build(w, gpus, nodes, "fsdp", t)]
+        in_node = max(w.cluster.gpus_per_node // (t * p.context_parallel_degree), 1)
+        for nodes_per_shard in HSDP_SHARD_NODES:
+            hsdp = build(w, gpus, nodes, "hsdp", t, None if nodes_per_shard == 1 else in_node * nodes_per_shard)
+            # HSDP with one replica is FSDP; with a shard of one it is DDP: keep one of each.
+            out.append(replace(hsdp, valid=hsdp.valid & (hsdp.dp_replicate > 1) & (hsdp.dp_shard > 1)))
     return out
 
 
@@ -394,11 +402,18 @@ def describe(layout: Layout, i: int = 0) -> dict:
 
 
 # -- choosing a layout --------------------------------------------------------------------------
-def with_layout(w: Workload, strategy: str, tp: int | None = None) -> Workload:
-    """The workload with a concrete strategy (and TP degree) in place of 'auto': what one candidate
-    layout predicts with (the fitted coefficients are per link and carry over between layouts)."""
-    par = w.parallelism.model_copy(update={"strategy": strategy, "tensor_parallel_degree": tp or w.parallelism.tensor_parallel_degree})
-    return w.model_copy(update={"parallelism": par})
+def with_layout(w: Workload, strategy: str, tp: int | None = None, dp_shard: int | None = None) -> Workload:
+    """The workload with a concrete strategy (TP degree, HSDP shard group) in place of 'auto': what
+    one candidate layout predicts with (the fitted coefficients are per link and carry over)."""
+    update = {"strategy": strategy, "tensor_parallel_degree": tp or w.parallelism.tensor_parallel_degree}
+    if dp_shard is not None:
+        update.update(data_parallel_shard_degree=dp_shard, data_parallel_replicate_degree=None)
+    return w.model_copy(update={"parallelism": w.parallelism.model_copy(update=update)})
+
+
+def candidate_workload(w: Workload, lay: Layout) -> Workload:
+    """The concrete workload of one candidate layout (the spec itself unless strategy is 'auto')."""
+    return with_layout(w, lay.name, int(lay.tp[0]), lay.shard_request) if w.parallelism.strategy == "auto" else w
 
 
 @dataclass(frozen=True)
@@ -447,7 +462,7 @@ def choose(w: Workload, gpus, nodes, step_seconds) -> Choice:
     memory. `step_seconds(workload, gpus, nodes)` is the step-time model (median seconds), called
     once per candidate with that candidate's concrete workload (`with_layout`)."""
     layouts = candidates(w, gpus, nodes)
-    works = [with_layout(w, lay.name, int(lay.tp[0])) if w.parallelism.strategy == "auto" else w for lay in layouts]
+    works = [candidate_workload(w, lay) for lay in layouts]
     seconds = np.full((len(layouts), len(layouts[0].gpus)), np.inf)
     for k, (lay, cw) in enumerate(zip(layouts, works)):
         ok = lay.fits(cw)

@@ -157,9 +157,12 @@ def test_choose_picks_the_fastest_layout_that_fits_and_says_what_it_beat():
     name, label, ratio = choice.runner_up(0)
     assert name == "fsdp" and ratio > 1
     assert choice.why(0).startswith("hsdp (dp_shard=8, dp_replicate=2, tp=1, pp=1): ") and "than fsdp" in choice.why(0)
-    expected = {lay.name: _declared_step(cw, gpus, None)[0] for lay, cw in zip(choice.layouts, choice.workloads)}
+    expected = {name: _declared_step(L.with_layout(w, name), gpus, None)[0] for name in ("fsdp", "hsdp")}
     assert ratio == pytest.approx(expected["fsdp"] / expected["hsdp"])
     assert not np.isfinite(choice.seconds[[lay.name for lay in choice.layouts].index("ddp"), 0])
+    # HSDP with its shard group across 2 nodes is FSDP at 16 GPUs: not offered twice
+    wide = [k for k, lay in enumerate(choice.layouts) if lay.shard_request == 16]
+    assert wide and not choice.layouts[wide[0]].valid[0]
 
 
 def test_choose_skips_layouts_that_do_not_fit_in_memory():

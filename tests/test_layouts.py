@@ -154,7 +154,7 @@ def test_choose_picks_the_fastest_layout_that_fits_and_says_what_it_beat():
     # independent expectation: at 16 GPUs on 100 GbE the slow-link bytes decide: HSDP's 2(r-1)/r·G per node
     # beats FSDP's 3(N-1)/N·G; DDP (2(N-1)/N·G) cannot hold 16 bytes x 8B parameters in 80 GB.
     assert choice.strategy(0) == "hsdp" and choice.label(0) == "dp_shard=8, dp_replicate=2, tp=1, pp=1"
-    name, label, ratio = choice.runner_up(0)
+    name, _label, ratio = choice.runner_up(0)
     assert name == "fsdp" and ratio > 1
     assert choice.why(0).startswith("hsdp (dp_shard=8, dp_replicate=2, tp=1, pp=1): ") and "than fsdp" in choice.why(0)
     expected = {name: _declared_step(L.with_layout(w, name), gpus, None)[0] for name in ("fsdp", "hsdp")}

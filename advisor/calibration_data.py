@@ -10,17 +10,29 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Callable, Literal, Optional
+from typing import Annotated, Callable, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
-from advisor.errors import InputError
+from advisor.errors import InputError, Problem
 from advisor.fileio import atomic_write_text, exclusive_lock
+from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
 from advisor.validation import validation_error
 
 SCHEMA_VERSION = 1
 
-Positive = Annotated[float, Field(gt=0)]
+#: Upper bounds of measured values (physical, far above any real run): one step or collective
+#: longer than 10^6 s (11 days) is a typo; 10^6 timed steps per run; a collective message above
+#: 1 TiB or a bus bandwidth above 10^5 GB/s (100x NVLink 5's 900 GB/s) cannot be measured.
+MAX_SECONDS = 1e6
+MAX_STEPS_PER_RUN = 1_000_000
+MAX_MESSAGE_BYTES = 2**40
+MAX_BUSBW_GBPS = 1e5
+
+Positive = Annotated[float, Field(gt=0, le=MAX_SECONDS)]
+#: GPU and node counts: whole TOML integers (`true` is not 1), at most the spec's MAX_GPUS_LIMIT.
+Count = Annotated[int, Strict(), Field(gt=0, le=MAX_GPUS_LIMIT)]
+Steps = Annotated[list[Positive], Field(min_length=1, max_length=MAX_STEPS_PER_RUN)]
 
 
 class _Strict(BaseModel):
@@ -43,23 +55,24 @@ class Provenance(_Strict):
 
 
 class Run(_Strict):
-    gpus: Annotated[int, Field(gt=0)]
+    gpus: Count
     """GPUs (ranks) in the run."""
-    nodes: Annotated[int, Field(gt=0)] = 1
-    """Nodes the GPUs were spread over."""
-    step_seconds: Annotated[list[Positive], Field(min_length=1)]
+    nodes: Count = 1
+    """Nodes the GPUs were spread over (at most gpus)."""
+    step_seconds: Steps
     """Wall seconds of each timed optimizer step, after warm-up."""
-    compute_seconds: Optional[list[Positive]] = None
+    compute_seconds: Optional[Steps] = None
     """Seconds of each timed step without gradient synchronisation (exposes communication)."""
-    comm_seconds: Optional[list[Annotated[float, Field(ge=0)]]] = None
+    comm_seconds: Optional[Annotated[list[Annotated[float, Field(ge=0, le=MAX_SECONDS)]],
+                                     Field(max_length=MAX_STEPS_PER_RUN)]] = None
     """Seconds of communication per step, where measured directly."""
-    global_batch: Optional[Annotated[int, Field(gt=0)]] = None
+    global_batch: Optional[Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES * MAX_GPUS_LIMIT)]] = None
     """Samples per optimizer step in this run, when it differs from the workload's batch policy."""
-    micro_samples: Optional[Annotated[int, Field(gt=0)]] = None
+    micro_samples: Optional[Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES)]] = None
     """Per-GPU micro-batch used in this run."""
-    peak_memory_bytes: Optional[Annotated[int, Field(ge=0)]] = None
+    peak_memory_bytes: Optional[Annotated[int, Strict(), Field(ge=0, le=2**60)]] = None
     """Largest peak device memory over ranks."""
-    tokens_per_second: Optional[Positive] = None
+    tokens_per_second: Optional[Annotated[float, Field(gt=0, le=1e18)]] = None
     """Whole-job tokens per second, where reported."""
     layout: Optional[str] = None
     """Parallel layout of the run, e.g. "dp_shard=8, dp_replicate=4, tp=1, pp=1" (advisor.layouts)."""
@@ -69,13 +82,13 @@ class Run(_Strict):
 
 class Collective(_Strict):
     op: Literal["all_reduce", "reduce_scatter", "all_gather"]
-    gpus: Annotated[int, Field(gt=1)]
-    nodes: Annotated[int, Field(gt=0)] = 1
-    bytes: Annotated[int, Field(gt=0)]
+    gpus: Annotated[Count, Field(gt=1)]
+    nodes: Count = 1
+    bytes: Annotated[int, Strict(), Field(gt=0, le=MAX_MESSAGE_BYTES)]
     """Message size in bytes (nccl-tests 'size': the full buffer)."""
     seconds: Positive
     """Median seconds of one collective."""
-    busbw: Annotated[float, Field(ge=0)]
+    busbw: Annotated[float, Field(ge=0, le=MAX_BUSBW_GBPS)]
     """Bus bandwidth in GB/s (1e9 bytes/s), nccl-tests definition."""
     group: Optional[str] = None
     """Ranks probed: "world", or one layout mesh dimension (dp_shard, dp_replicate, tp); gpus is its size."""
@@ -89,6 +102,9 @@ class Calibration(_Strict):
     workload: str
     provenance: Provenance
     environment: dict = {}
+    setup: Optional[dict[str, Union[bool, int, float, str]]] = None
+    """What defines the measurement: the spec fields that change a step's time (`setup_of`),
+    recorded by `advisor calibrate`; `--resume` and `--collect` refuse a spec that differs."""
     runs: list[Run] = []
     collectives: list[Collective] = []
 
@@ -108,28 +124,56 @@ def now_utc() -> str:
 
 def calibration_from_dict(data: dict, file: str | Path, workload: Optional[str] = None) -> Calibration:
     file = str(file)
+    if not isinstance(data, dict):
+        raise InputError.at(file, "", "expected a TOML document of tables")
     version = data.get("schema")
-    if version != SCHEMA_VERSION:
-        raise InputError.at(file, "schema", f"unsupported calibration schema; this advisor reads schema {SCHEMA_VERSION}", version)
+    if type(version) is not int or version != SCHEMA_VERSION:  # `schema = true` is not 1
+        raise InputError.at(file, "schema", f"unsupported calibration schema; this advisor reads schema "
+                            f"{SCHEMA_VERSION}", version)
     try:
         cal = Calibration.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc, file, Calibration) from None
     if workload is not None and cal.workload != workload:
         raise InputError.at(file, "workload", f"calibration is for another workload, not {workload!r}", cal.workload)
-    if cal.provenance.source == "published":
-        for i, run in enumerate(cal.runs):
-            if not (run.source or cal.provenance.citation):
-                raise InputError.at(file, f"runs[{i}].source", "published values need a citation")
+    problems = _run_problems(cal, file)
+    if problems:
+        raise InputError(problems)
     return cal
+
+
+def _run_problems(cal: Calibration, file: str) -> list[Problem]:
+    """The checks a measurement CSV gets, applied to a calibration file: placements that cannot
+    exist, one placement twice (a file holds one run per placement: its repeated steps are the
+    repeats), per-step lists of different lengths, published values without a citation."""
+    out: list[Problem] = []
+    seen: dict[tuple[int, int], int] = {}
+    for kind, items in (("runs", cal.runs), ("collectives", cal.collectives)):
+        for i, item in enumerate(items):
+            if item.nodes > item.gpus:
+                out.append(Problem(file, f"{kind}[{i}].nodes", f"more nodes than GPUs ({item.gpus})", item.nodes, True))
+    for i, run in enumerate(cal.runs):
+        key = (run.gpus, run.nodes)
+        if key in seen:
+            out.append(Problem(file, f"runs[{i}]", f"repeats the placement of runs[{seen[key]}] ({run.gpus} GPUs over "
+                               f"{run.nodes} node(s)); keep one run per placement, its step_seconds "
+                               "holding every repeat",
+                               None, False))
+        seen.setdefault(key, i)
+        if run.comm_seconds is not None and len(run.comm_seconds) != len(run.step_seconds):
+            out.append(Problem(file, f"runs[{i}].comm_seconds", f"one value per step: step_seconds has "
+                               f"{len(run.step_seconds)}", len(run.comm_seconds), True))
+        if cal.provenance.source == "published" and not (run.source or cal.provenance.citation):
+            out.append(Problem(file, f"runs[{i}].source", "published values need a citation", None, False))
+    return out
 
 
 def load_calibration(path: str | Path, workload: Optional[str] = None) -> Calibration:
     """Read and validate a calibration file; `workload` checks it belongs to that workload."""
-    from advisor.spec import parse_toml
+    from advisor.fileio import load_toml
 
     path = Path(path)
-    cal = calibration_from_dict(parse_toml(path), path, workload)
+    cal = calibration_from_dict(load_toml(path, "a calibration file (TOML)"), path, workload)
     return cal.model_copy(update={"path": path})
 
 

@@ -51,10 +51,8 @@ min(node NICs, intra-node link) as in advisor.scaling.features.bus_bandwidth. La
 half for a reduce-scatter or all-gather, 1 per point-to-point message; data-parallel collectives
 count once per step (bucketed), per-layer ones (TP, CP, PP) once per call.
 
-Memory: advisor.memory.bytes_per_gpu when it exists (the plans' owner); until then `_local_memory`
-below (same signature): ZeRO's 16 bytes per parameter divided over tp·pp and the shard group, and
-Korthikanti et al. 2022 Table 2 activations per layer (ACTIVATION_BYTES: s·b·h x 34, 18 or 2 bytes,
-/tp with sequence parallelism), 1F1B holding p micro-batches on the first stage (L layers' worth).
+Memory: advisor.memory (the plans' owner: ZeRO states, Korthikanti et al. 2022 activations) with
+this layout's degrees, moved to a calibration's measured peaks as the planner does.
 """
 
 from __future__ import annotations
@@ -66,16 +64,6 @@ import numpy as np
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
-
-#: Bytes of model state per parameter in mixed-precision Adam training (ZeRO, Rajbhandari et al. SC20 §3.1: 2 + 2 + 12).
-STATE_BYTES_PER_PARAM = 16
-
-#: Activation-memory bytes per layer per token per hidden unit (Korthikanti et al. 2022, Table 2):
-#: 34 without recomputation, the 5·a·s/h of the attention scores left out because fused attention
-#: (FlashAttention, Dao et al. 2022; torch's scaled_dot_product_attention) never stores them; full
-#: recomputation keeps each layer's input only (2 bytes in 16-bit); selective as torchtitan's default
-#: (every 2nd layer fully recomputed, activation_checkpoint.selective_ac_option = "2"): the mean.
-ACTIVATION_BYTES = {"none": 34.0, "selective": 18.0, "full": 2.0}
 
 
 @dataclass(frozen=True)
@@ -289,51 +277,36 @@ class Layout:
                            inter_l * w.cluster.inter_node_latency, intra_b, inter_b)
 
     # -- memory --------------------------------------------------------------------------------
-    def memory_bytes(self, w: Workload) -> np.ndarray:
-        """State + activation bytes per GPU (advisor.memory when present, else `_local_memory`)."""
-        try:
-            from advisor.memory import bytes_per_gpu
-        except ImportError:
-            bytes_per_gpu = _local_memory
-        out = np.zeros(self.gpus.shape)
-        for i in range(len(self.gpus)):
-            out[i] = bytes_per_gpu(w, int(self.gpus[i]), dp_shard=int(self.dp_shard[i] * self.cp[i]), tp=int(self.tp[i]),
-                                   pp=int(self.pp[i]), cp=int(self.cp[i]),
-                                   activation_checkpoint=getattr(w.parallelism, "activation_checkpoint", None))
-        return out
+    def memory_bytes(self, w: Workload, peaks=(), measured: Workload | None = None) -> np.ndarray:
+        """State + activation bytes per GPU in this layout (advisor.memory), moved by what a
+        calibration's measured peaks (advisor.memory.measured_peaks) add to the estimate in the layout
+        they were measured in (`measured`, default `w`: the allocator, buffers, real activations)."""
+        from advisor.memory import bytes_per_gpu, measured_offset
 
-    def fits(self, w: Workload) -> np.ndarray:
-        """Whether each count's GPUs hold the state and activations (True where the GPU's memory is unknown)."""
-        from advisor.catalog import find_gpu
+        est = bytes_per_gpu(w, self.gpus, dp_shard=self.dp_shard, tp=self.tp, pp=self.pp, cp=self.cp)
+        return est + measured_offset(measured or w, self.gpus, list(peaks))
 
-        gpu = find_gpu(w.cluster.gpu)
-        memory = getattr(w.cluster, "gpu_memory", None) or (gpu.memory_bytes if gpu else None)
+    def fits(self, w: Workload, peaks=(), measured: Workload | None = None) -> np.ndarray:
+        """Valid counts whose GPUs hold the footprint (every valid count where the GPU's memory is unknown)."""
+        from advisor.memory import gpu_memory_bytes
+
+        memory = gpu_memory_bytes(w)
         if memory is None:
             return self.valid.copy()
-        return self.valid & (self.memory_bytes(w) <= memory)
-
-
-def _local_memory(w: Workload, gpus: int, *, dp_shard=None, tp=1, pp=1, cp=1, activation_checkpoint=None) -> float:
-    """Stand-in for advisor.memory.bytes_per_gpu (same signature) until it lands: see module docstring."""
-    m = w.model
-    shard = dp_shard if dp_shard is not None else (gpus // (tp * pp) if w.parallelism.strategy != "ddp" else 1)
-    states = STATE_BYTES_PER_PARAM * m.params / (tp * pp) / max(shard, 1)
-    if not m.is_transformer:
-        return states
-    mode = activation_checkpoint or "none"
-    dp = max(gpus // (tp * pp * cp), 1)
-    per_rank = (w.batch.global_samples / dp) if w.batch.policy == "fixed-global" else w.batch.per_gpu_samples
-    micro = min(w.batch.micro_samples or per_rank, per_rank)
-    s, h = m.seq_len / cp, m.hidden
-    per_layer = s * micro * h * ACTIVATION_BYTES[mode] / tp  # sequence parallelism splits the rest over tp
-    # 1F1B: the first stage holds p micro-batches of L/p layers, L layers' worth; interleaving adds
-    # (p-1)/(p·v) of that (Korthikanti et al. 2022 §4.2.3).
-    v = w.parallelism.virtual_stages
-    in_flight = 1 + (pp - 1) / (pp * v) if v > 1 else 1.0
-    return states + per_layer * m.layers * in_flight
+        return self.valid & (self.memory_bytes(w, peaks, measured) <= memory)
 
 
 # -- building layouts ---------------------------------------------------------------------------
+def shard_degree(w: Workload, dp, tp: int = 1, cp: int = 1) -> np.ndarray:
+    """Ranks that shard the weights among `dp` data-parallel ranks, by the spec's strategy (auto: fsdp)
+    and explicit data-parallel degrees: what advisor.memory assumes when not told."""
+    p = w.parallelism
+    dp = np.maximum(np.asarray(dp, dtype=np.int64), 1)
+    per_node = np.full_like(dp, max(w.cluster.gpus_per_node // (tp * cp), 1))
+    strat = STRATEGIES["fsdp" if p.strategy == "auto" else p.strategy]
+    return np.maximum(strat.shard_degree(dp, per_node, p.data_parallel_shard_degree, p.data_parallel_replicate_degree), 1)
+
+
 def _arrays(gpus, nodes, w: Workload):
     g = np.atleast_1d(np.asarray(gpus, dtype=np.int64))
     n = w.nodes(g) if nodes is None else np.broadcast_to(np.atleast_1d(np.asarray(nodes, dtype=np.int64)), g.shape)
@@ -457,7 +430,7 @@ class Choice:
         return f"{mine}: {other[2]:.2f}x faster per step than {other[0]} ({other[1]}), the next best"
 
 
-def choose(w: Workload, gpus, nodes, step_seconds) -> Choice:
+def choose(w: Workload, gpus, nodes, step_seconds, peaks=()) -> Choice:
     """Try every candidate layout (`candidates`) at every count and keep the fastest that fits in
     memory. `step_seconds(workload, gpus, nodes)` is the step-time model (median seconds), called
     once per candidate with that candidate's concrete workload (`with_layout`)."""
@@ -465,9 +438,136 @@ def choose(w: Workload, gpus, nodes, step_seconds) -> Choice:
     works = [candidate_workload(w, lay) for lay in layouts]
     seconds = np.full((len(layouts), len(layouts[0].gpus)), np.inf)
     for k, (lay, cw) in enumerate(zip(layouts, works)):
-        ok = lay.fits(cw)
+        ok = lay.fits(cw, peaks, measured=w)  # peaks were measured in the spec's own layout
         if ok.any():
             t = np.asarray(step_seconds(cw, lay.gpus, lay.nodes), float)
             seconds[k] = np.where(ok, t, np.inf)
     best = np.where(np.isfinite(seconds).any(axis=0), np.argmin(seconds, axis=0), -1)
     return Choice(layouts, works, seconds, best)
+
+
+def predict(model, gpus, nodes=None, peaks=()):
+    """`model.predict` (an advisor.scaling.model.ScalingModel) at the workload's own layout, or under
+    strategy 'auto' at each count's fastest candidate layout that fits in memory (`choose`, with the
+    model's median step time). Returns (prediction, layout label per count, why per count or None).
+    A count the declared degrees cannot split is refused (InputError naming --gpus)."""
+    from dataclasses import fields, replace
+
+    from advisor.errors import InputError
+
+    w = model.workload
+    g, n = _arrays(gpus, nodes, w)
+    if w.parallelism.strategy != "auto":
+        lay = build(w, g, n)
+        if not lay.valid.all():
+            bad = int(g[~lay.valid][0])
+            raise InputError.at("--gpus", "", f"the layout cannot split this count: tensor x pipeline x context parallel "
+                                f"degrees ({w.model_parallel_size()}) and the data-parallel degrees must multiply to it", bad)
+        return model.predict(g, n), lay.labels(), None
+    choice = choose(w, g, n, lambda cw, gg, nn: model.for_workload(cw).step_time(gg, nn)[0], peaks)
+    preds = [model.for_workload(cw).predict(g, n) for cw in choice.workloads]
+    pick = np.where(choice.best >= 0, choice.best, np.argmin(np.where(np.stack([lay.valid for lay in choice.layouts]),
+                                                                      np.stack([p.step_seconds for p in preds]), np.inf), axis=0))
+    cols = np.arange(len(g))
+    out = {}
+    for f in fields(preds[0]):
+        value = getattr(preds[0], f.name)
+        if isinstance(value, np.ndarray) and value.shape == g.shape:
+            out[f.name] = np.stack([getattr(p, f.name) for p in preds])[pick, cols]
+    # one baseline for every layout: the layout chosen at the baseline count
+    b, bn = np.array([model.baseline_gpus]), np.array([model.baseline_nodes])
+    at_base = choose(w, b, bn, lambda cw, gg, nn: model.for_workload(cw).step_time(gg, nn)[0], peaks)
+    k = max(int(at_base.best[0]), 0)
+    base = float(model.for_workload(at_base.workloads[k]).predict(b, bn).throughput[0])
+    out["speedup"] = out["throughput"] / base
+    out["efficiency"] = out["speedup"] * model.baseline_gpus / g
+    warnings = list(preds[0].warnings)
+    if (choice.best < 0).any():
+        warnings.append(f"no candidate layout fits in GPU memory at {', '.join(str(int(x)) for x in g[choice.best < 0])} "
+                        "GPUs: predicted with the fastest layout regardless of memory")
+    labels = [choice.layouts[int(k)].label(i) for i, k in enumerate(pick)]
+    whys = [choice.why(i) for i in range(len(g))]
+    return replace(preds[0], **out, warnings=warnings), labels, whys
+
+
+@dataclass(frozen=True)
+class SweepLayouts:
+    """The layout behind each count of a recommendation sweep (advisor.planning.billing.Sweep), and,
+    under strategy 'auto', the candidates it was chosen from: labels are made on demand (a sweep may
+    hold 100k+ counts)."""
+
+    layouts: tuple  # candidate Layout objects over the sweep's counts
+    pick: np.ndarray  # index into layouts per count
+    seconds: np.ndarray | None = None  # (candidates, counts) median step seconds, inf where unavailable
+
+    @classmethod
+    def declared(cls, w: Workload, counts, nodes) -> SweepLayouts:
+        lay = build(w, counts, nodes)
+        return cls((lay,), np.zeros(lay.gpus.shape, dtype=np.int64))
+
+    def label(self, c: int) -> str:
+        return self.layouts[int(self.pick[c])].label(c)
+
+    def strategy(self, c: int) -> str:
+        return self.layouts[int(self.pick[c])].name
+
+    def why(self, c: int) -> str | None:
+        """What the count's layout beat and by how much (None without alternatives)."""
+        if self.seconds is None:
+            return None
+        k = int(self.pick[c])
+        col = self.seconds[:, c].copy()
+        mine = col[k]
+        col[k] = np.inf
+        j = int(np.argmin(col))
+        lay = self.layouts[k]
+        if not (np.isfinite(mine) and np.isfinite(col[j])):
+            return f"{lay.name} ({lay.label(c)}): the only layout that runs here (memory, batch, degrees)"
+        other = self.layouts[j]
+        return (f"{lay.name} ({lay.label(c)}): {col[j] / mine:.2f}x faster per step than {other.name} "
+                f"({other.label(c)}), the next best")
+
+
+def sweep(w: Workload, model, tiers=None, baseline_gpus=None, gpus=None, peaks=()):
+    """advisor.planning.billing.sweep with the layout chosen per count: the spec's own, or under
+    strategy 'auto' every candidate (`candidates`) priced with `model.for_workload` and merged per
+    count: the fastest median step among the candidates the count can run (batch, memory, tier)."""
+    from dataclasses import fields
+
+    from advisor.planning.billing import gpu_counts
+    from advisor.planning.billing import sweep as priced
+
+    if w.parallelism.strategy != "auto":
+        return priced(w, model, tiers, baseline_gpus, gpus, peaks)
+    counts = gpu_counts(w.cluster.gpus_per_node, w.cluster.max_gpus) if gpus is None else np.asarray(gpus, dtype=np.int64)
+    nodes = np.asarray(w.nodes(counts), dtype=np.int64)
+    layouts = candidates(w, counts, nodes)
+    sweeps = []
+    for lay in layouts:
+        cw = candidate_workload(w, lay)
+        sw = priced(cw, model.for_workload(cw), tiers, baseline_gpus, counts, peaks)
+        fits = lay.fits(cw, peaks, measured=w)  # peaks were measured in the spec's own layout
+        memory = lay.memory_bytes(cw, peaks, measured=w)
+        available = sw.offered & sw.fits_batch[None, :] & fits[None, :]
+        sweeps.append(replace(sw, fits_memory=fits, memory_bytes=memory, available=available))
+    seconds = np.stack([np.where(s.available.any(axis=0), s.step_seconds[0], np.inf) for s in sweeps])
+    pick = np.where(np.isfinite(seconds).any(axis=0), np.argmin(seconds, axis=0), 0)
+    cols = np.arange(counts.size)
+    merged = {}
+    for f in fields(sweeps[0]):
+        value = getattr(sweeps[0], f.name)
+        if isinstance(value, np.ndarray) and value.shape and value.shape[-1] == counts.size:
+            merged[f.name] = np.stack([getattr(s, f.name) for s in sweeps])[(pick, ..., cols)] if value.ndim == 1 else \
+                np.moveaxis(np.stack([getattr(s, f.name) for s in sweeps])[pick, ..., cols], 0, -1)
+    base = sweeps[int(pick[np.searchsorted(counts, sweeps[0].baseline_gpus)])] if sweeps[0].baseline_gpus in counts else \
+        min(sweeps, key=lambda s: s.baseline_hours)
+    merged["baseline_hours"] = base.baseline_hours
+    return replace(sweeps[0], **merged, layouts=SweepLayouts(tuple(layouts), pick, seconds))
+
+
+def auto_workload(w: Workload) -> Workload:
+    """The workload with strategy 'auto' (`advisor recommend --layouts auto`): the data-parallel degrees
+    are left to the choice; tensor, pipeline and context degrees the spec fixes stay fixed."""
+    par = w.parallelism.model_copy(update={"strategy": "auto", "data_parallel_shard_degree": None,
+                                           "data_parallel_replicate_degree": None})
+    return w.model_copy(update={"parallelism": par})

@@ -15,14 +15,20 @@ Pollux traces' `sync_time`). Rows may differ in batch size.
 from __future__ import annotations
 
 import csv
+import io
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
+from advisor.calibration_data import MAX_SECONDS
 from advisor.errors import InputError
+from advisor.text import plural
+from advisor.fileio import MAX_CSV_BYTES, read_input_text
+from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration, Collective
@@ -113,31 +119,51 @@ def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
     return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"))
 
 
-def _number(text: str, file: str, where: str, integer: bool = False, zero_ok: bool = False) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError.at(file, where, "must be a number", text) from None
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-        raise InputError.at(file, where, "must be >= 0" if zero_ok else "must be a positive number", text)
-    if integer and value != int(value):
-        raise InputError.at(file, where, "must be a whole number", text)
-    return value
+#: Bounds of CSV cells: (whole number, zero allowed, upper bound). GPU and node counts share the
+#: spec's MAX_GPUS_LIMIT; times the calibration file's MAX_SECONDS; a throughput above 1e12
+#: samples/s or a batch above MAX_BATCH_SAMPLES per GPU at MAX_GPUS_LIMIT GPUs is a typo.
+_CELL_LIMITS = {
+    "gpus": (True, False, float(MAX_GPUS_LIMIT)),
+    "nodes": (True, False, float(MAX_GPUS_LIMIT)),
+    "step_seconds": (False, False, MAX_SECONDS),
+    "throughput": (False, False, 1e12),
+    "global_batch": (False, False, float(MAX_BATCH_SAMPLES) * MAX_GPUS_LIMIT),
+    "comm_seconds": (False, True, MAX_SECONDS),
+}
+
+#: A row giving both step_seconds and throughput must agree within this relative tolerance:
+#: published tables round to 3-4 significant figures (<0.5%), and a tool may report a mean
+#: throughput beside a median step (a few percent on a noisy run); 10% covers both, while a
+#: wrong column or a per-GPU throughput in a whole-job column (a factor of N) is caught.
+THROUGHPUT_TOLERANCE = 0.10
 
 
-def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurements:
-    """Parse a measurement CSV into runs. Bad input: InputError `FILE: line N.column: message`."""
-    path = Path(path)
-    file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError.at(file, "", "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError.at(file, "", f"cannot read as UTF-8 text: {exc}") from None
-    lines = [(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip() and not line.lstrip().startswith("#")]
-    if not lines:
-        raise InputError.at(file, "", "no header row (expected columns: gpus, step_seconds or throughput, ...)")
+@dataclass(frozen=True)
+class CsvTable:
+    """A measurement CSV as columns: `values[column]` is a float array (NaN where a cell is
+    empty), `lines[i]` the file's line number of row i, `cell(i, column)` the cell's text."""
+
+    file: str
+    header: list[str]
+    lines: np.ndarray
+    values: dict[str, np.ndarray]
+    data_lines: list[str]
+
+    def cell(self, row: int, column: str) -> str:
+        cells = next(csv.reader([self.data_lines[row]]))
+        return cells[self.header.index(column)].strip()
+
+    def fail(self, row: int, column: Optional[str], message: str, *value: object) -> InputError:
+        """`FILE: line N.column: message (got VALUE)`; VALUE defaults to the cell's text."""
+        where = f"line {self.lines[row]}" + (f".{column}" if column else "")
+        if value:
+            return InputError.at(self.file, where, message, value[0])
+        if column in self.header:
+            return InputError.at(self.file, where, message, self.cell(row, column))
+        return InputError.at(self.file, where, message)
+
+
+def _header(lines: list[tuple[int, str]], file: str) -> list[str]:
     header_no, header_line = lines[0]
     header = [h.strip() for h in next(csv.reader([header_line]))]
     for h in header:
@@ -147,46 +173,172 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
             close = difflib.get_close_matches(h, CSV_COLUMNS, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else f"; known columns: {', '.join(CSV_COLUMNS)}"
             raise InputError.at(file, f"line {header_no}", f"unknown column{hint}", h)
+    repeated = next((h for i, h in enumerate(header) if h in header[:i]), None)
+    if repeated is not None:
+        raise InputError.at(file, f"line {header_no}", "column named twice; each column once", repeated)
     if "gpus" not in header:
         raise InputError.at(file, f"line {header_no}", "missing required column 'gpus'")
     if "step_seconds" not in header and "throughput" not in header:
         raise InputError.at(file, f"line {header_no}", "needs a 'step_seconds' or a 'throughput' column")
-    runs = []
-    seen: dict[tuple, int] = {}
-    for lineno, line in lines[1:]:
-        cells = [c.strip() for c in next(csv.reader([line]))]
-        # Rows of one placement with different values are repeated measurements (Pollux traces
-        # hold many); a row identical in every cell is a copy-paste slip that would double-count.
-        if tuple(cells) in seen:
-            raise InputError.at(file, f"line {lineno}", f"repeats line {seen[tuple(cells)]} exactly; remove the copy "
-                                "(rows of one placement with different values count as repeated measurements)")
-        seen[tuple(cells)] = lineno
+    return header
+
+
+_EMPTY_CELL = re.compile(r"(^|,)[ \t]*(?=,|$)", re.MULTILINE)
+
+
+def _parse_fast(data: list[str], width: int) -> Optional[np.ndarray]:
+    """numpy's C parser over plain rows (no quotes, no nan/inf words, every row `width` cells);
+    None when the rows need the careful path (which also finds the line to blame)."""
+    text = "\n".join(data)
+    lowered = text.lower()
+    if '"' in text or "nan" in lowered or "inf" in lowered:
+        return None
+    if any(line.count(",") != width - 1 for line in data):
+        return None
+    text = _EMPTY_CELL.sub(r"\1nan", text) if (",," in text or ",\n" in text or text.endswith(",")
+                                              or text.startswith(",") or "\n," in text) else text
+    try:
+        return np.loadtxt(io.StringIO(text), delimiter=",", dtype=float, ndmin=2, comments=None)
+    except ValueError:
+        return None
+
+
+def _parse_careful(data: list[str], linenos: np.ndarray, header: list[str], file: str) -> np.ndarray:
+    """Row by row with the csv module: the first malformed row or cell is named."""
+    out = np.empty((len(data), len(header)))
+    for i, cells in enumerate(csv.reader(data)):
         if len(cells) != len(header):
-            raise InputError.at(file, f"line {lineno}", f"expected {len(header)} fields like the header", len(cells))
-        row = dict(zip(header, cells))
-        gpus = int(_number(row["gpus"], file, f"line {lineno}.gpus", integer=True))
-        nodes = (int(_number(row["nodes"], file, f"line {lineno}.nodes", integer=True)) if row.get("nodes")
-                 else int(workload.nodes(gpus)))
-        if nodes > gpus:
-            raise InputError.at(file, f"line {lineno}.nodes", f"more nodes than GPUs ({gpus})", nodes)
-        if -(-gpus // nodes) > workload.cluster.gpus_per_node:
-            raise InputError.at(file, f"line {lineno}.nodes", f"{gpus} GPUs on {nodes} node(s) exceed cluster.gpus_per_node "
-                                f"({workload.cluster.gpus_per_node})", nodes)
-        batch = (_number(row["global_batch"], file, f"line {lineno}.global_batch") if row.get("global_batch")
-                 else float(workload.global_batch(gpus)))
-        if row.get("step_seconds"):
-            step = _number(row["step_seconds"], file, f"line {lineno}.step_seconds")
-        elif row.get("throughput"):
-            step = batch / _number(row["throughput"], file, f"line {lineno}.throughput")
-        else:
-            raise InputError.at(file, f"line {lineno}", "needs step_seconds or throughput")
-        comm = None
-        if row.get("comm_seconds"):
-            comm = np.array([_number(row["comm_seconds"], file, f"line {lineno}.comm_seconds", zero_ok=True)])
-        runs.append(MeasuredRun(gpus, nodes, batch, np.array([step]), comm))
-    if not runs:
+            raise InputError.at(file, f"line {linenos[i]}", f"expected {len(header)} fields like the header",
+                                len(cells))
+        for j, cell in enumerate(cells):
+            text = cell.strip()
+            if not text:
+                out[i, j] = math.nan
+                continue
+            try:
+                value = float(text)
+            except ValueError:
+                raise InputError.at(file, f"line {linenos[i]}.{header[j]}", "must be a number", text) from None
+            if math.isnan(value):  # a written 'nan', not an empty cell
+                raise InputError.at(file, f"line {linenos[i]}.{header[j]}", "must be a positive number", text)
+            out[i, j] = value
+    return out
+
+
+def read_csv_table(path: str | Path) -> CsvTable:
+    """A measurement CSV parsed and checked cell by cell, vectorised (a 1M-row file reads in about
+    a second: benchmarks/csv_speed.py). Bad input: InputError `FILE: line N.column: message`."""
+    path = Path(path)
+    file = str(path)
+    text = read_input_text(path, "a measurement CSV", MAX_CSV_BYTES)
+    lines = [(i + 1, line) for i, line in enumerate(text.splitlines())
+             if line.strip() and not line.lstrip().startswith("#")]
+    del text
+    if not lines:
+        raise InputError.at(file, "", "no header row (expected columns: gpus, step_seconds or throughput, ...)")
+    header = _header(lines, file)
+    if len(lines) == 1:
         raise InputError.at(file, "", "no data rows after the header")
-    return Measurements(runs, [], file)
+    linenos = np.fromiter((n for n, _ in lines[1:]), dtype=np.int64, count=len(lines) - 1)
+    data = [line for _, line in lines[1:]]
+    del lines
+    matrix = _parse_fast(data, len(header))
+    if matrix is None:
+        matrix = _parse_careful(data, linenos, header, file)
+    table = CsvTable(file, header, linenos, {h: matrix[:, j] for j, h in enumerate(header)}, data)
+    _check_cells(table)
+    _check_copies(table, matrix)
+    return table
+
+
+def _first(mask: np.ndarray) -> Optional[int]:
+    hits = np.flatnonzero(mask)
+    return int(hits[0]) if hits.size else None
+
+
+def _check_cells(t: CsvTable) -> None:
+    """Every cell finite, positive (comm_seconds: >= 0), whole where a count, within its bound."""
+    for column, values in t.values.items():
+        integer, zero_ok, limit = _CELL_LIMITS[column]
+        present = ~np.isnan(values)
+        if column == "gpus" and (row := _first(~present)) is not None:
+            raise t.fail(row, None, "needs a gpus value")
+        with np.errstate(invalid="ignore"):
+            bad = present & (~np.isfinite(values) | (values < 0) | ((values == 0) & (not zero_ok)))
+        if (row := _first(bad)) is not None:
+            raise t.fail(row, column, "must be >= 0" if zero_ok else "must be a positive number")
+        if integer and (row := _first(present & (values != np.floor(values)))) is not None:
+            raise t.fail(row, column, "must be a whole number")
+        if (row := _first(present & (values > limit))) is not None:
+            raise t.fail(row, column, f"must be <= {limit:.4g} (a physical upper bound)")
+
+
+def _check_copies(t: CsvTable, matrix: np.ndarray) -> None:
+    """A row equal to an earlier one in every cell is a copy-paste slip that would double-count
+    (rows of one placement with different values are repeated measurements: Pollux traces hold many).
+    Rows are hashed to one uint64 each and sorted (np.unique over whole rows sorts ~10x slower);
+    rows of equal hash are compared cell by cell, so a hash collision never refuses a file."""
+    keyed = np.ascontiguousarray(np.where(np.isnan(matrix), -1.0, matrix))  # cells are >= 0: -1 marks empty
+    bits = keyed.view(np.uint64)
+    h = np.zeros(len(keyed), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(bits.shape[1]):
+            h = (h ^ bits[:, j]) * np.uint64(0x100000001B3)  # FNV-1a over each cell's 64 bits
+    order = np.argsort(h, kind="stable")
+    same = np.flatnonzero(h[order[1:]] == h[order[:-1]])
+    if not same.size:
+        return
+    earlier, later = order[same], order[same + 1]
+    equal = (keyed[earlier] == keyed[later]).all(axis=1)
+    if equal.any():
+        k = int(np.argmin(np.where(equal, later, len(keyed))))
+        raise t.fail(int(later[k]), None, f"repeats line {t.lines[earlier[k]]} exactly; remove the copy "
+                     "(rows of one placement with different values count as repeated measurements)")
+
+
+def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]:
+    """Per row: gpus, nodes (default: filled nodes), global batch (default: the batch policy's),
+    step seconds (from throughput where not given) and exposed comm seconds (NaN where unknown);
+    placements that cannot exist and a throughput contradicting step_seconds are refused."""
+    v = t.values
+    gpus = v["gpus"].astype(np.int64)
+    per_node = workload.cluster.gpus_per_node
+    nodes = v["nodes"] if "nodes" in v else np.full(len(gpus), np.nan)
+    nodes = np.where(np.isnan(nodes), -(-gpus // per_node), nodes).astype(np.int64)
+    if (row := _first(nodes > gpus)) is not None:
+        raise t.fail(row, "nodes", f"more nodes than GPUs ({gpus[row]})", int(nodes[row]))
+    if (row := _first(-(-gpus // nodes) > per_node)) is not None:
+        raise t.fail(row, "nodes", f"{plural(int(gpus[row]), 'GPU')} on {plural(int(nodes[row]), 'node')} exceed cluster.gpus_per_node "
+                     f"({per_node})",
+                     int(nodes[row]))
+    batch = v["global_batch"] if "global_batch" in v else np.full(len(gpus), np.nan)
+    batch = np.where(np.isnan(batch), np.asarray(workload.global_batch(gpus), dtype=float), batch)
+    step = v["step_seconds"] if "step_seconds" in v else np.full(len(gpus), np.nan)
+    thr = v["throughput"] if "throughput" in v else np.full(len(gpus), np.nan)
+    if (row := _first(np.isnan(step) & np.isnan(thr))) is not None:
+        raise t.fail(row, None, "needs step_seconds or throughput")
+    both = ~np.isnan(step) & ~np.isnan(thr)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        off = both & (np.abs(thr * step / batch - 1) > THROUGHPUT_TOLERANCE)
+    if (row := _first(off)) is not None:
+        raise t.fail(row, "throughput", f"contradicts step_seconds: {batch[row]:g} samples / {step[row]:g} s = "
+                     f"{batch[row] / step[row]:.4g} samples/s (more than {THROUGHPUT_TOLERANCE:.0%} apart)")
+    step = np.where(np.isnan(step), batch / thr, step)
+    comm = v["comm_seconds"] if "comm_seconds" in v else np.full(len(gpus), np.nan)
+    return {"gpus": gpus, "nodes": nodes, "global_batch": batch, "step_seconds": step, "comm_seconds": comm}
+
+
+def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurements:
+    """Parse a measurement CSV into runs (one per row). Bad input: InputError `FILE: line N.column: message`."""
+    table = read_csv_table(path)
+    cols = measured_columns(table, workload)
+    step, comm = cols["step_seconds"], cols["comm_seconds"]
+    has_comm = (~np.isnan(comm)).tolist()
+    runs = [  # one-element views of the column arrays: no copy per row
+        MeasuredRun(g, n, b, step[i:i + 1], comm[i:i + 1] if has_comm[i] else None)
+        for i, (g, n, b) in enumerate(zip(cols["gpus"].tolist(), cols["nodes"].tolist(), cols["global_batch"].tolist()))
+    ]
+    return Measurements(runs, [], table.file)
 
 
 def combine_measurements(workload: "Workload", cal: Optional["Calibration"] = None,

@@ -8,8 +8,6 @@ descriptions in `advisor schema`.
 
 from __future__ import annotations
 
-import re
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
@@ -17,12 +15,38 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from advisor.catalog import find_gpu
 from advisor.errors import InputError, Problem
-from advisor.units import parse_bandwidth, parse_count, parse_duration
+from advisor.fileio import load_toml
+from advisor.units import parse_bandwidth, parse_count, parse_duration, parse_size
 from advisor.validation import validation_error
 
-Count = Annotated[float, BeforeValidator(parse_count)]
-Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth)]
-Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def _in_range(parse):
+    """A unit parser whose arithmetic overflow (`"1e1000000 Gbit/s"`: decimal.Overflow) reads as a
+    one-line validation error instead of escaping as a traceback."""
+    def parse_in_range(value: object) -> float:
+        try:
+            return parse(value)
+        except ArithmeticError:
+            raise ValueError("number out of range") from None
+    return parse_in_range
+
+
+Count = Annotated[float, BeforeValidator(_in_range(parse_count))]
+Bandwidth = Annotated[float, BeforeValidator(_in_range(parse_bandwidth))]
+Duration = Annotated[float, BeforeValidator(_in_range(parse_duration))]
+Size = Annotated[float, BeforeValidator(_in_range(parse_size))]
+
+
+def _not_bool(value: object) -> object:
+    """pydantic reads `true` as 1 for an int field; a count written as true/false is a mistake."""
+    if isinstance(value, bool):
+        raise ValueError("must be a whole number, not true/false")
+    return value
+
+
+#: A whole number: `true` is not 1 (pydantic would read it so), `8.5` is refused, `8.0` reads as 8.
+Int = Annotated[int, BeforeValidator(_not_bool)]
 
 #: Bytes per gradient element for each compute precision (mixed-precision training reduces
 #: gradients in the compute dtype; PyTorch FSDP MixedPrecisionPolicy(reduce_dtype) default).
@@ -31,6 +55,40 @@ BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
 #: Largest GPU count a spec may ask about: the recommendation sweep is vectorised over every
 #: count up to max_gpus, and 2^20 keeps that sweep under a second.
 MAX_GPUS_LIMIT = 2**20
+
+# Physical upper bounds, stated in the schema (`advisor schema`: "maximum"), so a typo of ten
+# digits is refused up front instead of overflowing in recommend or printing 300-digit dollars.
+# Each is far above anything built or published, so no real job is refused:
+
+#: GPUs in one node (NVLink domain): NVIDIA's largest announced is NVL576 (Rubin Ultra, GTC 2025).
+MAX_GPUS_PER_NODE = 1024
+#: Samples per optimizer step: published large-batch records are ~2^16 (LAMB BERT 64K, Goyal et
+#: al. / Ying et al. ImageNet 8K-64K); 2^24 is 256x that.
+MAX_BATCH_SAMPLES = 2**24
+#: Trainable parameters: the largest published dense/MoE models are ~2e12; 1e15 is 500x that.
+MAX_PARAMS = 1e15
+#: Optimizer steps of one job: long pretraining runs take ~1e6 steps (T5: 1M); 1e9 is 1000x that.
+MAX_JOB_STEPS = 1e9
+#: Training samples of one job: 15T tokens (Llama 3) at 128 tokens per sample is ~1.2e11; 1e14 caps it.
+MAX_JOB_SAMPLES = 1e14
+#: Transformer shape: layers, width, heads, context and vocabulary far beyond any published model.
+MAX_LAYERS, MAX_HIDDEN, MAX_HEADS, MAX_SEQ_LEN, MAX_VOCAB = 10_000, 2**20, 2**16, 2**26, 2**26
+#: Training FLOPs per sample (6·P·T at MAX_PARAMS and a 1M-token sample is ~6e21).
+MAX_FLOPS_PER_SAMPLE = 1e24
+#: Bytes/s of one link: NVLink 5 is 900 GB/s per GPU per direction, 8x800 Gbit/s NICs are 800 GB/s
+#: per node; 1e14 (100 TB/s) is ~100x either.
+MAX_BANDWIDTH = 1e14
+#: Per-hop latency: a minute is longer than any collective's timeout would allow.
+MAX_LATENCY = 60.0
+#: Peak dense FLOP/s per GPU: B200 is ~2.25e15 (bf16) / 4.5e15 (fp8); 1e17 is 20x that.
+MAX_PEAK_FLOPS = 1e17
+#: USD per GPU-hour (cloud list prices are ~1-15) and other tier bounds.
+MAX_USD_PER_GPU_HOUR = 1e4
+MAX_PREEMPTIONS_PER_NODE_HOUR = 60.0
+MAX_TIER_DURATION = 7 * 86400.0
+MAX_MIN_HOURS = 1e5
+#: Calibration steps: each is a real training step on the user's machine.
+MAX_CALIBRATION_STEPS = 100_000
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 
@@ -42,23 +100,23 @@ class _Section(BaseModel):
 
 
 class ModelSpec(_Section):
-    params: Annotated[Count, Field(gt=0)]
+    params: Annotated[Count, Field(gt=0, le=MAX_PARAMS)]
     """Trainable parameters, e.g. "6.7B"."""
-    layers: Optional[Annotated[int, Field(gt=0)]] = None
+    layers: Optional[Annotated[Int, Field(gt=0, le=MAX_LAYERS)]] = None
     """Transformer layers. With hidden, heads and seq_len: builds the calibration proxy and adds the attention FLOPs."""
-    hidden: Optional[Annotated[int, Field(gt=0)]] = None
+    hidden: Optional[Annotated[Int, Field(gt=0, le=MAX_HIDDEN)]] = None
     """Transformer hidden size (model width)."""
-    heads: Optional[Annotated[int, Field(gt=0)]] = None
+    heads: Optional[Annotated[Int, Field(gt=0, le=MAX_HEADS)]] = None
     """Attention heads; must divide hidden."""
-    seq_len: Optional[Annotated[int, Field(gt=0)]] = None
+    seq_len: Optional[Annotated[Int, Field(gt=0, le=MAX_SEQ_LEN)]] = None
     """Tokens per sample."""
-    vocab: Optional[Annotated[int, Field(gt=0)]] = None
+    vocab: Optional[Annotated[Int, Field(gt=0, le=MAX_VOCAB)]] = None
     """Vocabulary size of the calibration proxy's embedding (default 32000)."""
     precision: Literal["bf16", "fp16", "fp32"] = "bf16"
     """Compute dtype; also sets gradient bytes (bf16/fp16: 2, fp32: 4)."""
     kv_heads: Optional[Annotated[int, Field(gt=0)]] = None
     """Key/value heads (grouped-query attention, GQA; default: heads). Must divide heads; sizes the K/V that context parallelism exchanges and the proxy's K/V projection."""
-    flops_per_sample: Optional[Annotated[float, Field(gt=0)]] = None
+    flops_per_sample: Optional[Annotated[float, Field(gt=0, le=MAX_FLOPS_PER_SAMPLE)]] = None
     """Training FLOPs per sample (forward + backward). Required without a transformer shape (a CNN, a recommender)."""
 
     @property
@@ -91,14 +149,16 @@ class ModelSpec(_Section):
 class BatchSpec(_Section):
     policy: Literal["fixed-global", "fixed-per-gpu"]
     """fixed-global: strong scaling (global batch fixed, per-GPU share shrinks); fixed-per-gpu: weak scaling."""
-    global_samples: Optional[Annotated[int, Field(gt=0)]] = None
+    global_samples: Optional[Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)]] = None
     """Samples per optimizer step across all GPUs; required when policy is fixed-global."""
-    per_gpu_samples: Optional[Annotated[int, Field(gt=0)]] = None
+    per_gpu_samples: Optional[Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)]] = None
     """Samples per optimizer step on each GPU; required when policy is fixed-per-gpu."""
-    micro_samples: Optional[Annotated[int, Field(gt=0)]] = None
+    micro_samples: Optional[Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)]] = None
     """Per-GPU micro-batch; gradient accumulation steps follow from it (default: no accumulation)."""
-    gradient_noise_scale: Optional[Annotated[float, Field(gt=0)]] = None
+    gradient_noise_scale: Optional[Annotated[float, Field(gt=0, le=MAX_JOB_SAMPLES)]] = None
     """Gradient noise scale B_noise in samples (McCandlish et al. 2018): steps grow as S_min·(1 + B_noise/B)."""
+    max_global_samples: Optional[Annotated[int, Field(gt=0)]] = None
+    """fixed-per-gpu: largest global batch; beyond it the per-GPU batch shrinks to floor(max / N) (strong scaling)."""
 
 
 Degree = Annotated[int, Field(ge=1)]
@@ -125,6 +185,8 @@ class ParallelismSpec(_Section):
     """Model chunks per GPU for the interleaved schedule (default 2; 1 for 1f1b)."""
     context_parallel_degree: Degree = 1
     """Ranks that split each sequence (ring attention: K/V passed around the context-parallel ring)."""
+    activation_checkpoint: Literal["none", "selective", "full"] = "none"
+    """Activation recomputation (Korthikanti et al. 2022): none, selective (attention) or full (only layer inputs kept)."""
 
     @property
     def virtual_stages(self) -> int:
@@ -136,54 +198,60 @@ class ParallelismSpec(_Section):
 class ClusterSpec(_Section):
     gpu: Annotated[str, Field(min_length=1)]
     """GPU model, free text; a catalog entry (`advisor gpus`) supplies peak FLOP/s for MFU and defaults."""
-    gpus_per_node: Annotated[int, Field(gt=0)] = 8
+    gpus_per_node: Annotated[Int, Field(gt=0, le=MAX_GPUS_PER_NODE)] = 8
     """GPUs in one node (one NVLink/NVSwitch domain)."""
-    max_gpus: Annotated[int, Field(gt=0, le=MAX_GPUS_LIMIT)]
+    max_gpus: Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)]
     """Largest GPU count to consider."""
-    intra_node_bandwidth: Optional[Annotated[Bandwidth, Field(gt=0)]] = None
+    intra_node_bandwidth: Optional[Annotated[Bandwidth, Field(gt=0, le=MAX_BANDWIDTH)]] = None
     """Per-GPU one-direction bandwidth inside a node, e.g. "450 GB/s" (default: the catalog's)."""
-    intra_node_latency: Annotated[Duration, Field(ge=0)] = 3e-6
+    intra_node_latency: Annotated[Duration, Field(ge=0, le=MAX_LATENCY)] = 3e-6
     """Per-hop latency inside a node (default 3 us: order of NCCL's NVLink base latency, src/graph/tuning.cc)."""
-    inter_node_bandwidth: Annotated[Bandwidth, Field(gt=0)]
+    inter_node_bandwidth: Annotated[Bandwidth, Field(gt=0, le=MAX_BANDWIDTH)]
     """Per-node bandwidth between nodes, all NICs together, e.g. "3200 Gbit/s" (8 x 400 Gbit/s)."""
-    inter_node_latency: Annotated[Duration, Field(ge=0)] = 10e-6
+    inter_node_latency: Annotated[Duration, Field(ge=0, le=MAX_LATENCY)] = 10e-6
     """Per-hop latency between nodes (default 10 us: order of NCCL's network base latency)."""
-    peak_flops: Optional[Annotated[float, Field(gt=0)]] = None
+    peak_flops: Optional[Annotated[float, Field(gt=0, le=MAX_PEAK_FLOPS)]] = None
     """Peak dense FLOP/s per GPU at the spec's precision, for MFU (default: the catalog's)."""
+    gpu_memory: Optional[Annotated[Size, Field(gt=0)]] = None
+    """Memory per GPU, e.g. "96 GB" (default: the catalog's); plans whose footprint exceeds it are left out."""
 
 
 class JobSpec(_Section):
-    samples: Optional[Annotated[Count, Field(gt=0)]] = None
+    samples: Optional[Annotated[Count, Field(gt=0, le=MAX_JOB_SAMPLES)]] = None
     """Total training samples, e.g. "250M"."""
-    steps: Optional[Annotated[Count, Field(gt=0)]] = None
+    steps: Optional[Annotated[Count, Field(gt=0, le=MAX_JOB_STEPS)]] = None
     """Total optimizer steps (instead of samples)."""
+    tokens: Optional[Annotated[Count, Field(gt=0)]] = None
+    """Total training tokens, e.g. "2T" (instead of samples; needs model.seq_len): samples = tokens / seq_len."""
 
 
 class Tier(_Section):
     name: Annotated[str, Field(min_length=1)]
     """Billing tier name, unique within the spec (on-demand, spot, reserved-1mo, ...)."""
-    usd_per_gpu_hour: Annotated[float, Field(ge=0)]
+    usd_per_gpu_hour: Annotated[float, Field(ge=0, le=MAX_USD_PER_GPU_HOUR)]
     """Price per GPU-hour in USD."""
-    preemptions_per_node_hour: Annotated[float, Field(ge=0)] = 0.0
+    preemptions_per_node_hour: Annotated[float, Field(ge=0, le=MAX_PREEMPTIONS_PER_NODE_HOUR)] = 0.0
     """Spot: expected preemptions per node per hour; any node lost stops a synchronous job."""
-    restart: Annotated[Duration, Field(ge=0)] = 0.0
+    restart: Annotated[Duration, Field(ge=0, le=MAX_TIER_DURATION)] = 0.0
     """Spot: time from a preemption to training again."""
-    checkpoint: Annotated[Duration, Field(ge=0)] = 0.0
+    checkpoint: Annotated[Duration, Field(ge=0, le=MAX_TIER_DURATION)] = 0.0
     """Spot: time to write one checkpoint."""
-    min_hours: Annotated[float, Field(ge=0)] = 0.0
+    min_hours: Annotated[float, Field(ge=0, le=MAX_MIN_HOURS)] = 0.0
     """Reserved: billed for at least this many hours."""
-    max_gpus: Optional[Annotated[int, Field(gt=0)]] = None
+    max_gpus: Optional[Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)]] = None
     """Most GPUs available on this tier."""
+    instance_gpus: Optional[Annotated[int, Field(gt=0)]] = None
+    """GPUs per rentable instance (e.g. 8 for an 8x H100 VM): only whole instances are priced."""
 
 
 class CalibrationSpec(_Section):
-    gpus: Annotated[list[Annotated[int, Field(gt=0)]], Field(min_length=1)] = [1, 2, 4, 8, 16]
+    gpus: Annotated[list[Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)]], Field(min_length=1, max_length=64)] = [1, 2, 4, 8, 16]
     """GPU counts to calibrate at."""
-    warmup_steps: Annotated[int, Field(ge=0)] = 3
+    warmup_steps: Annotated[Int, Field(ge=0, le=MAX_CALIBRATION_STEPS)] = 3
     """Untimed steps before timing."""
-    steps: Annotated[int, Field(gt=0)] = 10
+    steps: Annotated[Int, Field(gt=0, le=MAX_CALIBRATION_STEPS)] = 10
     """Timed optimizer steps per GPU count."""
-    proxy_layers: Optional[Annotated[int, Field(gt=0)]] = None
+    proxy_layers: Optional[Annotated[Int, Field(gt=0, le=MAX_LAYERS)]] = None
     """Layers of the calibration proxy when the full model does not fit (default: all)."""
 
 
@@ -211,18 +279,18 @@ class Workload(_Section):
         return (p.tensor_parallel_degree or 1) * p.pipeline_parallel_degree * p.context_parallel_degree
 
     def global_batch(self, gpus: Any) -> Any:
-        """Samples per optimizer step at `gpus` GPUs (scalar or numpy array). Under fixed-per-gpu the
-        per-GPU batch is per data-parallel rank (torchtitan's local_batch_size): GPUs that split one
-        sample by tensor, pipeline or context parallelism share it."""
-        if self.batch.policy == "fixed-global":
-            return self.batch.global_samples + 0 * gpus
-        return self.batch.per_gpu_samples * (gpus // self.model_parallel_size())
+        """Samples per optimizer step at `gpus` GPUs (scalar or numpy array): the batch policy and
+        `batch.max_global_samples`, as advisor.planning.batch applies them (per data-parallel rank
+        under tensor, pipeline or context parallelism)."""
+        from advisor.planning.batch import global_batch
+
+        return _like(gpus, global_batch(self, gpus))
 
     def per_gpu_batch(self, gpus: Any) -> Any:
         """Samples per optimizer step on one data-parallel rank (may be fractional for fixed-global at large N)."""
-        if self.batch.policy == "fixed-global":
-            return self.batch.global_samples / (gpus / self.model_parallel_size())
-        return self.batch.per_gpu_samples + 0 * gpus
+        from advisor.planning.batch import per_gpu_batch
+
+        return _like(gpus, per_gpu_batch(self, gpus))
 
     @property
     def intra_node_bandwidth(self) -> float:
@@ -242,6 +310,16 @@ class Workload(_Section):
     def nodes(self, gpus: Any) -> Any:
         """Nodes needed for `gpus` GPUs when nodes are filled: ceil(gpus / gpus_per_node)."""
         return -(-gpus // self.cluster.gpus_per_node)
+
+
+def _like(gpus: Any, values: Any) -> Any:
+    """A scalar (int when whole) for a scalar count, else the array."""
+    import numpy as np
+
+    if np.ndim(gpus) == 0:
+        value = float(values)
+        return int(value) if value.is_integer() else value
+    return values
 
 
 def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
@@ -269,14 +347,18 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
             out.append(("batch.micro_samples", f"must divide batch.{key} ({size})", b.micro_samples))
         elif policy != b.policy and size is not None:
             out.append((f"batch.{key}", f"only used when batch.policy is '{policy}'", size))
+    if b.max_global_samples is not None and b.policy != "fixed-per-gpu":
+        out.append(("batch.max_global_samples", "only used when batch.policy is 'fixed-per-gpu'", b.max_global_samples))
 
     if w.cluster.intra_node_bandwidth is None:
         gpu = find_gpu(w.cluster.gpu)
         if gpu is None or gpu.intra_node_bandwidth is None:
             out.append(("cluster.intra_node_bandwidth", f"required: GPU {w.cluster.gpu!r} is not in the catalog (advisor gpus)", None))
 
-    if (w.job.samples is None) == (w.job.steps is None):
-        out.append(("job", "give exactly one of job.samples or job.steps", None))
+    if sum(x is not None for x in (w.job.samples, w.job.steps, w.job.tokens)) != 1:
+        out.append(("job", "give exactly one of job.samples, job.steps or job.tokens", None))
+    elif w.job.tokens is not None and m.seq_len is None:
+        out.append(("job.tokens", "needs model.seq_len (tokens per sample) to count samples", w.job.tokens))
 
     seen: set[str] = set()
     for i, t in enumerate(w.tiers):
@@ -387,25 +469,9 @@ def _data_parallel_problems(w: Workload, model_parallel: int) -> list[tuple[str,
 
 
 def parse_toml(path: Path) -> dict:
-    """Read a TOML file; a syntax error names line and column."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError.at(path, "", "no such file") from None
-    except IsADirectoryError:
-        raise InputError.at(path, "", "is a directory, expected a TOML file") from None
-    except OSError as exc:
-        raise InputError.at(path, "", f"cannot read: {exc.strerror}") from None
-    try:
-        return tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise InputError.at(path, "", "not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
-        msg = str(exc)
-        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
-        where = f"line {m.group(1)}, column {m.group(2)}" if m else "end of file"
-        what = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", msg)
-        raise InputError.at(path, "", f"{where}: malformed TOML: {what}") from None
+    """Read a TOML input through advisor's one reader (regular files only, size and depth capped);
+    a syntax error names line and column."""
+    return load_toml(path, "a TOML file")
 
 
 def workload_from_dict(data: dict, file: str | Path = "<spec>") -> Workload:
@@ -418,6 +484,9 @@ def workload_from_dict(data: dict, file: str | Path = "<spec>") -> Workload:
     problems = _cross_field_problems(workload)
     if problems:
         raise InputError([Problem(file, p, msg, v, v is not None) for p, msg, v in problems])
+    if workload.job.tokens is not None:  # everything downstream counts samples
+        job = workload.job.model_copy(update={"samples": workload.job.tokens / workload.model.seq_len})
+        workload = workload.model_copy(update={"job": job})
     return workload
 
 

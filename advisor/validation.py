@@ -52,7 +52,8 @@ def _problem_for(error: dict, file: str, root: type[BaseModel]) -> Problem:
     bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
     if kind in bounds:
         limit = next(iter(ctx.values()), "")
-        limit = int(limit) if isinstance(limit, float) and limit.is_integer() else limit  # 0, not 0.0
+        if isinstance(limit, float):  # 0, not 0.0; 1e+14, not 100000000000000
+            limit = int(limit) if limit.is_integer() and abs(limit) < 1e6 else f"{limit:g}"
         message = f"must be {bounds[kind]} {limit}"
     if kind == "value_error":
         message = message.removeprefix("Value error, ")

@@ -120,5 +120,5 @@ def test_calibrate_without_torch_says_how_to_install(tmp_path):
             f"main(['calibrate', {str(TINY)!r}, '--gpus', '1', '--device', 'cpu', '--out', 'x.toml'])\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "needs torch, which is not installed: pip install 'advisor[calibrate]'" in r.stderr
+    assert "needs torch, which is not installed: pip install -e '.[calibrate]'" in r.stderr
     assert not (tmp_path / "x.toml").exists()

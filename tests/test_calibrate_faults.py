@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -52,17 +53,22 @@ def test_killed_worker_is_named_and_no_rank_survives(tmp_path):
 
 
 def test_hung_rank_is_killed_by_timeout_with_its_whole_group(tmp_path):
+    # Deterministic under load: N=1 is measured first without a timeout (a loaded machine may take
+    # longer than any fixed bound to start torch), then only N=2 runs under --timeout; rank 1 is
+    # stopped as soon as it exists, so the count can only end by the timeout, however slow the
+    # machine (if the ranks are still starting, they hang in the rendezvous instead).
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
-    cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--timeout", "12", "--out", out)
-    wait_for(lambda: _saved_counts(out) == [1], 90, "N=1 saved", cli)
+    r = run_cli("calibrate", spec, "--gpus", "1", "--steps", "2", *CPU, "--out", out, timeout=300)
+    assert r.returncode == 0, r.stderr
+    cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--timeout", "12", "--out", out, "--resume")
     hung = _rank_pid(cli, 1)
-    os.kill(hung, signal.SIGSTOP)  # a real hang: rank 1 stops, rank 0 waits in a collective
+    os.kill(hung, signal.SIGSTOP)  # a real hang: rank 1 stops, rank 0 waits for it
     peers = list(workers_of(cli.pid))
-    _, err = cli.communicate(timeout=90)
+    _, err = cli.communicate(timeout=120)
     assert cli.returncode == 1, err
     assert "N=2: no result after 12 s (--timeout); killed all 2 ranks" in err and "rank 1:" in err
-    assert "finished counts kept: N=1" in err
+    assert f"finished counts kept in {out}: none" in err
     assert_no_workers_left(cli.pid)
     for pid in peers:  # the stopped rank too: SIGKILL ends stopped processes
         assert not Path(f"/proc/{pid}").exists() or b"Z" in Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1][:3]
@@ -78,7 +84,7 @@ def test_sigint_keeps_finished_counts_then_resume_completes(tmp_path):
     cli.send_signal(signal.SIGINT)
     _, err = cli.communicate(timeout=60)
     assert cli.returncode == 130, err
-    assert "interrupted" in err and "finished counts kept: N=1" in err and "Traceback" not in err
+    assert "interrupted" in err and f"finished counts kept in {out}: N=1" in err and "Traceback" not in err
     assert_no_workers_left(cli.pid)
     first = load_calibration(out)
     assert [r.gpus for r in first.runs] == [1]
@@ -198,3 +204,253 @@ def test_misconfigured_network_fails_with_the_ranks_own_error(tmp_path):
     line = next(ln for ln in r.stderr.splitlines() if "failed:" in ln)
     assert re.search(r"N=2: rank [01] failed: \w+(Error|Exception)?: .*advisor-no-such-if0", line), line
     assert "Traceback" not in r.stderr and not (tmp_path / "cal.toml").exists()
+
+
+# -- issue 15: faults in the write, full disk, concurrency, stopped/killed CLI, changed spec --------
+
+def _tmp_env(tmp_path: Path) -> tuple[dict, Path]:
+    """A CLI environment whose temp dir is this test's own, so leftovers can be counted."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir(exist_ok=True)
+    return cli_env({"TMPDIR": str(scratch)}), scratch
+
+
+def _leftovers(scratch: Path) -> list[Path]:
+    return sorted(p for p in scratch.iterdir() if p.name.startswith("advisor-calibrate-"))
+
+
+def _patched_cli(patch: str, *args) -> list[str]:
+    """`python -c` running the CLI after `patch` (Python source) wraps one of advisor's functions:
+    the fault is a real signal sent by the process to itself at that point."""
+    code = ("import os, signal, sys\n" + patch + "\nfrom advisor.cli import main\nmain(sys.argv[1:])\n")
+    return [sys.executable, "-c", code, *map(str, args)]
+
+
+def test_sigterm_during_the_write_keeps_the_finished_count(tmp_path):
+    spec = small_workload(tmp_path)
+    out = tmp_path / "cal.toml"
+    env, scratch = _tmp_env(tmp_path)
+    # The second write of the calibration file (N=2's) gets SIGTERM in the middle of it.
+    patch = ("import advisor.fileio as f\nreal = f.atomic_write_bytes\ncalls = []\n"
+             "def writing(path, data):\n"
+             "    if str(path).endswith('cal.toml'):\n"
+             "        calls.append(path)\n"
+             "        if len(calls) == 2:\n"
+             "            os.kill(os.getpid(), signal.SIGTERM)\n"
+             "    return real(path, data)\n"
+             "f.atomic_write_bytes = writing\n")
+    r = subprocess.run(_patched_cli(patch, "calibrate", spec, "--gpus", "1,2,4", "--steps", "2", *CPU, "--out", out),
+                       env=env, capture_output=True, text=True, timeout=400)
+    assert r.returncode == 130, r.stderr
+    assert f"interrupted; ranks stopped; finished counts kept in {out}: N=1, N=2" in r.stderr
+    assert _saved_counts(out) == [1, 2] and "Traceback" not in r.stderr
+    assert _leftovers(scratch) == [] and not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_sigterm_after_the_ranks_finished_keeps_the_result_in_a_named_folder(tmp_path):
+    spec = small_workload(tmp_path)
+    out = tmp_path / "cal.toml"
+    env, scratch = _tmp_env(tmp_path)
+    patch = ("import advisor.calibrate.session as s\nreal = s.launch_local\n"
+             "def launching(path, n, *a, **k):\n"
+             "    result = real(path, n, *a, **k)\n"
+             "    if n == 2:\n"
+             "        os.kill(os.getpid(), signal.SIGTERM)\n"
+             "    return result\n"
+             "s.launch_local = launching\n")
+    r = subprocess.run(_patched_cli(patch, "calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--out", out),
+                       env=env, capture_output=True, text=True, timeout=400)
+    assert r.returncode == 130, r.stderr
+    assert f"finished counts kept in {out}: N=1" in r.stderr and _saved_counts(out) == [1]
+    hint = re.search(r"a finished count not yet saved is kept in (\S+): add it with: (.+?); rerun", r.stderr)
+    assert hint, r.stderr
+    words = shlex.split(hint.group(2))
+    assert words[0] == "advisor"
+    r2 = run_cli(*words[1:], env=env)
+    assert r2.returncode == 0, r2.stderr
+    assert _saved_counts(out) == [1, 2]
+    shutil.rmtree(hint.group(1))
+    assert _leftovers(scratch) == []
+
+
+def test_full_disk_keeps_the_old_file_and_the_new_count(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a tiny tmpfs")
+    spec = small_workload(tmp_path)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)]).returncode != 0:
+        pytest.skip("cannot mount tmpfs here")
+    env, scratch = _tmp_env(tmp_path)
+    out = disk / "cal.toml"
+    try:
+        cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--out", out, env=env)
+        wait_for(lambda: _saved_counts(out) == [1], 120, "N=1 saved", cli)
+        before = out.read_bytes()
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)  # the disk fills up while N=2 runs
+        try:
+            while True:
+                os.write(fd, b"x" * 512)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        _, err = cli.communicate(timeout=300)
+        assert cli.returncode == 2, err
+        assert f"{out}: cannot write: No space left on device" in err and "Traceback" not in err
+        assert out.read_bytes() == before and not [p for p in disk.iterdir() if p.name.endswith(".tmp")]
+        kept = re.search(r"^(\S+): the N=2 measurement is kept here; .* add it with: (.+)$", err, re.MULTILINE)
+        os.unlink(disk / "filler")
+        r = run_cli(*shlex.split(kept.group(2))[1:], env=env)
+        assert r.returncode == 0, r.stderr
+        assert _saved_counts(out) == [1, 2]
+        shutil.rmtree(kept.group(1))
+        assert _leftovers(scratch) == []
+        assert_no_workers_left(cli.pid)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)])
+
+
+def test_concurrent_writers_one_file_never_corrupted(tmp_path):
+    spec = small_workload(tmp_path)
+    out = tmp_path / "cal.toml"
+    env, scratch = _tmp_env(tmp_path)
+    clis = [start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--out", out, "--resume", env=env)
+            for _ in range(3)]
+    reads = 0
+    while any(c.poll() is None for c in clis):
+        if out.exists():
+            load_calibration(out)  # every state a reader can see is a whole, valid file
+            reads += 1
+        time.sleep(0.02)
+    errs = [c.communicate()[1] for c in clis]
+    codes = [c.returncode for c in clis]
+    assert codes.count(0) >= 1 and set(codes) <= {0, 2}, errs
+    for code, err in zip(codes, errs):
+        if code == 2:
+            assert "another advisor process is writing this file" in err and "Traceback" not in err
+    assert _saved_counts(out) == [1, 2] and reads > 0
+    assert _leftovers(scratch) == []
+    for c in clis:
+        assert_no_workers_left(c.pid)
+
+
+def test_stopped_cli_keeps_its_lock_then_stops_cleanly(tmp_path):
+    spec = small_workload(tmp_path)
+    out = tmp_path / "cal.toml"
+    env, scratch = _tmp_env(tmp_path)
+    cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "50", *CPU, "--out", out, env=env)
+    wait_for(lambda: _saved_counts(out) == [1], 120, "N=1 saved", cli)
+    _rank_pid(cli, 1)
+    os.kill(cli.pid, signal.SIGSTOP)  # Ctrl-Z: the CLI stops, its ranks run on
+    try:
+        r = run_cli("calibrate", spec, "--gpus", "1,2", *CPU, "--out", out, "--resume", env=env)
+        assert r.returncode == 2 and "another advisor process is writing this file" in r.stderr
+    finally:
+        os.kill(cli.pid, signal.SIGTERM)
+        os.kill(cli.pid, signal.SIGCONT)
+    _, err = cli.communicate(timeout=120)
+    assert cli.returncode == 130, err
+    assert f"finished counts kept in {out}: N=1" in err or f"finished counts kept in {out}: N=1, N=2" in err
+    assert _saved_counts(out) in ([1], [1, 2])
+    assert_no_workers_left(cli.pid)
+    assert _leftovers(scratch) == []
+
+
+def test_sigkilled_cli_leftovers_are_removed_by_the_next_run(tmp_path):
+    spec = small_workload(tmp_path)
+    env, scratch = _tmp_env(tmp_path)
+    out = tmp_path / "cal.toml"
+    cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", out, env=env)
+    _rank_pid(cli, 1)
+    cli.kill()
+    cli.communicate(timeout=30)
+    assert_no_workers_left(cli.pid)
+    left = _leftovers(scratch)
+    assert len(left) == 1 and (out.parent / "cal.toml.lock").exists()  # a stale lock too
+    r = run_cli("calibrate", spec, "--gpus", "1", "--steps", "1", *CPU, "--out", out, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"removed 1 result folder(s) left by calibrations that were killed: {left[0]}" in r.stderr
+    assert _leftovers(scratch) == [] and _saved_counts(out) == [1]
+
+
+def test_failed_count_keeps_only_its_named_logs(tmp_path):
+    spec = small_workload(tmp_path)
+    env, scratch = _tmp_env(tmp_path)
+    env["GLOO_SOCKET_IFNAME"] = "advisor-no-such-if0"
+    r = run_cli("calibrate", spec, "--gpus", "2", *CPU, "--out", tmp_path / "cal.toml", env=env)
+    assert r.returncode == 1, r.stderr
+    named = re.search(r"\(logs: (\S+)\)", r.stderr).group(1)
+    assert _leftovers(scratch) == [Path(named)] and (Path(named) / ".kept").exists()
+    assert (Path(named) / "rank0.log").exists()
+
+
+def test_changed_spec_under_resume_is_refused_naming_the_field(tmp_path):
+    from test_hostile_corpus import valid_result, write_result
+
+    spec = small_workload(tmp_path)
+    out = tmp_path / "cal.toml"
+    write_result(tmp_path / "results" / "gpus2-nodes2", valid_result())
+    assert run_cli("calibrate", spec, "--collect", tmp_path / "results", "--out", out).returncode == 0
+    before = out.read_bytes()
+    changed = small_workload(tmp_path, strategy="fsdp", global_samples=16)
+    r = run_cli("calibrate", changed, "--gpus", "1", *CPU, "--out", out, "--resume")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert lines == [
+        f"{out}: setup.batch.global_samples: the spec changed since this file was measured: recorded 8, the spec now "
+        "gives 16; measure into another --out, or restore the spec",
+        f"{out}: setup.parallelism.strategy: the spec changed since this file was measured: recorded 'ddp', the spec "
+        "now gives 'fsdp'; measure into another --out, or restore the spec",
+    ]
+    assert out.read_bytes() == before
+    # The same for --collect into that file, and for a file written before [setup] existed.
+    r = run_cli("calibrate", changed, "--collect", tmp_path / "results", "--out", out)
+    assert r.returncode == 2 and "global_batch: the spec's batch gives 16" in r.stderr
+    legacy = tmp_path / "legacy.toml"
+    legacy.write_text(before.decode().split("[setup]")[0] + "[[runs]]" + before.decode().split("[[runs]]", 1)[1])
+    r = run_cli("calibrate", changed, "--gpus", "1", *CPU, "--out", legacy, "--resume")
+    assert r.returncode == 2 and "setup.parallelism.strategy" in r.stderr, r.stderr
+
+
+def _listening_addresses(pid: int) -> list[str]:
+    """Local addresses (hex, as /proc/net/tcp* writes them) of the TCP sockets `pid` listens on."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                out.append(fields[1].split(":")[0])
+    return out
+
+
+def test_local_ranks_listen_on_loopback_only(tmp_path):
+    # torch's own TCPStore would listen on every interface (*:PORT): rank 0 must serve the store
+    # on the loopback socket the launcher bound, and gloo's pairs listen on lo too.
+    spec = small_workload(tmp_path)
+    env, scratch = _tmp_env(tmp_path)
+    cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", tmp_path / "cal.toml", env=env)
+    try:
+        rank0 = _rank_pid(cli, 0)
+        wait_for(lambda: "@progress step" in _rank0_log(scratch), 120, "the ranks to train", cli)
+        listening = {pid: _listening_addresses(pid) for pid in workers_of(cli.pid)}
+        loopback = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
+        assert len(listening[rank0]) >= 2, listening  # the store and gloo's listener at least
+        assert all(addr in loopback for addrs in listening.values() for addr in addrs), listening
+    finally:
+        cli.send_signal(signal.SIGINT)
+        cli.communicate(timeout=60)
+    assert_no_workers_left(cli.pid)
+
+
+def _rank0_log(scratch: Path) -> str:
+    logs = sorted(scratch.glob("advisor-calibrate-*/rank0.log"))
+    return logs[-1].read_text(errors="replace") if logs else ""

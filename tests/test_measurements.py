@@ -36,7 +36,7 @@ BAD = {
     "fractional gpus": ("gpus,step_seconds\n1.5,1\n", "m.csv: line 2.gpus: must be a whole number (got '1.5')"),
     "negative time": ("gpus,step_seconds\n2,-1\n", "m.csv: line 2.step_seconds: must be a positive number (got '-1')"),
     "more nodes than gpus": ("gpus,nodes,step_seconds\n2,4,1\n", "m.csv: line 2.nodes: more nodes than GPUs (2) (got 4)"),
-    "overfull node": ("gpus,nodes,step_seconds\n16,1,1\n", "m.csv: line 2.nodes: 16 GPUs on 1 node(s) exceed cluster.gpus_per_node (8) (got 1)"),
+    "overfull node": ("gpus,nodes,step_seconds\n16,1,1\n", "m.csv: line 2.nodes: 16 GPUs on 1 node exceed cluster.gpus_per_node (8) (got 1)"),
     "short row": ("gpus,step_seconds\n2\n", "m.csv: line 2: expected 2 fields like the header (got 1)"),
     "header only": ("# nothing\ngpus,step_seconds\n", "m.csv: no data rows after the header"),
 }
@@ -83,3 +83,43 @@ def test_calibration_compute_steps_give_exposed_communication():
     assert m.runs[0].comm_seconds == pytest.approx([0.1, 0.3, 0.2])  # each step minus the compute median 0.9
     assert m.runs[1].comm_seconds is None
     assert list(m.global_batch) == [1024, 1024]
+
+
+def test_spreadsheet_csv_with_bom_is_read(tmp_path):
+    p = tmp_path / "m.csv"
+    p.write_bytes("\ufeffgpus,step_seconds\r\n8,2.0\r\n16,1.1\r\n".encode("utf-8"))  # Excel's "CSV UTF-8"
+    m = read_measurements_csv(p, LLM7B)
+    assert list(m.gpus) == [8, 16] and list(m.step) == [2.0, 1.1]
+
+
+def test_throughput_agreeing_with_step_seconds_is_accepted_and_contradicting_refused(tmp_path):
+    # global batch 1024: 2.0 s per step is 512 samples/s; 5% off is within the 10% tolerance.
+    ok = write(tmp_path, "gpus,step_seconds,throughput\n8,2.0,537\n16,1.0,1024\n")
+    assert list(read_measurements_csv(ok, LLM7B).step) == [2.0, 1.0]
+    bad = write(tmp_path, "gpus,step_seconds,throughput\n8,2.0,512\n16,1.0,102400\n")
+    with pytest.raises(InputError) as err:
+        read_measurements_csv(bad, LLM7B)
+    assert err.value.lines() == [f"{bad}: line 3.throughput: contradicts step_seconds: 1024 samples / 1 s = 1024 "
+                                 "samples/s (more than 10% apart) (got '102400')"]
+
+
+def test_fast_and_careful_parsers_agree(tmp_path):
+    """numpy's parser (plain rows) and the csv-module path (quoted cells) read the same numbers."""
+    from advisor.measurements import read_csv_table
+
+    rows = "".join(f"{g},{(g + 7) // 8},{1 + g / 100:.4f},,{g / 1000}\n" for g in (1, 2, 4, 8, 16, 32))
+    plain = write(tmp_path, "gpus,nodes,step_seconds,global_batch,comm_seconds\n" + rows)
+    a = read_csv_table(plain).values
+    quoted = tmp_path / "q.csv"
+    quoted.write_text('"gpus",nodes,step_seconds,global_batch,comm_seconds\n' + rows.replace("1,1,", '"1",1,', 1))
+    b = read_csv_table(quoted).values
+    for column in a:
+        np.testing.assert_array_equal(a[column], b[column])
+    assert np.isnan(a["global_batch"]).all() and list(a["gpus"]) == [1, 2, 4, 8, 16, 32]
+
+
+def test_exact_copy_is_found_among_many_rows(tmp_path):
+    rows = "".join(f"{1 + i % 4},{1 + i / 1e5:.6f}\n" for i in range(20000))
+    p = write(tmp_path, "gpus,step_seconds\n" + rows + "3,1.000020\n")  # a copy of i = 2 (file line 4)
+    with pytest.raises(InputError, match=r"line 20002: repeats line 4 exactly"):
+        read_measurements_csv(p, LLM7B)

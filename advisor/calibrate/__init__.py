@@ -16,9 +16,9 @@ launcher (local ranks, failures, timeouts), session (lock, resume, save per coun
 from advisor.calibrate.emit import emit_placements, slurm_script, torchrun_commands
 from advisor.calibrate.launcher import CalibrationFailed
 from advisor.calibrate.results import SummaryRow, summary
-from advisor.calibrate.session import calibrate, collect
+from advisor.calibrate.session import CalibrationInterrupted, calibrate, collect
 
 __all__ = [
-    "CalibrationFailed", "SummaryRow", "calibrate", "collect", "emit_placements", "slurm_script",
+    "CalibrationFailed", "CalibrationInterrupted", "SummaryRow", "calibrate", "collect", "emit_placements", "slurm_script",
     "summary", "torchrun_commands",
 ]

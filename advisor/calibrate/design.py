@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from advisor.errors import InputError
+from advisor.text import plural
 
 if TYPE_CHECKING:
     from advisor.spec import Tier, Workload
@@ -267,7 +268,7 @@ def plan_calibration(
             "--max-nodes",
             "",
             "the inter-node terms need runs on at least 3 distinct node counts "
-            f"(1, 2 and 3+); cluster.max_gpus allows {limit} node(s)",
+            f"(1, 2 and 3+); cluster.max_gpus allows {plural(limit, 'node')}",
             max_nodes,
         )
     target = target or (w.cluster.max_gpus, int(w.nodes(w.cluster.max_gpus)))

@@ -65,6 +65,7 @@ from typing import Optional, Union
 from advisor.errors import InputError
 from advisor.placement import parse_placements
 from advisor.spec import Workload
+from advisor.text import plural
 
 DEFAULT_RDZV_PORT = 29500
 
@@ -201,7 +202,7 @@ def coverage_note(workload_path: Path, placements: list[tuple[int, int]]) -> lis
     multi = sorted({nodes for _, nodes in placements if nodes > 1})
     if len(multi) >= 2:
         return []
-    return [f"# note: these runs cross nodes at {len(multi)} node count(s) {multi}; measuring how the inter-node "
+    return [f"# note: these runs cross nodes at {plural(len(multi), 'node count')} {multi}; measuring how the inter-node "
             "cost grows needs 3+ node counts (1, 2, 3+):",
             f"#   {join_words(['advisor', 'plan-calibration', relative_path(workload_path)])} suggests placements"]
 
@@ -225,7 +226,7 @@ def torchrun_commands(
     ]
     lines += coverage_note(workload_path, placements)
     for gpus, nodes in placements:
-        lines.append(f"# N={gpus} over {nodes} node(s), {gpus // nodes} per node")
+        lines.append(f"# N={gpus} over {plural(nodes, 'node')}, {gpus // nodes} per node")
         for i in range(nodes):
             prefix = CPU_THREADS + " " if device == "cpu" else ""
             lines.append(
@@ -365,7 +366,7 @@ def slurm_script(w: Workload, workload_path: Path, placements: list[tuple[int, i
               'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)', "status=0"]
     minutes = int(-(-step_timeout // 60))
     for gpus, nodes in placements:
-        lines.append(f"# N={gpus} over {nodes} node(s), {gpus // nodes} per node, at most {minutes} min")
+        lines.append(f"# N={gpus} over {plural(nodes, 'node')}, {gpus // nodes} per node, at most {minutes} min")
         lines.append(_srun_step(workload_path, results_word, gpus, nodes, device, steps, warmup, rdzv_port, minutes))
     lines.append('exit "$status"')
     return "\n".join(lines) + "\n"
@@ -444,7 +445,7 @@ def skypilot_tasks(w: Workload, workload_path: Path, placements: list[tuple[int,
                  join_words(["sky", "rsync-down", name, f"sky_workdir/{out}/", local]))
         resources = (f"  accelerators: {json.dumps(f'{skypilot_accelerator(w)}:{gpus // nodes}')}" if device == "cuda"
                      else "  cpus: 2+")
-        doc = [f"# advisor calibrate {w.name}: {gpus} GPUs over {nodes} node(s). Save as {name}.yaml; "
+        doc = [f"# advisor calibrate {w.name}: {plural(gpus, 'GPU')} over {plural(nodes, 'node')}. Save as {name}.yaml; "
                f"sky launch -c {name} {name}.yaml",
                f"# then: {fetch}; {follow_up(Path(spec), Path(relative_path(results)))}", *note,
                f"name: {name}", f"num_nodes: {nodes}", "resources:", resources, "workdir: ."]

@@ -16,7 +16,6 @@ worker asks the kernel to SIGKILL it if the launcher dies (PR_SET_PDEATHSIG).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -45,7 +44,13 @@ PEER_FAILURE = re.compile(
 
 
 class CalibrationFailed(Exception):
-    """A calibration run failed (a rank crashed, or the run hung past --timeout). One line."""
+    """A calibration run failed (a rank crashed, or the run hung past --timeout). One line.
+
+    The session adds `out` (the calibration file) and `saved` (the counts saved to it this run)."""
+
+    def __init__(self, message: str, out: Optional[Path] = None, saved: Optional[list[int]] = None):
+        super().__init__(message)
+        self.out, self.saved = out, list(saved or [])
 
 
 @dataclass
@@ -54,13 +59,6 @@ class RankState:
     proc: subprocess.Popen
     log: Path
     exited_at: Optional[float] = None
-
-
-def free_port() -> int:
-    """A TCP port free right now on 127.0.0.1 for rank 0's store."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def threads_per_rank(ranks: int, device: str) -> int:
@@ -139,6 +137,95 @@ def kill_group(pgid: int, states: list[RankState]) -> None:
             pass
 
 
+def _store_socket() -> socket.socket:
+    """Rank 0's store socket, bound to loopback and listening (advisor.calibrate.rendezvous)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _rank_env(gpus: int, device: str, port: int, store_fd: int) -> dict:
+    """The env:// variables of a local run (RANK and LOCAL_RANK added per rank)."""
+    from advisor.calibrate.rendezvous import STORE_FD_ENV
+
+    env = dict(os.environ)
+    env.update({
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        STORE_FD_ENV: str(store_fd),
+        "WORLD_SIZE": str(gpus),
+        "LOCAL_WORLD_SIZE": str(gpus),
+        "OMP_NUM_THREADS": str(threads_per_rank(gpus, device)),
+        "ADVISOR_PARENT_PID": str(os.getpid()),
+        "PYTHONUNBUFFERED": "1",
+    })
+    if sys.platform.startswith("linux"):  # one host: loopback, whatever the hostname resolves to
+        env.setdefault("GLOO_SOCKET_IFNAME" if device == "cpu" else "NCCL_SOCKET_IFNAME", "lo")
+    return env
+
+
+def _start_ranks(command: list[str], env: dict, gpus: int, results: Path, store: socket.socket) -> list[RankState]:
+    """One process per rank, all in one new process group (rank 0's pid); rank 0 inherits the store socket."""
+    states: list[RankState] = []
+    pgid = 0
+    try:
+        for rank in range(gpus):
+            log = results / f"rank{rank}.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    command, env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, process_group=pgid,
+                    pass_fds=(store.fileno(),) if rank == 0 else (),
+                )
+            pgid = pgid or proc.pid
+            states.append(RankState(rank, proc, log))
+    except BaseException:
+        if pgid:
+            kill_group(pgid, states)
+        raise
+    return states
+
+
+def _note_exits(states: list[RankState]) -> list[RankState]:
+    """Stamp ranks that exited since the last look; return those that failed."""
+    now = time.monotonic()
+    for s in states:
+        if s.exited_at is None and s.proc.poll() is not None:
+            s.exited_at = now
+    return [s for s in states if s.exited_at is not None and s.proc.returncode != 0]
+
+
+def _watch(states: list[RankState], gpus: int, results: Path, timeout: Optional[float],
+           on_progress: Optional[Callable[[str], None]]) -> None:
+    """Wait until every rank exits cleanly; on a failure or past `timeout`, kill the group and raise."""
+    pgid, start, shown = states[0].proc.pid, time.monotonic(), ""
+    while True:
+        failed = _note_exits(states)
+        if failed:
+            time.sleep(0.2)  # let a peer's failure land too, so the first cause is blamed
+            blamed, error = first_failure(results, _note_exits(states))
+            kill_group(pgid, states)
+            raise CalibrationFailed(f"N={gpus}: rank {blamed.rank} failed: {error} (logs: {results})")
+        if all(s.exited_at is not None for s in states):
+            return
+        elapsed = time.monotonic() - start
+        if timeout is not None and elapsed > timeout:
+            where = ", ".join(f"rank {s.rank}: {last_progress(s.log)}" for s in states)
+            kill_group(pgid, states)
+            raise CalibrationFailed(
+                f"N={gpus}: no result after {timeout:g} s (--timeout); killed all {gpus} ranks; "
+                f"they were at: {where} (logs: {results})"
+            )
+        if on_progress is not None:
+            text = f"N={gpus}: rank 0 {last_progress(states[0].log)}, {elapsed:.0f} s"
+            if text != shown:
+                on_progress(text)
+                shown = text
+        time.sleep(POLL_SECONDS)
+
+
 def launch_local(
     workload_path: Path,
     gpus: int,
@@ -149,81 +236,34 @@ def launch_local(
     timeout: Optional[float] = None,
     on_progress: Optional[Callable[[str], None]] = None,
 ) -> dict:
-    """Run one calibration at `gpus` ranks on this machine; return rank 0's result.json.
+    """Run one calibration at `gpus` ranks on this machine; return rank 0's checked result.json.
 
     Raises CalibrationFailed naming the failing rank and the first line of its error, or saying
     that the run passed `timeout` seconds (then listing where each rank was). Ranks' logs stay in
     `results/rank<R>.log`.
     """
+    from advisor.calibrate.results import read_result_dir
+    from advisor.errors import InputError
+
     results.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.update({
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(free_port()),
-        "WORLD_SIZE": str(gpus),
-        "LOCAL_WORLD_SIZE": str(gpus),
-        "OMP_NUM_THREADS": str(threads_per_rank(gpus, device)),
-        "ADVISOR_PARENT_PID": str(os.getpid()),
-        "PYTHONUNBUFFERED": "1",
-    })
-    if device == "cpu" and sys.platform.startswith("linux"):
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one host: loopback, whatever the hostname resolves to
     command = [
         sys.executable, "-m", "advisor.calibrate.worker", "--workload", str(workload_path),
         "--results", str(results), "--device", device, "--steps", str(steps), "--warmup", str(warmup),
     ]
     if timeout is not None:
         command += ["--collective-timeout", str(max(30.0, timeout))]
-    states: list[RankState] = []
-    pgid = 0
-    start = time.monotonic()
+    with _store_socket() as store:
+        env = _rank_env(gpus, device, store.getsockname()[1], store.fileno())
+        states = _start_ranks(command, env, gpus, results, store)
     try:
-        for rank in range(gpus):
-            log = results / f"rank{rank}.log"
-            with open(log, "wb") as out:
-                proc = subprocess.Popen(
-                    command, env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, process_group=pgid,
-                )
-            if rank == 0:
-                pgid = proc.pid
-            states.append(RankState(rank, proc, log))
-        shown = ""
-        while True:
-            now = time.monotonic()
-            for s in states:
-                if s.exited_at is None and s.proc.poll() is not None:
-                    s.exited_at = now
-            failed = [s for s in states if s.exited_at is not None and s.proc.returncode != 0]
-            if failed:
-                time.sleep(0.2)  # let a peer's failure land too, so the first cause is blamed
-                for s in states:
-                    if s.exited_at is None and s.proc.poll() is not None:
-                        s.exited_at = time.monotonic()
-                failed = [s for s in states if s.exited_at is not None and s.proc.returncode != 0]
-                blamed, error = first_failure(results, failed)
-                kill_group(pgid, states)
-                raise CalibrationFailed(f"N={gpus}: rank {blamed.rank} failed: {error} (logs: {results})")
-            if all(s.exited_at is not None for s in states):
-                break
-            if timeout is not None and now - start > timeout:
-                where = ", ".join(f"rank {s.rank}: {last_progress(s.log)}" for s in states)
-                kill_group(pgid, states)
-                raise CalibrationFailed(
-                    f"N={gpus}: no result after {timeout:g} s (--timeout); killed all {gpus} ranks; "
-                    f"they were at: {where} (logs: {results})"
-                )
-            if on_progress is not None:
-                text = f"N={gpus}: rank 0 {last_progress(states[0].log)}, {now - start:.0f} s"
-                if text != shown:
-                    on_progress(text)
-                    shown = text
-            time.sleep(POLL_SECONDS)
+        _watch(states, gpus, results, timeout, on_progress)
     except BaseException:
-        if pgid:
-            kill_group(pgid, states)
+        kill_group(states[0].proc.pid, states)
         raise
-    result_file = results / "result.json"
-    if not result_file.is_file():
-        raise CalibrationFailed(f"N={gpus}: every rank exited cleanly but rank 0 wrote no result.json (logs: {results})")
-    return json.loads(result_file.read_text(encoding="utf-8"))
+    if not (results / "result.json").is_file():
+        raise CalibrationFailed(f"N={gpus}: every rank exited cleanly but rank 0 wrote no result.json "
+                                f"(logs: {results})")
+    try:
+        return read_result_dir(results)
+    except InputError as exc:
+        raise CalibrationFailed(f"N={gpus}: rank 0's result is not valid: {exc.lines()[0]} (logs: {results})") from None

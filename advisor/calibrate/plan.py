@@ -109,3 +109,42 @@ def probe_sizes(gradient_bytes: float, device: str, gpus: int) -> list[int]:
         raw = PROBE_MIN_BYTES * (top / PROBE_MIN_BYTES) ** (i / (count - 1))
         sizes.append(max(unit, int(raw) // unit * unit))
     return sorted(set(sizes))
+
+
+#: Spec fields that change what one calibration step measures; `measurement_setup` records them in
+#: the calibration file, and `--resume`/`--collect` refuse a spec that differs in any. Left out on
+#: purpose: job length, tiers, cluster bandwidths and limits, gradient_noise_scale (they change the
+#: plan, not a step), and calibration.gpus/steps/warmup (how many, not what, is measured).
+SETUP_SECTIONS = ("model", "parallelism")
+SETUP_FIELDS = ("batch.policy", "batch.global_samples", "batch.per_gpu_samples", "batch.micro_samples",
+                "calibration.proxy_layers")
+
+
+#: How a field the spec leaves unset is recorded (TOML has no null).
+UNSET = "(unset)"
+
+
+def measurement_setup(w: Workload, device: str) -> dict:
+    """What defines a measurement, as flat `section.field` keys (TOML-writable): every model and
+    parallelism field, the batch and the proxy depth, and the device kind; unset fields as UNSET."""
+    setup: dict = {"device": device}
+    for section in SETUP_SECTIONS:
+        for key, value in getattr(w, section).model_dump().items():
+            setup[f"{section}.{key}"] = value
+    for dotted in SETUP_FIELDS:
+        section, key = dotted.split(".")
+        setup[dotted] = getattr(getattr(w, section), key)
+    scalar = (bool, int, float, str)
+    return {k: UNSET if v is None else v for k, v in setup.items() if v is None or isinstance(v, scalar)}
+
+
+def setup_differences(recorded: dict, current: dict) -> list[tuple[str, object, object]]:
+    """(field, recorded, current) for every recorded field whose value differs now. Fields the
+    record lacks (added to the spec by a later advisor) are not compared; numbers compare by value."""
+    out = []
+    for key in sorted(recorded):
+        old, new = recorded[key], current.get(key, UNSET)
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (old, new))
+        if not (old == new and type(old) is type(new) or numbers and float(old) == float(new)):
+            out.append((key, old, new))
+    return out

@@ -6,21 +6,73 @@ holds rank 0's `result.json` (see advisor.calibrate.worker) and one `rank<R>.jso
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from advisor.calibrate.environment import merge_environments
-from advisor.calibration_data import Calibration, Collective, Run
+from advisor.calibration_data import (MAX_BUSBW_GBPS, MAX_MESSAGE_BYTES, Calibration, Collective, Count, Positive,
+                                      Run, Steps)
 from advisor.errors import InputError
-from advisor.spec import Workload
+from advisor.fileio import load_json
+from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT, Workload
+from advisor.validation import validation_error
+
+#: A value of the environment table: TOML-writable scalars, lists of them, or one level of table
+#: (per-count values such as load_average keyed by GPU count).
+Scalar = Union[bool, int, float, str]
+EnvValue = Union[Scalar, list[Scalar], list[list[Scalar]], dict[str, Union[Scalar, list[Scalar]]]]
+
+
+class _Result(BaseModel):
+    # Keys this advisor does not know are ignored (a newer worker may add some); the ones it
+    # uses are checked as strictly as a calibration file.
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+
+class ProbeResult(_Result):
+    op: Literal["all_reduce", "reduce_scatter", "all_gather"]
+    bytes: Annotated[int, Strict(), Field(gt=0, le=MAX_MESSAGE_BYTES)]
+    seconds: Positive
+    busbw: Annotated[float, Field(ge=0, le=MAX_BUSBW_GBPS)]
+
+
+class RankResult(_Result):
+    """rank 0's result.json (advisor.calibrate.worker), validated before anything is taken from it."""
+
+    workload: Optional[str] = None
+    gpus: Count
+    nodes: Count
+    step_seconds: Steps
+    compute_seconds: Optional[Steps] = None
+    global_batch: Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES * MAX_GPUS_LIMIT)]
+    micro_samples: Optional[Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES)]] = None
+    peak_memory_bytes: Optional[Annotated[int, Strict(), Field(ge=0, le=2**60)]] = None
+    tokens_per_second: Optional[Annotated[float, Field(gt=0, le=1e18)]] = None
+    collectives: list[ProbeResult] = []
+    environment: dict[str, EnvValue] = {}
+
+
+def parse_result(data: object, path: Path) -> dict:
+    """A parsed result.json checked against RankResult; returns the checked values as a dict."""
+    if not isinstance(data, dict):
+        raise InputError.at(path, "", "expected a JSON object (not a result written by advisor.calibrate.worker)",
+                            type(data).__name__)
+    try:
+        result = RankResult.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc, str(path), RankResult) from None
+    if result.nodes > result.gpus:
+        raise InputError.at(path, "nodes", f"more nodes than GPUs ({result.gpus})", result.nodes)
+    return result.model_dump()
 
 
 def run_from_result(w: Workload, result: dict) -> tuple[Run, list[Collective]]:
-    """The Run and probes of one result.json. `global_batch` is recorded only when the run's
-    batch differs from the workload's policy at that N (plan.batch_plan's rounding)."""
+    """The Run and probes of one checked result (parse_result). `global_batch` is recorded only
+    when the run's batch differs from the workload's policy at that N (plan.batch_plan's rounding)."""
     gpus, nodes = int(result["gpus"]), int(result["nodes"])
     declared = w.global_batch(gpus)
     run = Run(
@@ -34,12 +86,12 @@ def run_from_result(w: Workload, result: dict) -> tuple[Run, list[Collective]]:
         tokens_per_second=result.get("tokens_per_second"),
         layout=result.get("layout"),
     )
-    probes = [Collective(**{"gpus": gpus, "nodes": nodes, **c}) for c in result.get("collectives", [])]
+    probes = [Collective(**{"gpus": gpus, "nodes": nodes, **c}) for c in result.get("collectives", [])] if gpus > 1 else []
     return run, probes
 
 
 def add_result(cal: Calibration, w: Workload, result: dict) -> Calibration:
-    """`cal` with one more run (and its probes, environment) from a result.json."""
+    """`cal` with one more run (and its probes, environment) from a checked result."""
     run, probes = run_from_result(w, result)
     env = merge_environments(cal.environment, result.get("environment", {}), run.gpus)
     return cal.model_copy(update={
@@ -49,21 +101,18 @@ def add_result(cal: Calibration, w: Workload, result: dict) -> Calibration:
     })
 
 
+def read_result_file(path: Path) -> dict:
+    """One result.json through advisor's reader (regular file, size, depth, repeated keys), checked."""
+    return parse_result(load_json(path, "a result.json"), path)
+
+
 def read_result_dir(folder: Path) -> dict:
     """rank 0's result.json of one run, checked to have every rank's rank<R>.json beside it."""
-    path = folder / "result.json"
-    try:
-        result = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError.at(path, "", f"cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError.at(path, "", f"malformed JSON: {exc.msg} at line {exc.lineno}") from None
-    for key in ("gpus", "nodes", "step_seconds", "global_batch"):
-        if key not in result:
-            raise InputError.at(path, key, "required (not a result written by advisor.calibrate.worker)")
-    missing = [r for r in range(int(result["gpus"])) if not (folder / f"rank{r}.json").is_file()]
+    result = read_result_file(folder / "result.json")
+    missing = [r for r in range(result["gpus"]) if not (folder / f"rank{r}.json").is_file()]
     if missing:
-        raise InputError.at(folder, "", f"incomplete run: no rank<R>.json from ranks {missing}")
+        shown = missing if len(missing) <= 8 else [*missing[:8], "..."]
+        raise InputError.at(folder, "", f"incomplete run: no rank<R>.json from {len(missing)} rank(s) {shown}")
     return result
 
 

@@ -5,26 +5,35 @@
 exclusive lock on the output file for their whole run (a second calibration writing the same file
 is refused), and write the file atomically after every completed count, so Ctrl-C, a crash or a
 hung count loses only the count in progress, and a failed write leaves the previous file whole.
+
+A count that finished is never lost: its save (and its being recorded as saved) runs with SIGINT and
+SIGTERM held (`fileio.signals_deferred`), and an interrupt that lands after the ranks finished but
+before the save keeps the result folder and names it (`CalibrationInterrupted.kept`). The file
+records what defines its measurements (`[setup]`, advisor.calibrate.plan.measurement_setup):
+`--resume` and `--collect` refuse a spec that changed since, naming the field.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
+import shlex
 import socket
 import sys
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
 
-from advisor.calibrate.launcher import launch_local
+from advisor.calibrate import scratch
+from advisor.calibrate.launcher import CalibrationFailed, launch_local
+from advisor.calibrate.plan import UNSET, batch_plan, measurement_setup, setup_differences
 from advisor.calibrate.results import add_result, find_result_dirs, read_result_dir
-from advisor.calibration_data import Calibration, Provenance, calibrations_dir, load_calibration, now_utc, save_calibration
+from advisor.calibration_data import (Calibration, Provenance, calibrations_dir, load_calibration, now_utc,
+                                      save_calibration)
 from advisor.errors import InputError, Problem
-from advisor.fileio import exclusive_lock
+from advisor.fileio import check_output_target, exclusive_lock, signals_deferred
 from advisor.placement import parse_placements
 from advisor.spec import Workload, load_workload
+from advisor.text import plural
 
 #: Note added to provenance of CPU calibrations.
 CPU_NOTE = "CPU processes with gloo stand in for GPUs, one OpenMP thread each; the proxy ran in fp32 on CPU"
@@ -37,7 +46,7 @@ def resolve_device(device: str) -> tuple[str, Optional[int]]:
     try:
         import torch
     except ImportError:
-        raise InputError.at("--device", "", "calibration needs torch: pip install 'advisor[calibrate]'", device) from None
+        raise InputError.at("--device", "", "calibration needs torch: pip install -e '.[calibrate]' (from the advisor checkout)", device) from None
     if torch.cuda.is_available():
         return "cuda", torch.cuda.device_count()
     if device == "cuda":
@@ -100,6 +109,127 @@ def _new_calibration(w: Workload, device: str, notes: Optional[str], command: Op
     )
 
 
+class CalibrationInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped a calibration: which counts are in `out`, and the folder holding a
+    count that had finished but was not saved yet (None when there was none)."""
+
+    def __init__(self, out: Path, saved: list[int], kept: Optional[Path] = None, hint: str = ""):
+        super().__init__()
+        self.out, self.saved, self.kept, self.hint = out, list(saved), kept, hint
+
+    def message(self) -> str:
+        counts = ", ".join(f"N={n}" for n in self.saved) or "none"
+        text = f"interrupted; ranks stopped; finished counts kept in {self.out}: {counts}"
+        if self.kept is not None:
+            text += f"; a finished count not yet saved is kept in {self.kept}: add it with: {self.hint}"
+        return text + "; rerun with --resume to continue"
+
+
+def command_hint(*words: object) -> str:
+    """A command line to print for the user, every word shell-quoted (shlex.quote; to be replaced
+    by advisor.calibrate.emit's quoting function once that module provides one)."""
+    return shlex.join(["advisor", *map(str, words)])
+
+
+def _prepare_out(out: Path) -> None:
+    """Refuse a target no file can be written to before anything is measured; create its folder."""
+    check_output_target(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError.at(out, "", f"cannot create folder {out.parent}: {exc.strerror}") from None
+
+
+def _legacy_setup(cal: Calibration) -> dict:
+    """What a file written before `[setup]` existed says about its set-up, from [environment]."""
+    env = cal.environment
+    known = {"parallelism.strategy": env.get("strategy"), "model.precision": env.get("declared_precision"),
+             "model.params": env.get("declared_params"),
+             "device": {"gloo": "cpu", "nccl": "cuda"}.get(env.get("backend"))}
+    return {k: v for k, v in known.items() if v is not None}
+
+
+def check_setup(cal: Calibration, setup: dict, file: Path) -> Calibration:
+    """Refuse a spec that changed since `cal` was measured (one line per changed field); return
+    `cal` with `setup` recorded."""
+    recorded = cal.setup if cal.setup is not None else _legacy_setup(cal)
+    changed = setup_differences(recorded, setup)
+    if changed:
+        show = lambda v: "unset" if v == UNSET else repr(v)  # noqa: E731
+        raise InputError([Problem(str(file), f"setup.{key}", f"the spec changed since this file was measured: "
+                                  f"recorded {show(old)}, the spec now gives {show(new)}; measure into another "
+                                  "--out, or restore the spec") for key, old, new in changed])
+    return cal.model_copy(update={"setup": {**recorded, **setup}})
+
+
+def _open_calibration(out: Path, w: Workload, resume: bool, setup: dict, new: Callable[[], Calibration]) -> Calibration:
+    if out.exists():
+        if not resume:
+            raise InputError.at(out, "", "exists; pass --resume to add the missing counts, or choose another --out")
+        return check_setup(load_calibration(out, w.name), setup, out)
+    return new().model_copy(update={"setup": setup})
+
+
+def _sweep(event: Callable[[str, str], None]) -> None:
+    """Remove result folders of calibrations whose process died (SIGKILL); name unowned ones."""
+    removed, unowned = scratch.sweep()
+    if removed:
+        event("clean", f"removed {len(removed)} result folder(s) left by calibrations that were killed: "
+                       + ", ".join(map(str, removed)))
+    if unowned:
+        event("warn", "result folders of an older advisor, not removed (delete them when no calibration "
+                      "runs): " + ", ".join(map(str, unowned)))
+
+
+def _finished_result(folder: Path) -> Optional[dict]:
+    """The complete, valid result in `folder`, or None (no result yet, or a partial one)."""
+    try:
+        return read_result_dir(folder) if (folder / "result.json").is_file() else None
+    except InputError:
+        return None
+
+
+def _save_count(cal: Calibration, w: Workload, result: dict, out: Path, folder: Path, hint: str) -> Calibration:
+    """Add one count's result and write the file; on a write failure keep the folder, named."""
+    measured = add_result(cal, w, result)
+    try:
+        save_calibration(measured, out)
+    except InputError as exc:  # the old file is intact; keep this count's measurement too
+        scratch.keep(folder)
+        keep = Problem(str(folder), "", f"the N={result['gpus']} measurement is kept here; when {out.parent} is "
+                       f"writable again add it with: {hint}")
+        raise InputError([*exc.problems, keep]) from None
+    return measured
+
+
+def _measure_count(w: Workload, workload_path: Path, n: int, run: dict, cal: Calibration, out: Path,
+                   saved: list[int], event: Callable[[str, str], None]) -> Calibration:
+    """Measure one count into a fresh result folder, save it, remove the folder (see module docstring)."""
+    folder = scratch.new_folder(w.name, n)
+    hint = command_hint("calibrate", workload_path, "--collect", folder, "--out", out)
+    try:
+        result = launch_local(workload_path.resolve(), n, run["device"], run["steps"], run["warmup"], folder,
+                              run["timeout"], on_progress=lambda text: event("progress", text))
+    except CalibrationFailed as exc:
+        scratch.keep(folder)  # its rank logs are named in the message
+        raise CalibrationFailed(str(exc), out=out, saved=saved) from None
+    except KeyboardInterrupt:
+        finished = _finished_result(folder)
+        if finished is None:
+            scratch.remove(folder)
+            raise CalibrationInterrupted(out, saved) from None
+        raise CalibrationInterrupted(out, saved, scratch.keep(folder), hint) from None
+    except BaseException:
+        scratch.remove(folder)
+        raise
+    with signals_deferred():  # saved, recorded as saved and cleaned up, or none of it
+        cal = _save_count(cal, w, result, out, folder, hint)
+        saved.append(n)
+        event("saved", f"N={n}: saved to {out}")
+        scratch.remove(folder)
+    return cal
+
+
 def calibrate(
     workload_path: str | Path,
     gpus: Optional[str] = None,
@@ -116,59 +246,60 @@ def calibrate(
     """Measure the workload at each GPU count on this machine; returns (calibration, file path).
 
     The file is written after every count. `resume` continues an existing file (counts already in
-    it are skipped); without it an existing file is refused rather than overwritten. `on_event`
-    receives ("start"|"progress"|"saved"|"skip", text) for progress display.
-    Raises InputError for bad input, CalibrationFailed when a count fails or times out.
+    it are skipped; a spec that changed since is refused); without it an existing file is refused
+    rather than overwritten. `on_event` receives ("start"|"progress"|"saved"|"skip"|"warn"|"clean",
+    text) for progress display. Raises InputError for bad input, CalibrationFailed when a count
+    fails or times out, CalibrationInterrupted (a KeyboardInterrupt) on Ctrl-C or SIGTERM.
     """
     event = on_event or (lambda kind, text: None)
     workload_path = Path(workload_path)
     w = load_workload(workload_path)
     device, available = resolve_device(device)
     counts = local_counts(w, gpus, device, available)
-    steps = steps if steps is not None else w.calibration.steps
-    warmup = warmup if warmup is not None else w.calibration.warmup_steps
+    run = {"device": device, "timeout": timeout,
+           "steps": steps if steps is not None else w.calibration.steps,
+           "warmup": warmup if warmup is not None else w.calibration.warmup_steps}
     out = Path(out) if out is not None else default_out(w, device_label(device))
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError.at(out, "", f"cannot create folder {out.parent}: {exc.strerror}") from None
+    _prepare_out(out)
+    _sweep(event)
+    saved: list[int] = []
     with exclusive_lock(out):
-        if out.exists():
-            if not resume:
-                raise InputError.at(out, "", "exists; pass --resume to add the missing counts, or choose another --out")
-            cal = load_calibration(out, w.name)
-        else:
-            cal = _new_calibration(w, device, notes, command)
-        done = cal.measured_counts()
-        for n in counts:
-            if (n, 1) in done:
-                event("skip", f"N={n}: already in {out}")
-                continue
-            event("start", f"N={n}: starting {n} rank{'s' if n > 1 else ''} ({device})")
-            if n > w.cluster.gpus_per_node:
-                event("warn", f"N={n}: more than cluster.gpus_per_node ({w.cluster.gpus_per_node}) on this one "
-                              "host; recorded as 1 node, though the spec's cluster would need "
-                              f"{w.nodes(n)} (multi-node counts: --emit torchrun, then --collect)")
-            results = Path(tempfile.mkdtemp(prefix=f"advisor-calibrate-{w.name}-{n}-"))
-            try:
-                result = launch_local(
-                    workload_path.resolve(), n, device, steps, warmup, results, timeout,
-                    on_progress=lambda text: event("progress", text),
-                )
-            except KeyboardInterrupt:
-                shutil.rmtree(results, ignore_errors=True)
+        cal = _open_calibration(out, w, resume, measurement_setup(w, device),
+                                lambda: _new_calibration(w, device, notes, command))
+        try:
+            for n in counts:
+                if (n, 1) in cal.measured_counts():
+                    event("skip", f"N={n}: already in {out}")
+                    continue
+                event("start", f"N={n}: starting {n} rank{'s' if n > 1 else ''} ({device})")
+                if n > w.cluster.gpus_per_node:
+                    event("warn", f"N={n}: more than cluster.gpus_per_node ({w.cluster.gpus_per_node}) on this one "
+                                  "host; recorded as 1 node, though the spec's cluster would need "
+                                  f"{w.nodes(n)} (multi-node counts: --emit torchrun, then --collect)")
+                cal = _measure_count(w, workload_path, n, run, cal, out, saved, event)
+        except KeyboardInterrupt as exc:  # landed between counts: everything finished is saved
+            if isinstance(exc, CalibrationInterrupted):
                 raise
-            measured = add_result(cal, w, result)
-            try:
-                save_calibration(measured, out)
-            except InputError as exc:  # the old file is intact; keep this count's measurement too
-                keep = Problem(str(results), "", f"the N={n} measurement is kept here; when {out.parent} is "
-                               f"writable again add it with: advisor calibrate {workload_path} --collect {results} --out {out}")
-                raise InputError([*exc.problems, keep]) from None
-            cal = measured
-            shutil.rmtree(results, ignore_errors=True)
-            event("saved", f"N={n}: saved to {out}")
+            raise CalibrationInterrupted(out, saved) from None
     return cal, out
+
+
+def _check_result(w: Workload, folder: Path, result: dict) -> None:
+    """A collected result must be of this workload as the spec stands: name, batch at its N, and
+    the strategy, precision and size its environment declares."""
+    file = folder / "result.json"
+    if result.get("workload") not in (None, w.name):
+        raise InputError.at(file, "workload", f"result is for another workload, not {w.name!r}", result["workload"])
+    expected = batch_plan(w, result["gpus"]).global_batch
+    if result["global_batch"] != expected:
+        raise InputError.at(file, "global_batch", f"the spec's batch gives {expected} samples per step at "
+                            f"{result['gpus']} GPUs: this run measured another set-up", result["global_batch"])
+    env = result.get("environment", {})
+    for key, want in (("strategy", w.parallelism.strategy), ("declared_precision", w.model.precision),
+                      ("declared_params", int(w.model.params))):
+        if key in env and env[key] != want:
+            raise InputError.at(file, f"environment.{key}", f"the spec now gives {want!r}: this run measured "
+                                "another set-up", env[key])
 
 
 def collect(
@@ -181,8 +312,9 @@ def collect(
 ) -> tuple[Calibration, Path]:
     """Merge results of emitted (multi-node) runs under `results_root` into the calibration file.
 
-    An existing file is extended (placements already in it are kept, not replaced); a new one is
-    created. Raises InputError when a result belongs to another workload or is incomplete.
+    Every result.json is validated like any input (advisor.calibrate.results.RankResult) and must
+    match the spec. An existing file is extended (placements already in it are kept, not
+    replaced); a new one is created. Raises InputError naming the file and field.
     """
     event = on_event or (lambda kind, text: None)
     workload_path = Path(workload_path)
@@ -193,22 +325,22 @@ def collect(
         raise InputError.at(results_root, "", "no result.json found: did the emitted runs finish?")
     results = [(f, read_result_dir(f)) for f in folders]
     for folder, result in results:
-        if result.get("workload") not in (None, w.name):
-            raise InputError.at(folder / "result.json", "workload", f"result is for another workload, not {w.name!r}", result["workload"])
-    backend = results[0][1].get("environment", {}).get("backend", "gloo")
-    device = "cuda" if backend == "nccl" else "cpu"
-    if out is None:
-        label = "cpu" if device == "cpu" else device_slug(results[0][1]["environment"].get("device", "cuda"))
-        out = default_out(w, label)
-    out = Path(out)
+        _check_result(w, folder, result)
+    env0 = results[0][1].get("environment", {})
+    device = "cuda" if env0.get("backend") == "nccl" else "cpu"
+    label = "cpu" if device == "cpu" else device_slug(str(env0.get("device", "cuda")))
+    out = Path(out) if out is not None else default_out(w, label)
+    _prepare_out(out)
     with exclusive_lock(out):
-        cal = load_calibration(out, w.name) if out.exists() else _new_calibration(w, device, notes, command)
+        cal = _open_calibration(out, w, True, measurement_setup(w, device),
+                                lambda: _new_calibration(w, device, notes, command))
         for folder, result in results:
-            key = (int(result["gpus"]), int(result["nodes"]))
+            key = (result["gpus"], result["nodes"])
             if key in cal.measured_counts():
                 event("skip", f"{folder}: N={key[0]} over {key[1]} nodes already in {out}; kept the old one")
                 continue
             cal = add_result(cal, w, result)
-            event("saved", f"{folder}: N={key[0]} over {key[1]} node(s) added")
-        save_calibration(cal, out)
+            event("saved", f"{folder}: N={key[0]} over {plural(key[1], 'node')} added")
+        with signals_deferred():
+            save_calibration(cal, out)
     return cal, out

@@ -89,7 +89,9 @@ class Rank:
             self.device = torch.device("cuda", self.local_rank)
         else:
             self.device = torch.device("cpu")
-        dist.init_process_group("nccl" if self.cuda else "gloo", timeout=timedelta(seconds=args.collective_timeout))
+        from advisor.calibrate.rendezvous import init_process_group
+
+        init_process_group("nccl" if self.cuda else "gloo", timedelta(seconds=args.collective_timeout))
         self.workload = load_workload(args.workload)
         self.plan = batch_plan(self.workload, self.world)
         self.shape = proxy_shape(self.workload)
@@ -365,8 +367,9 @@ class Rank:
         peak_max = int(self.max_over_ranks([float(peak)])[0])
         collectives = self.probe()
         env = describe_rank(self.device.type, self.local_rank)
-        hosts: list = [None] * self.world
-        self.dist.all_gather_object(hosts, env["host"])
+        from advisor.calibrate.rendezvous import all_gather_strings
+
+        hosts = all_gather_strings(env["host"], self.device)  # byte tensors, not pickles
         _write_json(results / f"rank{self.rank}.json", {"rank": self.rank, "host": env["host"], "peak_memory_bytes": peak})
         if self.rank == 0:
             env.pop("host")

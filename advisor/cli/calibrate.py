@@ -19,7 +19,8 @@ from typing import Annotated, Optional
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import GpusOpt, WorkloadArg
+from advisor.cli.options import GpusOpt, JsonOpt, WorkloadArg
+from advisor.cli.output import current
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -50,17 +51,28 @@ def _terminate_as_interrupt(signum, frame):  # SIGTERM: stop like Ctrl-C, cleani
 def calibrate_command(
     workload: WorkloadArg,
     gpus: GpusOpt = None,
-    device: Annotated[Device, typer.Option("--device", help="cuda (NCCL), cpu (gloo ranks stand in for GPUs), or auto.")] = Device.auto,
-    steps: Annotated[Optional[int], typer.Option("--steps", min=1, help="Timed steps per count (default: calibration.steps).")] = None,
-    warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, help="Untimed warm-up steps (default: calibration.warmup_steps).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Calibration file (default: calibrations/NAME_DEVICE_DATE.toml).")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue an existing --out file: skip the counts already in it.")] = False,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Seconds one count may take before its ranks are killed.")] = None,
-    emit: Annotated[Optional[Emit], typer.Option("--emit", help="Print per-node torchrun commands, a Slurm script or SkyPilot task YAMLs for multi-node counts.")] = None,
-    collect: Annotated[Optional[Path], typer.Option("--collect", help="Merge the results of emitted runs under DIR into the calibration file.")] = None,
-    results: Annotated[Optional[Path], typer.Option("--results", help="With --emit: folder the ranks write results to (default: advisor-results/NAME).")] = None,
-    rdzv_host: Annotated[Optional[str], typer.Option("--rdzv-host", help="With --emit torchrun: node 0's address (default: this host's name).")] = None,
-    rdzv_port: Annotated[int, typer.Option("--rdzv-port", help="With --emit: rendezvous port on node 0.")] = 29500,
+    device: Annotated[Device, typer.Option("--device",
+        help="cuda (NCCL), cpu (gloo ranks stand in for GPUs), or auto.")] = Device.auto,
+    steps: Annotated[Optional[int], typer.Option("--steps", min=1, max=100_000,
+        help="Timed steps per count (default: calibration.steps).")] = None,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, max=100_000,
+        help="Untimed warm-up steps (default: calibration.warmup_steps).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out",
+        help="Calibration file (default: calibrations/NAME_DEVICE_DATE.toml).")] = None,
+    resume: Annotated[bool, typer.Option("--resume",
+        help="Continue an existing --out file: skip the counts already in it.")] = False,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, max=7 * 86400,
+        help="Seconds one count may take before its ranks are killed.")] = None,
+    emit: Annotated[Optional[Emit], typer.Option("--emit",
+        help="Print per-node torchrun commands, a Slurm script or SkyPilot task YAMLs for multi-node counts.")] = None,
+    collect: Annotated[Optional[Path], typer.Option("--collect",
+        help="Merge the results of emitted runs under DIR into the calibration file.")] = None,
+    results: Annotated[Optional[Path], typer.Option("--results",
+        help="With --emit: folder the ranks write results to (default: advisor-results/NAME).")] = None,
+    rdzv_host: Annotated[Optional[str], typer.Option("--rdzv-host",
+        help="With --emit torchrun: node 0's address (default: this host's name).")] = None,
+    rdzv_port: Annotated[int, typer.Option("--rdzv-port", min=1, max=65535,
+        help="With --emit: rendezvous port on node 0 (1-65535).")] = 29500,
     partition: Annotated[Optional[str], typer.Option("--partition", help="With --emit slurm: #SBATCH --partition.")] = None,
     account: Annotated[Optional[str], typer.Option("--account", help="With --emit slurm: #SBATCH --account.")] = None,
     time_limit: Annotated[Optional[str], typer.Option("--time", help="With --emit slurm: allocation time limit (default: the per-placement --timeout limits summed + 10 min).")] = None,
@@ -68,16 +80,19 @@ def calibrate_command(
     root: Annotated[Optional[str], typer.Option("--root", help="With --emit slurm: folder paths are relative to on the cluster (default $SLURM_SUBMIT_DIR).")] = None,
     env: Annotated[Optional[list[str]], typer.Option("--env", help="With --emit slurm|skypilot: NAME=VALUE exported into the job (repeatable).")] = None,
     bucket: Annotated[Optional[str], typer.Option("--bucket", help="With --emit skypilot: bucket every node writes results to.")] = None,
-    notes: Annotated[Optional[str], typer.Option("--notes", help="Text for the file's provenance notes (e.g. other load on the host).")] = None,
+    notes: Annotated[Optional[str], typer.Option("--notes",
+        help="Text for the file's provenance notes (e.g. other load on the host).")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Run real torch.distributed training steps and collective probes at each GPU count."""
     from rich.console import Console
 
+    from advisor.errors import InputError
+
     err = Console(stderr=True)
     if emit is not None and collect is not None:
-        from advisor.errors import InputError
-
-        raise InputError.at("--emit", "", "use --emit (print the commands) or --collect (merge their results), not both")
+        raise InputError.at("--emit", "", "use --emit (print the commands) or --collect (merge their results), "
+                            "not both")
     command = shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
     if emit is not None:
         from advisor.calibrate.emit import JobOptions, parse_env
@@ -89,7 +104,7 @@ def calibrate_command(
         from advisor.calibrate import collect as collect_results
 
         cal, path = collect_results(workload, collect, out, notes=notes, command=command,
-                                    on_event=lambda kind, text: _say(err, text))
+                                    on_event=lambda kind, text: current().quiet or _say(err, text))
         _summary(workload, cal, path, err)
         return
     import importlib.util
@@ -97,12 +112,19 @@ def calibrate_command(
     if importlib.util.find_spec("torch") is None:
         from advisor.errors import InputError
 
-        raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install 'advisor[calibrate]' "
+        raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install -e '.[calibrate]' (from the advisor checkout) "
                             "(CPU-only machines: pip install torch==2.13.0); --emit needs no torch here")
-    from advisor.calibrate import CalibrationFailed, calibrate
+    cal, path = _run_local(err, workload, gpus, device.value, steps, warmup, out, resume, timeout, notes, command)
+    _summary(workload, cal, path, err)
+
+
+def _run_local(err, workload, gpus, device, steps, warmup, out, resume, timeout, notes, command):
+    """calibrate() with progress on stderr; a failed count exits 1, Ctrl-C or SIGTERM 130."""
+    from advisor.calibrate import CalibrationFailed, CalibrationInterrupted, calibrate
 
     saved: list[str] = []
-    status = err.status("starting") if err.is_terminal else None
+    quiet = current().quiet  # -q: no spinner, no progress lines; failures still print
+    status = err.status("starting") if err.is_terminal and not quiet else None
 
     def on_event(kind: str, text: str) -> None:
         if kind == "progress":
@@ -111,7 +133,8 @@ def calibrate_command(
             return
         if kind == "saved":
             saved.append(text.split(":", 1)[0])
-        _say(err, text)
+        if not quiet:
+            _say(err, text)
 
     # Ctrl-C and SIGTERM both stop the run cleanly (ranks killed, finished counts kept). SIGINT's
     # handler is installed explicitly: a shell starts background jobs with SIGINT ignored, and
@@ -121,26 +144,25 @@ def calibrate_command(
     try:
         if status is not None:
             status.start()
-        cal, path = calibrate(workload, gpus, device.value, steps, warmup, out, resume, timeout, notes, command, on_event)
+        return calibrate(workload, gpus, device, steps, warmup, out, resume, timeout, notes, command, on_event)
     except CalibrationFailed as exc:
         if status is not None:
             status.stop()
         _say(err, f"advisor calibrate: {exc}")
-        kept = ", ".join(saved) if saved else "none"
-        _say(err, f"finished counts kept: {kept}; fix the cause and rerun with --resume")
+        kept = ", ".join(f"N={n}" for n in exc.saved) or "none"
+        _say(err, f"finished counts kept in {exc.out}: {kept}; fix the cause and rerun with --resume")
         raise SystemExit(EXIT_FAILED) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if status is not None:
             status.stop()
-        kept = ", ".join(saved) if saved else "none"
-        _say(err, f"advisor calibrate: interrupted; ranks stopped; finished counts kept: {kept}; rerun with --resume to continue")
+        text = exc.message() if isinstance(exc, CalibrationInterrupted) else "interrupted before any count started"
+        _say(err, f"advisor calibrate: {text}")
         raise SystemExit(EXIT_INTERRUPTED) from None
     finally:
         if status is not None:
             status.stop()
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
-    _summary(workload, cal, path, err)
 
 
 def _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port, job) -> None:
@@ -166,22 +188,10 @@ def _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_
 
 
 def _summary(workload_path: Path, cal, path: Path, err) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     from advisor.calibrate import summary
+    from advisor.cli.nccl_table import print_calibration
     from advisor.spec import load_workload
 
     w = load_workload(workload_path)
-    env = cal.environment
-    table = Table(title=f"{w.name}: calibration ({env.get('backend', '?')}, {env.get('device', '?')})")
-    for col in ("GPUs", "nodes", "median step s", "samples/s", "speedup", "efficiency", "exposed comm", "all_reduce busbw GB/s"):
-        table.add_column(col, justify="right")
-    for r in summary(cal, w):
-        table.add_row(
-            str(r.gpus), str(r.nodes), f"{r.step_seconds:.4g}", f"{r.throughput:.4g}", f"{r.speedup:.2f}",
-            f"{r.efficiency:.0%}", "-" if r.exposed_comm is None else f"{r.exposed_comm:.0%}",
-            "-" if r.busbw is None else f"{r.busbw:.3g}",
-        )
-    Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120).print(table)
-    _say(err, f"wrote {path}")
+    print_calibration(w, cal, path, summary(cal, w))  # busbw per op; probes in nccl-tests' columns; --json
+    current().note(f"wrote {path}")

@@ -13,10 +13,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from advisor.cli.app import app
+from advisor.cli.app import AdvisorTyper, app
 from advisor.cli.options import WorkloadArg
 
-imports_app = typer.Typer(
+imports_app = AdvisorTyper(  # its commands get -q like every other
     help="Import measurements made with other tools (nccl-tests, torchtitan).",
     no_args_is_help=True,
     rich_markup_mode=None,
@@ -39,9 +39,11 @@ def _command() -> Optional[str]:
 
 
 def _report(notes: list[str], path: Path) -> None:
+    from advisor.cli.output import current
+
     for line in notes:
-        print(line, file=sys.stderr)
-    print(f"wrote {path}", file=sys.stderr)
+        current().note(line)
+    current().note(f"wrote {path}")
 
 
 @imports_app.command("nccl-tests")

@@ -7,15 +7,14 @@ imported inside the commands, so `advisor validate` does not pay for them.
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Annotated, Optional
 
 import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import CalibrationOpt, GpusOpt, JsonOpt, MeasurementsOpt, ModelOpt, PlotOpt, WorkloadArg
-from advisor.cli.output import console as _console, warn as _warn
+from advisor.cli.output import console as _console, current, warn as _warn
+from advisor.text import interval, plural
 
 
 def _model(workload, calibration, measurements, family):
@@ -40,16 +39,16 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
     m = _model(workload, calibration, measurements, model)
     desc = m.describe()
     if as_json:
-        print(json.dumps({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": desc,
-                          "residuals": m.residuals(), "warnings": m.fit_warnings}, indent=2))
+        current().result({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": desc,
+                          "residuals": m.residuals(), "warnings": m.fit_warnings})
         _warn(m.fit_warnings)
         return
     from rich.table import Table
 
     con = _console()
     meas = desc["measured"]
-    con.print(f"{m.workload.name}: {meas['runs']} runs ({meas['steps']} steps) at GPUs {meas['gpus']}, up to "
-              f"{meas['max_nodes']} node(s), {meas['probes']} collective probes, from {meas['source']}")
+    con.print(f"{m.workload.name}: {plural(meas['runs'], 'run')} ({plural(meas['steps'], 'step')}) at GPUs {meas['gpus']}, "
+              f"up to {plural(meas['max_nodes'], 'node')}, {plural(meas['probes'], 'collective probe')}, from {meas['source']}")
     t = Table(title="model families, leave-one-count-out CV (mean abs. % error on held-out counts)")
     for col in ("family", "CV error", "form"):
         t.add_column(col)
@@ -62,7 +61,7 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
         c.add_column(col, no_wrap=col != "unit")
     for k in desc["coefficients"]:
         rng = ("fixed: declared speed" if k["fixed"] else
-               "- (nothing to resample)" if k["low"] == k["high"] else f"{k['low']:.3g} – {k['high']:.3g}")
+               "- (nothing to resample)" if k["low"] == k["high"] else interval(k['low'], k['high']))
         c.add_row(k["name"], f"{k['value']:.4g}", rng, k["unit"])
     if "overlap_gamma" in desc:
         c.add_row("overlap γ", f"{desc['overlap_gamma']:.3g}", "", "1 none … 10 full")
@@ -102,34 +101,34 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
     from advisor.placement import parse_placements
 
     m = _model(workload, calibration, measurements, model)
-    placements = parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus else _default_counts(m)
+    placements = parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus is not None else _default_counts(m)
     p = m.predict([g for g, _ in placements], [n for _, n in placements])
     if plot is not None:
         from advisor.scaling.plot import plot_scaling
 
         plot_scaling(m, p, plot)
     if as_json:
-        print(json.dumps({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": m.describe(),
-                          "predictions": p.rows(), "warnings": p.warnings}, indent=2))
+        current().result({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": m.describe(),
+                          "predictions": p.rows(), "warnings": p.warnings})
         _warn(p.warnings)
         return
     from rich.table import Table
 
     desc = m.describe()
     t = Table(title=f"{m.workload.name}: model '{m.family}' (CV error {_pct(desc['cv_mape'])}), "
-                    f"speedup vs {m.baseline_gpus} GPU(s), 90% intervals")
+                    f"speedup vs {plural(m.baseline_gpus, 'GPU')}, 90% intervals")
     cols = ("GPUs", "nodes", "step s", "step 90%", "samples/s", "samples/s 90%", "speedup", "efficiency", "MFU", "naive samples/s")
     for col in cols:
         t.add_column(col, justify="right")
     for r in p.rows():
         t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['step_seconds']:.4g}",
-                  f"{r['step_seconds_low']:.3g}–{r['step_seconds_high']:.3g}", f"{r['throughput']:.4g}",
-                  f"{r['throughput_low']:.3g}–{r['throughput_high']:.3g}", f"{r['speedup']:.3g}",
+                  interval(r['step_seconds_low'], r['step_seconds_high']), f"{r['throughput']:.4g}",
+                  interval(r['throughput_low'], r['throughput_high']), f"{r['speedup']:.3g}",
                   f"{r['efficiency'] * 100:.0f}%", "-" if r["mfu"] is None else f"{r['mfu'] * 100:.1f}%",
                   f"{r['naive_throughput']:.4g}")
     _console().print(t)
     if plot is not None:
-        print(f"wrote {plot}", file=sys.stderr)
+        current().note(f"wrote {plot}")
     _warn(p.warnings)
 
 
@@ -151,7 +150,7 @@ def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: Calibr
     w = load_workload(workload)
     result = run_backtest(w, load_measurements(w, calibration, measurements), fit_max_gpus, model)
     if as_json:
-        print(json.dumps(result, indent=2))
+        current().result(result)
         _warn(result["warnings"])
         return
     from rich.table import Table
@@ -161,9 +160,9 @@ def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: Calibr
         t.add_column(col, justify="right")
     for r in result["points"]:
         t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['global_batch']:g}", f"{r['measured']:.4g}", f"{r['predicted']:.4g}",
-                  f"{r['error'] * 100:+.1f}%", f"{r['low']:.3g}–{r['high']:.3g}", "yes" if r["inside"] else "NO")
+                  f"{r['error'] * 100:+.1f}%", interval(r['low'], r['high']), "yes" if r["inside"] else "NO")
     con = _console()
     con.print(t)
     con.print(f"MAPE {result['mape']:.1f}% (naive linear {result['naive_linear_mape']:.1f}%), "
-              f"90% interval coverage {result['coverage']:.0f}% over {len(result['points'])} points")
+              f"90% interval coverage {result['coverage']:.0f}% over {plural(len(result['points']), 'point')}")
     _warn(result["warnings"])

@@ -6,7 +6,6 @@ identifies the inter-node terms fits the budget (the message gives the cheapest 
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
@@ -14,6 +13,7 @@ import typer
 from advisor.cli.app import app
 from advisor.cli.options import JsonOpt, WorkloadArg
 from advisor.cli.output import console as _console
+from advisor.cli.output import current
 
 
 @app.command(name="plan-calibration")
@@ -72,7 +72,7 @@ def plan_calibration_command(
         raise InputError.at("--startup", "", f"expected a duration such as '10 min' ({exc})", startup) from None
     plan = plan_calibration(w, budget, max_nodes, tier, place, startup_s)
     if as_json:
-        print(json.dumps(plan_dict(plan), indent=2))
+        current().result(plan_dict(plan))
         return
     from rich.table import Table
 

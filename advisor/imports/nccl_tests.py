@@ -35,6 +35,7 @@ import numpy as np
 from advisor.errors import InputError
 from advisor.imports.common import build, not_this_format, read_log, target_file
 from advisor.scaling.features import bus_bandwidth, busbw_factor
+from advisor.text import plural
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration, Collective
@@ -342,7 +343,7 @@ def collectives_from_log(
             raise InputError.at(
                 file,
                 f"line {table.first_line}",
-                f"{table.gpus} ranks on {n_nodes} host(s) exceed the "
+                f"{plural(table.gpus, 'rank')} on {plural(n_nodes, 'host')} exceed the "
                 f"workload's cluster.gpus_per_node ({workload.cluster.gpus_per_node}); pass --nodes if "
                 "the hosts share a name",
                 per_node,
@@ -365,8 +366,8 @@ def collectives_from_log(
             )
         top = max(r.busbw for r in table.rows)
         notes.append(
-            f"{file}: {kind} on {table.gpus} GPUs over {n_nodes} node(s) ({', '.join(table.hosts)}): "
-            f"{len(table.rows)} sizes, largest busbw {top:.4g} GB/s"
+            f"{file}: {kind} on {plural(table.gpus, 'GPU')} over {plural(n_nodes, 'node')} ({', '.join(table.hosts)}): "
+            f"{plural(len(table.rows), 'size')}, largest busbw {top:.4g} GB/s"
         )
         declared = float(bus_bandwidth(workload, np.array([float(n_nodes)]))[0]) / 1e9
         if top > 1.5 * declared:
@@ -410,7 +411,9 @@ def import_nccl_tests(
         have = {key(c) for c in cal.collectives}
         fresh = [c for c in found if key(c) not in have]
         if len(fresh) < len(found):
-            notes.append(f"{out}: {len(found) - len(fresh)} rows were already in the file; not repeated")
+            repeated = len(found) - len(fresh)
+            notes.append(f"{out}: {plural(repeated, 'row')} {'was' if repeated == 1 else 'were'} already in the file; "
+                         "not repeated")
         prov = cal.provenance
         if cal.collectives or cal.runs:
             line = f"Added {len(fresh)} nccl-tests collectives on {now_utc()} from {names}."

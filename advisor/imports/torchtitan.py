@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Optional
 
 from advisor.errors import InputError
 from advisor.imports.common import build, not_this_format, read_log, target_file
+from advisor.text import plural
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration, Run
@@ -125,8 +126,8 @@ def import_torchtitan(
     gpus, nodes = places[0]
     runs = [run_from_log(p, w, gpus, nodes) for p in logs]
     notes = [
-        f"{p}: {len(r.step_seconds)} steps at {gpus} GPUs over {nodes} node(s), median step "
-        f"{sorted(r.step_seconds)[len(r.step_seconds) // 2]:.4g} s"
+        f"{p}: {plural(len(r.step_seconds), 'step')} at {plural(gpus, 'GPU')} over {plural(nodes, 'node')}, "
+        f"median step {sorted(r.step_seconds)[len(r.step_seconds) // 2]:.4g} s"
         for p, r in zip(logs, runs)
     ]
     out, new = target_file(w, workload_path, out, "torchtitan", logs, "Runs", command)
@@ -141,8 +142,9 @@ def import_torchtitan(
 
     def change(cal: Calibration) -> Calibration:
         if (gpus, nodes) in cal.measured_counts():
-            raise InputError.at(out, "runs", f"already holds a run at {gpus} GPUs over {nodes} node(s); import into "
-                                "another --out (several --calibration files combine)", f"{gpus}@{nodes}")
+            raise InputError.at(out, "runs", f"already holds a run at {plural(gpus, 'GPU')} over "
+                                f"{plural(nodes, 'node')}; import into another --out (several --calibration files "
+                                "combine)", f"{gpus}@{nodes}")
         return cal.model_copy(update={"runs": sorted([*cal.runs, run], key=lambda r: (r.gpus, r.nodes))})
 
     return update_calibration_file(out, w.name, new, change), out, notes

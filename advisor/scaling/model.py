@@ -36,6 +36,7 @@ from advisor.scaling.families import FAMILIES
 from advisor.scaling.fitting import FitData, coverage_of, fit_family, naive_step
 from advisor.scaling.intervals import ALTERNATIVE_MARGIN, NoiseModel, bootstrap, bootstrap_spread, interval
 from advisor.scaling.selection import CrossValidation, leave_one_count_out, widening_per_doubling
+from advisor.text import plural
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration
@@ -240,7 +241,7 @@ class ScalingModel:
                        f"largest measured count ({self.max_gpus_measured}): treat as an estimate, see the interval")
         wide = nodes > self.max_nodes_measured
         if wide.any():
-            out.append(f"predicting up to {int(nodes[wide].max())} nodes, past the largest measured node count "
+            out.append(f"predicting up to {plural(int(nodes[wide].max()), 'node')}, past the largest measured node count "
                        f"({self.max_nodes_measured})")
         return out
 
@@ -254,12 +255,12 @@ class ScalingModel:
                        f"is what makes extrapolation work")
         n_counts = np.unique(self.data.gpus).size
         if self.requested_family == "auto" and n_counts < MIN_COUNTS_TO_SELECT:
-            out.append(f"{n_counts} measured GPU counts: too few to choose a model family by cross-validation "
+            out.append(f"{plural(n_counts, 'measured GPU count')}: too few to choose a model family by cross-validation "
                        f"(needs {MIN_COUNTS_TO_SELECT}); using the physical model '{self.family}'")
         if self.noise.prior_dominated:
             from advisor.scaling.intervals import PRIOR_NOISE
 
-            out.append(f"only {self.noise.n_residuals} out-of-sample residual(s): intervals lean on an assumed "
+            out.append(f"only {plural(self.noise.n_residuals, 'out-of-sample residual')}: intervals lean on an assumed "
                        f"{PRIOR_NOISE:.0%} run-to-run noise")
         if not self.noise.kappa_measured:
             out.append(f"too few counts to measure how error grows past the data: intervals widen by an assumed "
@@ -280,7 +281,7 @@ class ScalingModel:
             declared = float(bus_bandwidth(self.workload, np.array([nodes]))[0]) / 1e9
             if p.busbw < BUSBW_WARN_FRACTION * declared:
                 link = "inter-node" if nodes > 1 else "intra-node"
-                out.append(f"{op} on {gpus} GPUs over {nodes} node(s) reached {p.busbw:.3g} GB/s bus bandwidth, "
+                out.append(f"{op} on {plural(gpus, 'GPU')} over {plural(nodes, 'node')} reached {p.busbw:.3g} GB/s bus bandwidth, "
                            f"{p.busbw / declared:.0%} of the declared {link} {declared:.3g} GB/s: likely a misconfiguration "
                            "(e.g. NCCL falling back to TCP) or a wrong declared bandwidth")
         return out

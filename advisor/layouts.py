@@ -446,6 +446,16 @@ def choose(w: Workload, gpus, nodes, step_seconds, peaks=()) -> Choice:
     return Choice(layouts, works, seconds, best)
 
 
+def _model_for(model, workload: Workload):
+    """The fitted step-time model predicting for another layout of the job (ScalingModel.for_workload)."""
+    if not hasattr(model, "for_workload"):
+        from advisor.errors import InputError
+
+        raise InputError.at("parallelism.strategy", "", "choosing a layout needs a scaling model that predicts other "
+                            "layouts (ScalingModel.for_workload); name a strategy instead of 'auto'", "auto")
+    return model.for_workload(workload)
+
+
 def predict(model, gpus, nodes=None, peaks=()):
     """`model.predict` (an advisor.scaling.model.ScalingModel) at the workload's own layout, or under
     strategy 'auto' at each count's fastest candidate layout that fits in memory (`choose`, with the
@@ -464,8 +474,8 @@ def predict(model, gpus, nodes=None, peaks=()):
             raise InputError.at("--gpus", "", f"the layout cannot split this count: tensor x pipeline x context parallel "
                                 f"degrees ({w.model_parallel_size()}) and the data-parallel degrees must multiply to it", bad)
         return model.predict(g, n), lay.labels(), None
-    choice = choose(w, g, n, lambda cw, gg, nn: model.for_workload(cw).step_time(gg, nn)[0], peaks)
-    preds = [model.for_workload(cw).predict(g, n) for cw in choice.workloads]
+    choice = choose(w, g, n, lambda cw, gg, nn: _model_for(model, cw).step_time(gg, nn)[0], peaks)
+    preds = [_model_for(model, cw).predict(g, n) for cw in choice.workloads]
     pick = np.where(choice.best >= 0, choice.best, np.argmin(np.where(np.stack([lay.valid for lay in choice.layouts]),
                                                                       np.stack([p.step_seconds for p in preds]), np.inf), axis=0))
     cols = np.arange(len(g))
@@ -476,9 +486,9 @@ def predict(model, gpus, nodes=None, peaks=()):
             out[f.name] = np.stack([getattr(p, f.name) for p in preds])[pick, cols]
     # one baseline for every layout: the layout chosen at the baseline count
     b, bn = np.array([model.baseline_gpus]), np.array([model.baseline_nodes])
-    at_base = choose(w, b, bn, lambda cw, gg, nn: model.for_workload(cw).step_time(gg, nn)[0], peaks)
+    at_base = choose(w, b, bn, lambda cw, gg, nn: _model_for(model, cw).step_time(gg, nn)[0], peaks)
     k = max(int(at_base.best[0]), 0)
-    base = float(model.for_workload(at_base.workloads[k]).predict(b, bn).throughput[0])
+    base = float(_model_for(model, at_base.workloads[k]).predict(b, bn).throughput[0])
     out["speedup"] = out["throughput"] / base
     out["efficiency"] = out["speedup"] * model.baseline_gpus / g
     warnings = list(preds[0].warnings)
@@ -530,7 +540,7 @@ class SweepLayouts:
 
 def sweep(w: Workload, model, tiers=None, baseline_gpus=None, gpus=None, peaks=()):
     """advisor.planning.billing.sweep with the layout chosen per count: the spec's own, or under
-    strategy 'auto' every candidate (`candidates`) priced with `model.for_workload` and merged per
+    strategy 'auto' every candidate (`candidates`) priced with the model's `for_workload` and merged per
     count: the fastest median step among the candidates the count can run (batch, memory, tier)."""
     from dataclasses import fields
 
@@ -545,7 +555,7 @@ def sweep(w: Workload, model, tiers=None, baseline_gpus=None, gpus=None, peaks=(
     sweeps = []
     for lay in layouts:
         cw = candidate_workload(w, lay)
-        sw = priced(cw, model.for_workload(cw), tiers, baseline_gpus, counts, peaks)
+        sw = priced(cw, _model_for(model, cw), tiers, baseline_gpus, counts, peaks)
         fits = lay.fits(cw, peaks, measured=w)  # peaks were measured in the spec's own layout
         memory = lay.memory_bytes(cw, peaks, measured=w)
         available = sw.offered & sw.fits_batch[None, :] & fits[None, :]

@@ -114,7 +114,7 @@ class ModelSpec(_Section):
     """Vocabulary size of the calibration proxy's embedding (default 32000)."""
     precision: Literal["bf16", "fp16", "fp32"] = "bf16"
     """Compute dtype; also sets gradient bytes (bf16/fp16: 2, fp32: 4)."""
-    kv_heads: Optional[Annotated[int, Field(gt=0)]] = None
+    kv_heads: Optional[Annotated[Int, Field(gt=0, le=MAX_HEADS)]] = None
     """Key/value heads (grouped-query attention, GQA; default: heads). Must divide heads; sizes the K/V that context parallelism exchanges and the proxy's K/V projection."""
     flops_per_sample: Optional[Annotated[float, Field(gt=0, le=MAX_FLOPS_PER_SAMPLE)]] = None
     """Training FLOPs per sample (forward + backward). Required without a transformer shape (a CNN, a recommender)."""
@@ -161,15 +161,16 @@ class BatchSpec(_Section):
     """fixed-per-gpu: largest global batch; beyond it the per-GPU batch shrinks to floor(max / N) (strong scaling)."""
 
 
-Degree = Annotated[int, Field(ge=1)]
+#: A parallelism degree: a whole number of GPUs, at most the largest count a spec may ask about.
+Degree = Annotated[Int, Field(ge=1, le=MAX_GPUS_LIMIT)]
 
 
 class ParallelismSpec(_Section):
     strategy: Literal["ddp", "fsdp", "hsdp", "auto"]
     """ddp: replicated weights, one gradient all-reduce per step; fsdp: sharded over every data-parallel rank (all-gather x2 + reduce-scatter); hsdp: sharded inside a node, replicated across nodes; auto: advisor chooses the layout per GPU count (advisor.layouts)."""
-    data_parallel_shard_degree: Optional[Annotated[int, Field(ge=-1)]] = None
+    data_parallel_shard_degree: Optional[Annotated[Int, Field(ge=-1, le=MAX_GPUS_LIMIT)]] = None
     """torchtitan's name: ranks that shard the weights (FSDP). -1 = the rest of the GPUs (default: every data-parallel rank under fsdp, 1 under ddp, the data-parallel ranks in one node under hsdp)."""
-    data_parallel_replicate_degree: Optional[Annotated[int, Field(ge=-1)]] = None
+    data_parallel_replicate_degree: Optional[Annotated[Int, Field(ge=-1, le=MAX_GPUS_LIMIT)]] = None
     """torchtitan's name: replicas of the (sharded) weights that all-reduce gradients (DDP / HSDP). -1 = the rest."""
     tensor_parallel_degree: Optional[Degree] = None
     """Megatron-style tensor parallelism inside a layer (default 1; under strategy auto, advisor tries 1, 2, 4, ... up to a node)."""

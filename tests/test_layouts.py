@@ -185,3 +185,16 @@ def test_a_group_on_half_filled_nodes_crosses_them():
     links = L.build(w, [8], [2]).link_seconds(w)  # 8 GPUs as 4 + 4 on two nodes
     assert links.intra_bytes[0] == 0 and links.inter_bytes[0] == pytest.approx(3 * 7 / 8 * G)
 
+
+
+def test_the_model_sums_each_links_own_traffic():
+    from advisor.scaling.families import FAMILIES, Coverage
+
+    w = spec({"strategy": "hsdp"})
+    gpus, nodes = np.array([8.0, 16.0]), np.array([1.0, 2.0])
+    d = FAMILIES["topology"].design(w, gpus, nodes, np.asarray(w.global_batch(gpus), float), Coverage(True, False))
+    col = {c.name: d.X[:, i] for i, c in enumerate(d.columns)}
+    # two nodes under HSDP: the shard group's collectives stay on NVLink, the replica all-reduce crosses
+    assert col["intra_bandwidth"][1] == pytest.approx(3 * 7 / 8 * G / 450e9)
+    assert col["inter_bandwidth"][1] == pytest.approx(2 * 1 / 2 * G / 12.5e9)
+    assert col["intra_bandwidth"][0] == pytest.approx(3 * 7 / 8 * G / 450e9) and col["inter_bandwidth"][0] == 0

@@ -43,8 +43,9 @@ bytes over k ranks moves 2(k-1)/k·S per rank, a reduce-scatter or all-gather (k
   (K, V and their gradients).
 
 Placement: ranks fill nodes in order (GPUs per node = N / nodes, as torchrun and Slurm place them);
-a group of k ranks at rank stride d spans k·d consecutive ranks, inside one node when k·d <= that. A group that crosses nodes runs NCCL's rings through every node's NICs once
-per ring, so a node's NICs carry (GPUs on the node / group members on the node) x the per-rank bus
+a group of k ranks at rank stride d spans k·d consecutive ranks, inside one node when k·d <= that.
+A group that crosses nodes runs NCCL's rings through every node's NICs once per ring, so a node's
+NICs carry (GPUs on the node / group members on the node) x the per-rank bus
 bytes: flat FSDP 1x, HSDP's replica all-reduce once per local rank. Crossing bytes move at
 min(node NICs, intra-node link) as in advisor.scaling.features.bus_bandwidth. Latency hops: ring
 2(k-1) in a node, NCCL's double binary tree 2·log2(k) across nodes (as features.hop_latency_seconds),
@@ -86,8 +87,11 @@ class Traffic:
     def bus_bytes(self) -> np.ndarray:
         """Bytes each rank moves per step (nccl-tests bus-bandwidth factors)."""
         k = self.group.astype(float)
-        factor = np.where(k > 1, 1.0, 0.0) if self.op == "send_recv" else \
-            (2.0 if self.op == "all_reduce" else 1.0) * (k - 1) / np.maximum(k, 1)
+        factor = (
+            np.where(k > 1, 1.0, 0.0)
+            if self.op == "send_recv"
+            else (2.0 if self.op == "all_reduce" else 1.0) * (k - 1) / np.maximum(k, 1)
+        )
         return self.calls * factor * self.nbytes
 
 
@@ -131,9 +135,18 @@ class Shard:
     def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
         k = lay.dp_shard * lay.cp
         one = np.ones_like(k)
-        return [Traffic("fsdp all-gather (forward + backward, per micro-batch)", "all_gather", k, lay.tp, grad,
-                        2 * micro, 2 * one),
-                Traffic("fsdp reduce-scatter", "reduce_scatter", k, lay.tp, grad, one, one)]
+        return [
+            Traffic(
+                "fsdp all-gather (forward + backward, per micro-batch)",
+                "all_gather",
+                k,
+                lay.tp,
+                grad,
+                2 * micro,
+                2 * one,
+            ),
+            Traffic("fsdp reduce-scatter", "reduce_scatter", k, lay.tp, grad, one, one),
+        ]
 
 
 @dataclass(frozen=True)
@@ -153,8 +166,12 @@ class HybridShard(Shard):
         inner = super().traffic(lay, grad, micro)
         s = lay.dp_shard * lay.cp
         one = np.ones_like(s)
-        return [*inner, Traffic("hsdp replica all-reduce of the shard", "all_reduce", lay.dp_replicate,
-                                lay.tp * s, grad / s, one, one)]
+        return [
+            *inner,
+            Traffic(
+                "hsdp replica all-reduce of the shard", "all_reduce", lay.dp_replicate, lay.tp * s, grad / s, one, one
+            ),
+        ]
 
 
 STRATEGIES = {s.name: s for s in (Replicate(), Shard(), HybridShard())}
@@ -187,7 +204,8 @@ class Layout:
 
     def label(self, i: int = 0) -> str:
         """e.g. 'dp_shard=8, dp_replicate=4, tp=1, pp=1' (cp when used)."""
-        text = f"dp_shard={int(self.dp_shard[i])}, dp_replicate={int(self.dp_replicate[i])}, tp={int(self.tp[i])}, pp={int(self.pp[i])}"
+        text = (f"dp_shard={int(self.dp_shard[i])}, dp_replicate={int(self.dp_replicate[i])}, "
+                f"tp={int(self.tp[i])}, pp={int(self.pp[i])}")
         return text + (f", cp={int(self.cp[i])}" if self.cp[i] > 1 else "")
 
     def labels(self) -> list[str]:
@@ -226,7 +244,7 @@ class Layout:
         m = w.model
         micro_count, micro = self.micro_batches(w)
         grad = m.gradient_bytes / (self.tp * self.pp)
-        out = [t for t in self.strategy.traffic(self, grad, micro_count)]
+        out = list(self.strategy.traffic(self, grad, micro_count))
         if not m.is_transformer:
             return out
         e = m.bytes_per_element
@@ -236,18 +254,47 @@ class Layout:
         recompute = getattr(w.parallelism, "activation_checkpoint", "none") == "full"
         per_layer = 6 if recompute else 4
         calls = per_layer * layers * micro_count
-        out.append(Traffic("tp activation all-reduces (per layer, per micro-batch)", "all_reduce", self.tp,
-                           np.ones_like(self.tp), act, calls, calls, overlappable=False))
+        out.append(
+            Traffic(
+                "tp activation all-reduces (per layer, per micro-batch)",
+                "all_reduce",
+                self.tp,
+                np.ones_like(self.tp),
+                act,
+                calls,
+                calls,
+                overlappable=False,
+            )
+        )
         v = w.parallelism.virtual_stages
         stride = self.gpus // np.maximum(self.pp, 1)
         p2p = 2 * v * micro_count * (self.pp > 1)
-        out.append(Traffic("pp activations between stages", "send_recv", np.where(self.pp > 1, 2, 1), stride,
-                           act / self.tp, p2p, p2p, overlappable=False))
+        out.append(
+            Traffic(
+                "pp activations between stages",
+                "send_recv",
+                np.where(self.pp > 1, 2, 1),
+                stride,
+                act / self.tp,
+                p2p,
+                p2p,
+                overlappable=False,
+            )
+        )
         kv = m.kv_heads or m.heads
         kv_bytes = 2 * tokens * m.hidden * kv / m.heads / self.tp * e
         ring = 3 * (self.cp - 1) * layers * micro_count
-        out.append(Traffic("cp ring-attention K/V exchange", "send_recv", np.where(self.cp > 1, 2, 1), self.tp,
-                           kv_bytes, ring, ring))
+        out.append(
+            Traffic(
+                "cp ring-attention K/V exchange",
+                "send_recv",
+                np.where(self.cp > 1, 2, 1),
+                self.tp,
+                kv_bytes,
+                ring,
+                ring,
+            )
+        )
         return out
 
     def link_seconds(self, w: Workload, traffic: list[Traffic] | None = None, inter_hops: str = "tree") -> LinkSeconds:
@@ -273,8 +320,14 @@ class Layout:
             tree = across * half if t.op != "send_recv" else np.minimum(k - 1, 1)
             intra_l += np.where(crosses, 0.0, t.latency_calls * ring)
             inter_l += np.where(crosses, t.latency_calls * tree, 0.0)
-        return LinkSeconds(intra_b / intra_bw, inter_b / inter_bw, intra_l * w.cluster.intra_node_latency,
-                           inter_l * w.cluster.inter_node_latency, intra_b, inter_b)
+        return LinkSeconds(
+            intra_b / intra_bw,
+            inter_b / inter_bw,
+            intra_l * w.cluster.intra_node_latency,
+            inter_l * w.cluster.inter_node_latency,
+            intra_b,
+            inter_b,
+        )
 
     # -- memory --------------------------------------------------------------------------------
     def memory_bytes(self, w: Workload, peaks=(), measured: Workload | None = None) -> np.ndarray:
@@ -304,7 +357,9 @@ def shard_degree(w: Workload, dp, tp: int = 1, cp: int = 1) -> np.ndarray:
     dp = np.maximum(np.asarray(dp, dtype=np.int64), 1)
     per_node = np.full_like(dp, max(w.cluster.gpus_per_node // (tp * cp), 1))
     strat = STRATEGIES["fsdp" if p.strategy == "auto" else p.strategy]
-    return np.maximum(strat.shard_degree(dp, per_node, p.data_parallel_shard_degree, p.data_parallel_replicate_degree), 1)
+    return np.maximum(
+        strat.shard_degree(dp, per_node, p.data_parallel_shard_degree, p.data_parallel_replicate_degree), 1
+    )
 
 
 def _arrays(gpus, nodes, w: Workload):
@@ -313,8 +368,9 @@ def _arrays(gpus, nodes, w: Workload):
     return g, np.asarray(n, dtype=np.int64)
 
 
-def build(w: Workload, gpus, nodes=None, strategy: str | None = None, tp: int | None = None,
-          dp_shard: int | None = None) -> Layout:
+def build(
+    w: Workload, gpus, nodes=None, strategy: str | None = None, tp: int | None = None, dp_shard: int | None = None
+) -> Layout:
     """The layout of `strategy` (default: the spec's; 'auto' means its first candidate) at each count;
     `dp_shard` fixes HSDP's shard group (default: the data-parallel ranks of one node)."""
     p = w.parallelism
@@ -335,8 +391,19 @@ def build(w: Workload, gpus, nodes=None, strategy: str | None = None, tp: int | 
     rep = dp // shard if rep_in in (None, -1) else np.full_like(dp, rep_in)
     valid = (g % model_parallel == 0) & (dp >= 1) & (shard * rep == dp)
     ones = np.ones_like(g)
-    return Layout(strat, g, n, shard, np.maximum(rep, 1), tp * ones, pp * ones, cp * ones, valid, w.cluster.gpus_per_node,
-                  dp_shard)
+    return Layout(
+        strat,
+        g,
+        n,
+        shard,
+        np.maximum(rep, 1),
+        tp * ones,
+        pp * ones,
+        cp * ones,
+        valid,
+        w.cluster.gpus_per_node,
+        dp_shard,
+    )
 
 
 #: HSDP shard groups tried under strategy auto, in nodes: in one node (the least slow-link traffic),
@@ -347,15 +414,19 @@ HSDP_SHARD_NODES = (1, 2, 4)
 def candidates(w: Workload, gpus, nodes=None) -> list[Layout]:
     """Layouts to try at each count: the spec's own, or under strategy 'auto' DDP, FSDP and HSDP
     (shard in a node, or across HSDP_SHARD_NODES nodes, replicate across the rest) at each
-    tensor-parallel degree that fits a node and divides the heads (tp is tried only when the spec leaves it open and the global batch is fixed, so that
+    tensor-parallel degree that fits a node and divides the heads (tp is tried only when the spec
+    leaves it open and the global batch is fixed, so that
     every candidate does the same work per step). Invalid or duplicate layouts are masked out."""
     p = w.parallelism
     if p.strategy != "auto":
         return [build(w, gpus, nodes)]
     tps = [p.tensor_parallel_degree or 1]
     if p.tensor_parallel_degree is None and w.model.is_transformer and w.batch.policy == "fixed-global":
-        tps = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= w.cluster.gpus_per_node and w.model.heads % t == 0
-               and (w.model.kv_heads or w.model.heads) % t == 0]
+        tps = [
+            t
+            for t in (1, 2, 4, 8, 16, 32, 64)
+            if t <= w.cluster.gpus_per_node and w.model.heads % t == 0 and (w.model.kv_heads or w.model.heads) % t == 0
+        ]
     out: list[Layout] = []
     for t in tps:
         out += [build(w, gpus, nodes, "ddp", t), build(w, gpus, nodes, "fsdp", t)]
@@ -369,9 +440,15 @@ def candidates(w: Workload, gpus, nodes=None) -> list[Layout]:
 
 def describe(layout: Layout, i: int = 0) -> dict:
     """JSON-ready summary of one count's layout."""
-    return {"strategy": layout.name, "layout": layout.label(i), "dp_shard": int(layout.dp_shard[i]),
-            "dp_replicate": int(layout.dp_replicate[i]), "tp": int(layout.tp[i]), "pp": int(layout.pp[i]),
-            "cp": int(layout.cp[i])}
+    return {
+        "strategy": layout.name,
+        "layout": layout.label(i),
+        "dp_shard": int(layout.dp_shard[i]),
+        "dp_replicate": int(layout.dp_replicate[i]),
+        "tp": int(layout.tp[i]),
+        "pp": int(layout.pp[i]),
+        "cp": int(layout.cp[i]),
+    }
 
 
 # -- choosing a layout --------------------------------------------------------------------------
@@ -381,6 +458,28 @@ def with_layout(w: Workload, strategy: str, tp: int | None = None, dp_shard: int
     update = {"strategy": strategy, "tensor_parallel_degree": tp or w.parallelism.tensor_parallel_degree}
     if dp_shard is not None:
         update.update(data_parallel_shard_degree=dp_shard, data_parallel_replicate_degree=None)
+    return w.model_copy(update={"parallelism": w.parallelism.model_copy(update=update)})
+
+
+def layout_workload(w: Workload, label: str | None) -> Workload:
+    """The workload in the layout a label names ("dp_shard=32, dp_replicate=1, tp=8, pp=1", as
+    Layout.label writes and calibration runs record it); `w` itself for None or an unreadable label."""
+    if not label:
+        return w
+    try:
+        deg = {k.strip(): int(v) for k, v in (part.split("=") for part in label.split(","))}
+        shard, rep = deg["dp_shard"], deg["dp_replicate"]
+    except (ValueError, KeyError):
+        return w
+    strategy = "ddp" if shard == 1 and rep > 1 else "fsdp" if rep == 1 else "hsdp"
+    update = {
+        "strategy": strategy,
+        "tensor_parallel_degree": deg.get("tp", 1),
+        "pipeline_parallel_degree": deg.get("pp", 1),
+        "context_parallel_degree": deg.get("cp", 1),
+        "data_parallel_shard_degree": shard if strategy == "hsdp" else None,
+        "data_parallel_replicate_degree": None,
+    }
     return w.model_copy(update={"parallelism": w.parallelism.model_copy(update=update)})
 
 
@@ -432,13 +531,16 @@ class Choice:
 
 def choose(w: Workload, gpus, nodes, step_seconds, peaks=()) -> Choice:
     """Try every candidate layout (`candidates`) at every count and keep the fastest that fits in
-    memory. `step_seconds(workload, gpus, nodes)` is the step-time model (median seconds), called
+    memory and gives every data-parallel rank whole samples (advisor.planning.batch.divides).
+    `step_seconds(workload, gpus, nodes)` is the step-time model (median seconds), called
     once per candidate with that candidate's concrete workload (`with_layout`)."""
     layouts = candidates(w, gpus, nodes)
     works = [candidate_workload(w, lay) for lay in layouts]
     seconds = np.full((len(layouts), len(layouts[0].gpus)), np.inf)
-    for k, (lay, cw) in enumerate(zip(layouts, works)):
-        ok = lay.fits(cw, peaks, measured=w)  # peaks were measured in the spec's own layout
+    for k, (lay, cw) in enumerate(zip(layouts, works, strict=False)):
+        from advisor.planning.batch import divides
+
+        ok = lay.fits(cw, peaks, measured=w) & divides(cw, lay.gpus)  # memory, and whole samples per rank
         if ok.any():
             t = np.asarray(step_seconds(cw, lay.gpus, lay.nodes), float)
             seconds[k] = np.where(ok, t, np.inf)
@@ -451,8 +553,13 @@ def _model_for(model, workload: Workload):
     if not hasattr(model, "for_workload"):
         from advisor.errors import InputError
 
-        raise InputError.at("parallelism.strategy", "", "choosing a layout needs a scaling model that predicts other "
-                            "layouts (ScalingModel.for_workload); name a strategy instead of 'auto'", "auto")
+        raise InputError.at(
+            "parallelism.strategy",
+            "",
+            "choosing a layout needs a scaling model that predicts other "
+            "layouts (ScalingModel.for_workload); name a strategy instead of 'auto'",
+            "auto",
+        )
     return model.for_workload(workload)
 
 
@@ -471,13 +578,26 @@ def predict(model, gpus, nodes=None, peaks=()):
         lay = build(w, g, n)
         if not lay.valid.all():
             bad = int(g[~lay.valid][0])
-            raise InputError.at("--gpus", "", f"the layout cannot split this count: tensor x pipeline x context parallel "
-                                f"degrees ({w.model_parallel_size()}) and the data-parallel degrees must multiply to it", bad)
+            raise InputError.at(
+                "--gpus",
+                "",
+                f"the layout cannot split this count: tensor x pipeline x context parallel "
+                f"degrees ({w.model_parallel_size()}) and the data-parallel degrees must multiply to it",
+                bad,
+            )
         return model.predict(g, n), lay.labels(), None
     choice = choose(w, g, n, lambda cw, gg, nn: _model_for(model, cw).step_time(gg, nn)[0], peaks)
     preds = [_model_for(model, cw).predict(g, n) for cw in choice.workloads]
-    pick = np.where(choice.best >= 0, choice.best, np.argmin(np.where(np.stack([lay.valid for lay in choice.layouts]),
-                                                                      np.stack([p.step_seconds for p in preds]), np.inf), axis=0))
+    pick = np.where(
+        choice.best >= 0,
+        choice.best,
+        np.argmin(
+            np.where(
+                np.stack([lay.valid for lay in choice.layouts]), np.stack([p.step_seconds for p in preds]), np.inf
+            ),
+            axis=0,
+        ),
+    )
     cols = np.arange(len(g))
     out = {}
     for f in fields(preds[0]):
@@ -493,8 +613,10 @@ def predict(model, gpus, nodes=None, peaks=()):
     out["efficiency"] = out["speedup"] * model.baseline_gpus / g
     warnings = list(preds[0].warnings)
     if (choice.best < 0).any():
-        warnings.append(f"no candidate layout fits in GPU memory at {', '.join(str(int(x)) for x in g[choice.best < 0])} "
-                        "GPUs: predicted with the fastest layout regardless of memory")
+        warnings.append(
+            f"no candidate layout fits in GPU memory at {', '.join(str(int(x)) for x in g[choice.best < 0])} "
+            "GPUs: predicted with the fastest layout regardless of memory"
+        )
     labels = [choice.layouts[int(k)].label(i) for i, k in enumerate(pick)]
     whys = [choice.why(i) for i in range(len(g))]
     return replace(preds[0], **out, warnings=warnings), labels, whys
@@ -534,8 +656,10 @@ class SweepLayouts:
         if not (np.isfinite(mine) and np.isfinite(col[j])):
             return f"{lay.name} ({lay.label(c)}): the only layout that runs here (memory, batch, degrees)"
         other = self.layouts[j]
-        return (f"{lay.name} ({lay.label(c)}): {col[j] / mine:.2f}x faster per step than {other.name} "
-                f"({other.label(c)}), the next best")
+        return (
+            f"{lay.name} ({lay.label(c)}): {col[j] / mine:.2f}x faster per step than {other.name} "
+            f"({other.label(c)}), the next best"
+        )
 
 
 def sweep(w: Workload, model, tiers=None, baseline_gpus=None, gpus=None, peaks=()):
@@ -549,7 +673,9 @@ def sweep(w: Workload, model, tiers=None, baseline_gpus=None, gpus=None, peaks=(
 
     if w.parallelism.strategy != "auto":
         return priced(w, model, tiers, baseline_gpus, gpus, peaks)
-    counts = gpu_counts(w.cluster.gpus_per_node, w.cluster.max_gpus) if gpus is None else np.asarray(gpus, dtype=np.int64)
+    counts = (
+        gpu_counts(w.cluster.gpus_per_node, w.cluster.max_gpus) if gpus is None else np.asarray(gpus, dtype=np.int64)
+    )
     nodes = np.asarray(w.nodes(counts), dtype=np.int64)
     layouts = candidates(w, counts, nodes)
     sweeps = []
@@ -561,16 +687,24 @@ def sweep(w: Workload, model, tiers=None, baseline_gpus=None, gpus=None, peaks=(
         available = sw.offered & sw.fits_batch[None, :] & fits[None, :]
         sweeps.append(replace(sw, fits_memory=fits, memory_bytes=memory, available=available))
     seconds = np.stack([np.where(s.available.any(axis=0), s.step_seconds[0], np.inf) for s in sweeps])
-    pick = np.where(np.isfinite(seconds).any(axis=0), np.argmin(seconds, axis=0), 0)
+    # where no candidate runs, show the one closest to fitting (the least memory), so "left out" reads right
+    least_memory = np.argmin(np.stack([s.memory_bytes for s in sweeps]), axis=0)
+    pick = np.where(np.isfinite(seconds).any(axis=0), np.argmin(seconds, axis=0), least_memory)
     cols = np.arange(counts.size)
     merged = {}
     for f in fields(sweeps[0]):
         value = getattr(sweeps[0], f.name)
         if isinstance(value, np.ndarray) and value.shape and value.shape[-1] == counts.size:
-            merged[f.name] = np.stack([getattr(s, f.name) for s in sweeps])[(pick, ..., cols)] if value.ndim == 1 else \
-                np.moveaxis(np.stack([getattr(s, f.name) for s in sweeps])[pick, ..., cols], 0, -1)
-    base = sweeps[int(pick[np.searchsorted(counts, sweeps[0].baseline_gpus)])] if sweeps[0].baseline_gpus in counts else \
-        min(sweeps, key=lambda s: s.baseline_hours)
+            merged[f.name] = (
+                np.stack([getattr(s, f.name) for s in sweeps])[(pick, ..., cols)]
+                if value.ndim == 1
+                else np.moveaxis(np.stack([getattr(s, f.name) for s in sweeps])[pick, ..., cols], 0, -1)
+            )
+    base = (
+        sweeps[int(pick[np.searchsorted(counts, sweeps[0].baseline_gpus)])]
+        if sweeps[0].baseline_gpus in counts
+        else min(sweeps, key=lambda s: s.baseline_hours)
+    )
     merged["baseline_hours"] = base.baseline_hours
     return replace(sweeps[0], **merged, layouts=SweepLayouts(tuple(layouts), pick, seconds))
 
@@ -578,6 +712,7 @@ def sweep(w: Workload, model, tiers=None, baseline_gpus=None, gpus=None, peaks=(
 def auto_workload(w: Workload) -> Workload:
     """The workload with strategy 'auto' (`advisor recommend --layouts auto`): the data-parallel degrees
     are left to the choice; tensor, pipeline and context degrees the spec fixes stay fixed."""
-    par = w.parallelism.model_copy(update={"strategy": "auto", "data_parallel_shard_degree": None,
-                                           "data_parallel_replicate_degree": None})
+    par = w.parallelism.model_copy(
+        update={"strategy": "auto", "data_parallel_shard_degree": None, "data_parallel_replicate_degree": None}
+    )
     return w.model_copy(update={"parallelism": par})

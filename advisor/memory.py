@@ -181,6 +181,7 @@ class MeasuredPeak:
     peak_bytes: float
     micro_samples: Optional[int]
     where: str  # for messages: the file and the device it ran on
+    layout: Optional[str] = None  # the run's parallel layout, as recorded (advisor.layouts label)
 
 
 def measured_peaks(cal: Optional["Calibration"]) -> list[MeasuredPeak]:
@@ -195,7 +196,7 @@ def measured_peaks(cal: Optional["Calibration"]) -> list[MeasuredPeak]:
     device = env.get("system") or env.get("device") or "its device"
     where = f"{cal.path.name if cal.path else 'the calibration'} ({device})"
     return [
-        MeasuredPeak(r.gpus, float(r.peak_memory_bytes), r.micro_samples, where)
+        MeasuredPeak(r.gpus, float(r.peak_memory_bytes), r.micro_samples, where, r.layout)
         for r in cal.runs
         if r.peak_memory_bytes
     ]
@@ -211,12 +212,16 @@ def measured_offset(w: "Workload", gpus, peaks: Sequence[MeasuredPeak]) -> "np.n
     gpus = np.asarray(gpus, dtype=float)
     if not peaks:
         return np.zeros(gpus.shape)
+    from advisor.layouts import layout_workload
+
     at = np.array([p.gpus for p in peaks], dtype=float)
+    # each peak against the estimate in the layout it was measured in (its recorded layout, else w's)
     offsets = np.array(
         [
-            p.peak_bytes - float(bytes_per_gpu(w, np.array([p.gpus]), micro_samples=p.micro_samples)[0])
+            p.peak_bytes - float(bytes_per_gpu(layout_workload(w, p.layout), np.array([p.gpus]),
+                                               micro_samples=p.micro_samples)[0])
             if p.micro_samples
-            else p.peak_bytes - float(bytes_per_gpu(w, np.array([p.gpus]))[0])
+            else p.peak_bytes - float(bytes_per_gpu(layout_workload(w, p.layout), np.array([p.gpus]))[0])
             for p in peaks
         ]
     )

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from emulated_cluster import (
+from emulated_cluster import (  # noqa: E402 (after the path set-up)
     CPUS_PER_RANK,
     advisor,
     log,
@@ -41,14 +41,15 @@ from emulated_cluster import (
     run_emitted,
     workload_at_rate,
 )
-from netcluster import EmulatedCluster, unavailable_reason
+from netcluster import EmulatedCluster, unavailable_reason  # noqa: E402
 
 LAYOUTS = ("ddp", "fsdp", "hsdp")
 
 
 def spec_with(strategy: str, base: Path, folder: Path) -> Path:
-    import tomli_w
     import tomllib
+
+    import tomli_w
 
     spec = tomllib.loads(base.read_text())
     spec["parallelism"]["strategy"] = strategy
@@ -66,10 +67,14 @@ def declared(path: Path) -> dict:
     w = load_workload(path)
     lay = build(w, np.array([4]), np.array([2]))
     links = lay.link_seconds(w)
-    return {"layout": lay.label(), "inter_bytes_per_node": float(links.inter_bytes[0]),
-            "intra_bytes_per_gpu": float(links.intra_bytes[0]),
-            "comm_seconds_at_declared": float(links.intra_bandwidth[0] + links.inter_bandwidth[0]
-                                              + links.intra_latency[0] + links.inter_latency[0])}
+    return {
+        "layout": lay.label(),
+        "inter_bytes_per_node": float(links.inter_bytes[0]),
+        "intra_bytes_per_gpu": float(links.intra_bytes[0]),
+        "comm_seconds_at_declared": float(
+            links.intra_bandwidth[0] + links.inter_bandwidth[0] + links.intra_latency[0] + links.inter_latency[0]
+        ),
+    }
 
 
 def experiment(rate: str, steps: int, warmup: int) -> dict:
@@ -111,8 +116,10 @@ def main(argv=None) -> int:
     print(f"emulated cluster: 4 ranks over 2 nodes, {args.rate} per node link, {CPUS_PER_RANK} core per rank")
     print(f"{'layout':6} {'measured step s':>16} {'link MB/node':>13} {'declared comm s':>16}  degrees")
     for name, r in result["layouts"].items():
-        print(f"{name:6} {r['measured_step_seconds']:16.3f} {r['inter_bytes_per_node'] / 1e6:13.2f} "
-              f"{r['comm_seconds_at_declared']:16.3f}  {r['layout']}")
+        print(
+            f"{name:6} {r['measured_step_seconds']:16.3f} {r['inter_bytes_per_node'] / 1e6:13.2f} "
+            f"{r['comm_seconds_at_declared']:16.3f}  {r['layout']}"
+        )
     print(f"wall {result['wall_seconds']:.0f} s")
     return 0
 

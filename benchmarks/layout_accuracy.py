@@ -51,8 +51,13 @@ MODELS = {
 #: the CSV's host_networking), GB200 hosts of the v5.0 rows (4 GPUs, 4x ConnectX-7 NDR 400).
 SYSTEMS = {
     "NVIDIA H100-SXM5-80GB": {"gpu": "H100-SXM", "gpus_per_node": 8, "inter": "3200 Gbit/s", "intra": "450 GB/s"},
-    "NVIDIA Blackwell GPU (GB200)": {"gpu": "B200", "gpus_per_node": 4, "inter": "1600 Gbit/s", "intra": "900 GB/s",
-                                     "peak": 2.25e15},
+    "NVIDIA Blackwell GPU (GB200)": {
+        "gpu": "B200",
+        "gpus_per_node": 4,
+        "inter": "1600 Gbit/s",
+        "intra": "900 GB/s",
+        "peak": 2.25e15,
+    },
 }
 
 
@@ -71,18 +76,34 @@ def workload_for(r: dict, virtual_stages: int = 1):
 
     m, sysd = MODELS[r["benchmark"]], SYSTEMS[r["accelerator"]]
     gpus = int(r["gpus"])
-    cluster = {"gpu": sysd["gpu"], "gpus_per_node": sysd["gpus_per_node"], "max_gpus": max(gpus, 16384),
-               "intra_node_bandwidth": sysd["intra"], "inter_node_bandwidth": sysd["inter"]}
+    cluster = {
+        "gpu": sysd["gpu"],
+        "gpus_per_node": sysd["gpus_per_node"],
+        "max_gpus": max(gpus, 16384),
+        "intra_node_bandwidth": sysd["intra"],
+        "inter_node_bandwidth": sysd["inter"],
+    }
     if "peak" in sysd:
         cluster["peak_flops"] = sysd["peak"]
     data = {
-        "name": "mlperf", "model": {**m, "seq_len": int(r["seq_len"]), "precision": "bf16"},
+        "name": "mlperf",
+        "model": {**m, "seq_len": int(r["seq_len"]), "precision": "bf16"},
         "batch": {"policy": "fixed-global", "global_samples": int(r["global_batch_seqs"]), "micro_samples": 1},
-        "parallelism": {"strategy": "ddp", "tensor_parallel_degree": int(r["tp"]), "pipeline_parallel_degree": int(r["pp"]),
-                        "context_parallel_degree": int(r["cp"]), "tensor_parallel_across_nodes": int(r["tp"]) > sysd["gpus_per_node"],
-                        **({"pipeline_schedule": "interleaved", "pipeline_virtual_stages": virtual_stages}
-                           if virtual_stages > 1 else {})},
-        "cluster": cluster, "job": {"steps": 1}, "tiers": [{"name": "x", "usd_per_gpu_hour": 1.0}],
+        "parallelism": {
+            "strategy": "ddp",
+            "tensor_parallel_degree": int(r["tp"]),
+            "pipeline_parallel_degree": int(r["pp"]),
+            "context_parallel_degree": int(r["cp"]),
+            "tensor_parallel_across_nodes": int(r["tp"]) > sysd["gpus_per_node"],
+            **(
+                {"pipeline_schedule": "interleaved", "pipeline_virtual_stages": virtual_stages}
+                if virtual_stages > 1
+                else {}
+            ),
+        },
+        "cluster": cluster,
+        "job": {"steps": 1},
+        "tiers": [{"name": "x", "usd_per_gpu_hour": 1.0}],
         "calibration": {"gpus": [gpus]},
     }
     return workload_from_dict(data, "mlperf")
@@ -127,19 +148,35 @@ def series_errors(path: Path = DATA, virtual_stages: int = 1) -> list[dict]:
                 predicted = c * w * b + e * d
                 tokens0 = float(base["global_batch_seqs"]) / int(base["gpus"])
                 naive = t0 * (float(r["global_batch_seqs"]) / int(r["gpus"])) / tokens0
-                out.append({"series": f"{key[0]} {key[1]} {key[2]} tp{key[4]} pp{key[5]} cp{key[6]}", "variant": variant,
-                            "fit_gpus": int(base["gpus"]), "gpus": int(r["gpus"]), "layout": label,
-                            "measured_s": measured, "predicted_s": predicted, "naive_s": naive,
-                            "error": predicted / measured - 1, "naive_error": naive / measured - 1,
-                            "bubble": 1 - 1 / b, "dp_seconds": d, "source": r["source"]})
+                out.append(
+                    {
+                        "series": f"{key[0]} {key[1]} {key[2]} tp{key[4]} pp{key[5]} cp{key[6]}",
+                        "variant": variant,
+                        "fit_gpus": int(base["gpus"]),
+                        "gpus": int(r["gpus"]),
+                        "layout": label,
+                        "measured_s": measured,
+                        "predicted_s": predicted,
+                        "naive_s": naive,
+                        "error": predicted / measured - 1,
+                        "naive_error": naive / measured - 1,
+                        "bubble": 1 - 1 / b,
+                        "dp_seconds": d,
+                        "source": r["source"],
+                    }
+                )
     return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--virtual-stages", type=int, default=1,
-                    help="read the runs as interleaved 1F1B with this many model chunks per GPU (default 1: 1F1B)")
+    ap.add_argument(
+        "--virtual-stages",
+        type=int,
+        default=1,
+        help="read the runs as interleaved 1F1B with this many model chunks per GPU (default 1: 1F1B)",
+    )
     args = ap.parse_args(argv)
     if not DATA.is_file():
         print(f"skipped: {DATA} not found")
@@ -148,16 +185,22 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'series':44} {'variant':8} {'fit':>5} {'GPUs':>6} {'measured':>9} {'predicted':>9} {'err':>7} "
-          f"{'naive err':>9} {'bubble':>6} {'DP s':>6}  layout")
+    print(
+        f"{'series':44} {'variant':8} {'fit':>5} {'GPUs':>6} {'measured':>9} {'predicted':>9} {'err':>7} "
+        f"{'naive err':>9} {'bubble':>6} {'DP s':>6}  layout"
+    )
     for r in rows:
-        print(f"{r['series']:44} {r['variant']:8} {r['fit_gpus']:5d} {r['gpus']:6d} {r['measured_s']:9.3f} "
-              f"{r['predicted_s']:9.3f} {r['error']:+7.1%} {r['naive_error']:+9.1%} {r['bubble']:6.1%} "
-              f"{r['dp_seconds']:6.2f}  {r['layout']}")
+        print(
+            f"{r['series']:44} {r['variant']:8} {r['fit_gpus']:5d} {r['gpus']:6d} {r['measured_s']:9.3f} "
+            f"{r['predicted_s']:9.3f} {r['error']:+7.1%} {r['naive_error']:+9.1%} {r['bubble']:6.1%} "
+            f"{r['dp_seconds']:6.2f}  {r['layout']}"
+        )
     for variant in ("overlap", "exposed"):
         sel = [r for r in rows if r["variant"] == variant]
-        print(f"{variant}: median |error| {statistics.median(abs(r['error']) for r in sel):.1%}, "
-              f"naive {statistics.median(abs(r['naive_error']) for r in sel):.1%} over {len(sel)} predictions")
+        print(
+            f"{variant}: median |error| {statistics.median(abs(r['error']) for r in sel):.1%}, "
+            f"naive {statistics.median(abs(r['naive_error']) for r in sel):.1%} over {len(sel)} predictions"
+        )
     return 0
 
 

@@ -5,10 +5,10 @@ positive step times, the layout of its run and probes of every mesh group."""
 from __future__ import annotations
 
 import pytest
-from calibrate_support import small_workload
-from conftest import run_cli
 
 from advisor.calibration_data import load_calibration
+from calibrate_support import small_workload
+from conftest import run_cli
 
 pytestmark = pytest.mark.slow
 

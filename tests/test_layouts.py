@@ -4,13 +4,14 @@ spec's degree checks through the real CLI."""
 
 from __future__ import annotations
 
+import tomllib
+
 import numpy as np
 import pytest
-import tomllib
-from conftest import WORKLOADS, run_cli
 
 from advisor import layouts as L
 from advisor.spec import workload_from_dict
+from conftest import WORKLOADS, run_cli
 
 RENTAL = tomllib.loads((WORKLOADS / "rental-ethernet.toml").read_text())
 
@@ -51,7 +52,8 @@ def test_hsdp_shards_in_the_node_and_all_reduces_the_shard_across(nodes):
     assert links.inter_bytes[0] == pytest.approx(2 * (nodes - 1) / nodes * G)
     flat = L.build(w, [8 * nodes], strategy="fsdp").link_seconds(w)
     assert flat.inter_bytes[0] / links.inter_bytes[0] == pytest.approx(
-        3 * (8 * nodes - 1) / (8 * nodes) / (2 * (nodes - 1) / nodes))
+        3 * (8 * nodes - 1) / (8 * nodes) / (2 * (nodes - 1) / nodes)
+    )
 
 
 def test_fsdp_regathers_parameters_every_micro_batch():
@@ -79,8 +81,15 @@ def test_tensor_parallel_all_reduces_activations_per_layer():
 def test_pipeline_bubble_megatron():
     w = spec({"strategy": "fsdp", "pipeline_parallel_degree": 4, "pipeline_microbatches": 8})
     assert L.build(w, [32]).bubble_fraction(w)[0] == pytest.approx(3 / (8 + 3))
-    w = spec({"strategy": "fsdp", "pipeline_parallel_degree": 4, "pipeline_microbatches": 8,
-              "pipeline_schedule": "interleaved", "pipeline_virtual_stages": 2})
+    w = spec(
+        {
+            "strategy": "fsdp",
+            "pipeline_parallel_degree": 4,
+            "pipeline_microbatches": 8,
+            "pipeline_schedule": "interleaved",
+            "pipeline_virtual_stages": 2,
+        }
+    )
     lay = L.build(w, [32])
     assert lay.bubble_fraction(w)[0] == pytest.approx(3 / (16 + 3))
     pp = next(t for t in lay.traffic(w) if t.name.startswith("pp"))
@@ -118,8 +127,10 @@ def test_memory_uses_the_layouts_degrees():
     fsdp = spec({"strategy": "fsdp"})
     hsdp = spec({"strategy": "hsdp"})
     ddp = spec({"strategy": "ddp"})
-    states = {name: L.build(w, [16]).memory_bytes(w)[0] - footprint(w, [16], dp_shard=1, tp=1, pp=1, cp=1).activations[0]
-              for name, w in (("fsdp", fsdp), ("hsdp", hsdp), ("ddp", ddp))}
+    states = {
+        name: L.build(w, [16]).memory_bytes(w)[0] - footprint(w, [16], dp_shard=1, tp=1, pp=1, cp=1).activations[0]
+        for name, w in (("fsdp", fsdp), ("hsdp", hsdp), ("ddp", ddp))
+    }
     # ZeRO-3: 16 bytes per parameter over the shard group (16 GPUs, 8 in HSDP's node, 1 under DDP)
     assert states["ddp"] - states["fsdp"] == pytest.approx(16 * 8.0e9 * (1 - 1 / 16), rel=0.02)
     assert states["ddp"] - states["hsdp"] == pytest.approx(16 * 8.0e9 * (1 - 1 / 8), rel=0.02)
@@ -128,11 +139,14 @@ def test_memory_uses_the_layouts_degrees():
 BASE = (WORKLOADS / "rental-ethernet.toml").read_text()
 
 
-@pytest.mark.parametrize("lines, expected", [
-    ("tensor_parallel_degree = 16", "parallelism.tensor_parallel_degree: exceeds cluster.gpus_per_node (8)"),
-    ("data_parallel_shard_degree = 3", "parallelism.data_parallel_shard_degree: the degrees multiply to"),
-    ("data_parallel_replicate_degree = 2", "parallelism.data_parallel_replicate_degree: fsdp shards over every"),
-])
+@pytest.mark.parametrize(
+    "lines, expected",
+    [
+        ("tensor_parallel_degree = 16", "parallelism.tensor_parallel_degree: exceeds cluster.gpus_per_node (8)"),
+        ("data_parallel_shard_degree = 3", "parallelism.data_parallel_shard_degree: the degrees multiply to"),
+        ("data_parallel_replicate_degree = 2", "parallelism.data_parallel_replicate_degree: fsdp shards over every"),
+    ],
+)
 def test_bad_degrees_exit_2_with_the_dotted_path(tmp_path, lines, expected):
     text = BASE.replace('strategy = "fsdp"', f'strategy = "fsdp"\n{lines}')
     assert text != BASE
@@ -172,8 +186,11 @@ def test_choose_picks_the_fastest_layout_that_fits_and_says_what_it_beat():
 
 
 def test_choose_skips_layouts_that_do_not_fit_in_memory():
-    w = spec({"strategy": "auto", "activation_checkpoint": "full"}, cluster={"gpu_memory": "80 GB"},
-             model={"params": "20B", "layers": 48, "hidden": 6144, "heads": 48, "seq_len": 2048})
+    w = spec(
+        {"strategy": "auto", "activation_checkpoint": "full"},
+        cluster={"gpu_memory": "80 GB"},
+        model={"params": "20B", "layers": 48, "hidden": 6144, "heads": 48, "seq_len": 2048},
+    )
     choice = L.choose(w, np.array([16]), None, _declared_step)
     ddp = next(k for k, lay in enumerate(choice.layouts) if lay.name == "ddp")
     assert not np.isfinite(choice.seconds[ddp, 0])  # 16 bytes x 20B per GPU does not fit 80 GB
@@ -184,7 +201,6 @@ def test_a_group_on_half_filled_nodes_crosses_them():
     w = spec({"strategy": "fsdp"})
     links = L.build(w, [8], [2]).link_seconds(w)  # 8 GPUs as 4 + 4 on two nodes
     assert links.intra_bytes[0] == 0 and links.inter_bytes[0] == pytest.approx(3 * 7 / 8 * G)
-
 
 
 def test_the_model_sums_each_links_own_traffic():
@@ -198,3 +214,16 @@ def test_the_model_sums_each_links_own_traffic():
     assert col["intra_bandwidth"][1] == pytest.approx(3 * 7 / 8 * G / 450e9)
     assert col["inter_bandwidth"][1] == pytest.approx(2 * 1 / 2 * G / 12.5e9)
     assert col["intra_bandwidth"][0] == pytest.approx(3 * 7 / 8 * G / 450e9) and col["inter_bandwidth"][0] == 0
+
+
+def test_a_recorded_layout_label_reads_back_as_its_workload():
+    w = spec({"strategy": "fsdp"})
+    for strategy, label in (
+        ("hsdp", "dp_shard=8, dp_replicate=2, tp=1, pp=1"),
+        ("fsdp", "dp_shard=8, dp_replicate=1, tp=2, pp=1"),
+        ("ddp", "dp_shard=1, dp_replicate=16, tp=1, pp=1"),
+    ):
+        lw = L.layout_workload(w, label)
+        assert lw.parallelism.strategy == strategy
+        assert L.build(lw, [16]).label() == label
+    assert L.layout_workload(w, "not a layout") is w

@@ -13,8 +13,10 @@ def test_llm70b_predicts_at_1024_and_2048_with_its_layout():
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["predictions"]
     # tp = 8 inside each node; FSDP over the rest (data_parallel_shard_degree = -1)
-    assert [row["layout"] for row in rows] == ["dp_shard=128, dp_replicate=1, tp=8, pp=1",
-                                               "dp_shard=256, dp_replicate=1, tp=8, pp=1"]
+    assert [row["layout"] for row in rows] == [
+        "dp_shard=128, dp_replicate=1, tp=8, pp=1",
+        "dp_shard=256, dp_replicate=1, tp=8, pp=1",
+    ]
     assert all(row["step_seconds"] > 0 for row in rows)
 
 
@@ -34,3 +36,16 @@ def test_auto_picks_hsdp_across_nodes_on_ethernet_and_says_what_it_beat():
     assert at[8]["strategy"] == "fsdp"
     assert at[16]["strategy"] == "hsdp" and at[16]["layout"] == "dp_shard=8, dp_replicate=2, tp=1, pp=1"
     assert "faster per step than fsdp" in at[16]["layout_why"]
+
+
+def test_auto_on_llm70b_never_offers_a_layout_that_cannot_hold_the_state():
+    r = run_cli("recommend", WORKLOADS / "llm70b.toml", "--layouts", "auto", "--json")
+    assert r.returncode in (0, 3), r.stderr
+    doc = json.loads(r.stdout)
+    plans = [p for p in doc["candidates"] if p["tier"] == "on-demand"]
+    assert plans
+    for p in plans:
+        assert p["layout"].endswith("tp=8, pp=1")  # --layouts auto keeps the spec's tensor parallelism
+        # DDP with TP 8 keeps 16 bytes x 70.6B / 8 = 141 GB of state on every GPU: never in 80 GB
+        assert p["strategy"] != "ddp"
+        assert p["memory_bytes_per_gpu"] <= 80e9

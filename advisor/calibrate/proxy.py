@@ -31,7 +31,8 @@ class Block(nn.Module):
     one all-reduce after each row-parallel layer in the forward, one per column-parallel input in the
     backward. Under TP each rank holds heads / tp heads; `forward` reads the local width."""
 
-    TP_PLAN: ClassVar[dict[str, str]] = {"q": "colwise", "k": "colwise", "v": "colwise", "proj": "rowwise", "fc": "colwise", "out": "rowwise"}
+    TP_PLAN: ClassVar[dict[str, str]] = {"q": "colwise", "k": "colwise", "v": "colwise", "proj": "rowwise",
+                                         "fc": "colwise", "out": "rowwise"}
 
     def __init__(self, hidden: int, heads: int):
         super().__init__()
@@ -114,7 +115,8 @@ def pipeline_stages(shape: ProxyShape, stages: int, ranks: int, rank: int) -> li
     bounds = [0]
     for i in range(stages):
         bounds.append(bounds[-1] + base + (1 if i < extra else 0))
-    return [(i, StageProxy(shape, bounds[i], bounds[i + 1], i == 0, i == stages - 1)) for i in range(rank, stages, ranks)]
+    return [(i, StageProxy(shape, bounds[i], bounds[i + 1], i == 0, i == stages - 1))
+            for i in range(rank, stages, ranks)]
 
 
 def pipeline_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -184,7 +184,8 @@ class Rank:
             if low:  # communicate gradients in the compute dtype, as the spec's gradient bytes assume
                 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-                hook = default_hooks.bf16_compress_hook if self.dtype == torch.bfloat16 else default_hooks.fp16_compress_hook
+                bf16 = self.dtype == torch.bfloat16
+                hook = default_hooks.bf16_compress_hook if bf16 else default_hooks.fp16_compress_hook
                 model.register_comm_hook(None, hook)
             self.autocast = (lambda: torch.autocast(self.device.type, dtype=self.dtype)) if low else nullcontext
             return model
@@ -193,7 +194,8 @@ class Rank:
         dp_mesh, tp_mesh = self.mesh_parts
         if tp_mesh is not None:
             model = tensor_parallel(model, tp_mesh)
-        policy = MixedPrecisionPolicy(param_dtype=self.dtype, reduce_dtype=self.dtype) if low else MixedPrecisionPolicy()
+        policy = MixedPrecisionPolicy(param_dtype=self.dtype, reduce_dtype=self.dtype) if low \
+            else MixedPrecisionPolicy()
         if dp_mesh is not None:
             for block in model.blocks:
                 fully_shard(block, mesh=dp_mesh, mp_policy=policy)
@@ -227,7 +229,8 @@ class Rank:
         self.last = any(s.is_last for s in stages)
         micro = self.workload.parallelism.pipeline_microbatches or len(self.plan.micro_batches)
         if self.plan.per_gpu % micro:
-            raise ValueError(f"pipeline: {self.plan.per_gpu} samples per data-parallel rank do not split into {micro} micro-batches")
+            raise ValueError(f"pipeline: {self.plan.per_gpu} samples per data-parallel rank do not split into "
+                             f"{micro} micro-batches")
         if v > 1:
             self.schedule = ScheduleInterleaved1F1B(stages, n_microbatches=micro, loss_fn=pipeline_loss)
         else:

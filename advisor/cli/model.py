@@ -94,7 +94,10 @@ def _default_counts(m) -> list[tuple[int, int]]:
         counts.append(n)
         n *= 2
     counts.append(top)
-    return [(g, int(m.workload.nodes(g))) for g in counts]
+    from advisor.layouts import build
+
+    valid = build(m.workload, counts).valid  # counts the parallel layout can split (tp x pp x cp divides them)
+    return [(g, int(m.workload.nodes(g))) for g, ok in zip(counts, valid, strict=True) if ok]
 
 
 @app.command()

@@ -85,13 +85,11 @@ class Traffic:
     overlappable: bool = True
 
     def bus_bytes(self) -> np.ndarray:
-        """Bytes each rank moves per step (nccl-tests bus-bandwidth factors)."""
+        """Bytes each rank moves per step (nccl-tests bus-bandwidth factors; a send moves its buffer once)."""
+        from advisor.scaling.features import busbw_factor
+
         k = self.group.astype(float)
-        factor = (
-            np.where(k > 1, 1.0, 0.0)
-            if self.op == "send_recv"
-            else (2.0 if self.op == "all_reduce" else 1.0) * (k - 1) / np.maximum(k, 1)
-        )
+        factor = np.where(k > 1, 1.0, 0.0) if self.op == "send_recv" else busbw_factor(self.op, np.maximum(k, 1))
         return self.calls * factor * self.nbytes
 
 

@@ -11,7 +11,15 @@ and answers, per GPU count and node count:
   bytes per GPU over the intra-node link, bytes per node through its NICs, and latency hops on each.
   One step can use both links (HSDP: reduce-scatter in the node, all-reduce across nodes).
 - `data_parallel_size` (sets the samples per GPU), `bubble_fraction` (pipeline idle share),
-  `state_bytes` and `activation_bytes` per GPU, `fits()` in GPU memory.
+  `memory_bytes()` (state + activations per GPU, advisor.memory) and `fits()` in GPU memory.
+
+Who calls what: `build(workload, gpus, nodes)` is the spec's layout (the worker builds its meshes
+from it; advisor.scaling.features.link_seconds_at_declared / pipeline_factor feed the step-time
+model; advisor.memory takes its default degrees from `shard_degree`). Under strategy 'auto',
+`candidates` are tried by `choose` (any step-time function), `predict` (a ScalingModel, for
+`advisor predict`) and `sweep` (advisor.planning's price sweep, for `advisor recommend`), each
+candidate as a concrete workload (`with_layout`, `candidate_workload`); `layout_workload` reads a
+recorded label ("dp_shard=8, dp_replicate=4, tp=1, pp=1") back, e.g. for a calibration run's peak.
 
 Volumes (bus-bandwidth convention of NVIDIA/nccl-tests doc/PERFORMANCE.md: a ring all-reduce of S
 bytes over k ranks moves 2(k-1)/k·S per rank, a reduce-scatter or all-gather (k-1)/k·S):

@@ -219,23 +219,22 @@ class Layout:
 
     # -- the work of one data-parallel rank --------------------------------------------------
     def samples_per_rank(self, w: Workload) -> np.ndarray:
-        """Samples one data-parallel rank processes per step (at least 1)."""
-        dp = np.maximum(self.data_parallel_size, 1).astype(float)
-        if w.batch.policy == "fixed-global":
-            return np.maximum(np.floor(w.batch.global_samples / dp), 1.0)
-        return np.full(dp.shape, float(w.batch.per_gpu_samples))
+        """Samples one data-parallel rank processes per step (at least 1; advisor.planning.batch)."""
+        from advisor.planning.batch import per_gpu_batch
 
-    def global_batch(self, w: Workload) -> np.ndarray:
-        return self.samples_per_rank(w) * self.data_parallel_size
+        return np.maximum(np.floor(per_gpu_batch(w, self.gpus)), 1.0)
 
     def micro_batches(self, w: Workload) -> tuple[np.ndarray, np.ndarray]:
-        """(micro-batches per step, samples per micro-batch) on one data-parallel rank."""
+        """(micro-batches per step, samples per micro-batch) on one data-parallel rank: the
+        pipeline's micro-batches when declared, else the batch's (advisor.planning.batch)."""
+        from advisor.planning.batch import micro_batch
+
         per = self.samples_per_rank(w)
         pipeline = w.parallelism.pipeline_microbatches
         if pipeline is not None:
             m = np.full(per.shape, float(pipeline))
             return m, per / m
-        micro = np.minimum(float(w.batch.micro_samples or 0) or per, per)
+        micro = np.minimum(micro_batch(w, self.gpus), per)
         return np.ceil(per / micro), micro
 
     def bubble_fraction(self, w: Workload) -> np.ndarray:

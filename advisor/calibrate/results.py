@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
 
 from advisor.calibrate.environment import merge_environments
 from advisor.calibration_data import (
@@ -69,6 +69,15 @@ class RankResult(_Result):
     collectives: list[ProbeResult] = []
     environment: dict[str, EnvValue] = {}
     layout: Optional[Annotated[str, Field(max_length=200)]] = None
+
+    @field_validator("environment")
+    @classmethod
+    def _hosts_are_names(cls, env: dict) -> dict:
+        """`hosts` is united across runs (environment.merge_environments): a list of host names."""
+        hosts = env.get("hosts", [])
+        if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+            raise ValueError("environment.hosts must be a list of host names")
+        return env
 
 
 def parse_result(data: object, path: Path) -> dict:

@@ -310,7 +310,7 @@ def test_hostile_collect_result(tmp_path, case):
         expected = "step_seconds: required"
     else:
         write_result(folder, valid_result(), ranks=1)
-        prefix, expected = str(folder), "incomplete run: no rank<R>.json from 1 rank(s) [1]"
+        prefix, expected = str(folder), "incomplete run: no rank<R>.json from 1 rank [1]"
     (code, out, err), cal = _collect(tmp_path, spec)
     assert_clean(code, out, err, prefix, expected)
     assert not cal.exists()

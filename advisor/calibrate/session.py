@@ -174,7 +174,7 @@ def _sweep(event: Callable[[str, str], None]) -> None:
     """Remove result folders of calibrations whose process died (SIGKILL); name unowned ones."""
     removed, unowned = scratch.sweep()
     if removed:
-        event("clean", f"removed {len(removed)} result folder(s) left by calibrations that were killed: "
+        event("clean", f"removed {plural(len(removed), 'result folder')} left by calibrations that were killed: "
                        + ", ".join(map(str, removed)))
     if unowned:
         event("warn", "result folders of an older advisor, not removed (delete them when no calibration "

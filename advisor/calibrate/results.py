@@ -14,8 +14,16 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from advisor.calibrate.environment import merge_environments
-from advisor.calibration_data import (MAX_BUSBW_GBPS, MAX_MESSAGE_BYTES, Calibration, Collective, Count, Positive,
-                                      Run, Steps)
+from advisor.calibration_data import (
+    MAX_BUSBW_GBPS,
+    MAX_MESSAGE_BYTES,
+    Calibration,
+    Collective,
+    Count,
+    Positive,
+    Run,
+    Steps,
+)
 from advisor.errors import InputError
 from advisor.fileio import load_json
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT, Workload

@@ -1,4 +1,4 @@
-"""Commands of the scaling model: fit, predict, backtest (DESIGN.md §4).
+"""Commands of the scaling model: fit, predict, backtest (the model: docs/model.md).
 
 Thin: each parses options, calls `advisor.scaling.model`, prints a table (stdout) or one JSON document
 (`--json`); warnings go to stderr (and into the JSON). numpy, scikit-learn and matplotlib are
@@ -28,6 +28,11 @@ def _model(workload, calibration, measurements, family):
     return build_model(w, calibration=calibration, measurements=measurements, family=family)
 
 
+def _uncal(m) -> str:
+    """The mark every uncalibrated table title carries."""
+    return "" if m.calibrated else "UNCALIBRATED (prior only, no measurement): "
+
+
 def _pct(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.1f}%"
 
@@ -49,28 +54,26 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
     meas = desc["measured"]
     con.print(f"{m.workload.name}: {plural(meas['runs'], 'run')} ({plural(meas['steps'], 'step')}) at GPUs {meas['gpus']}, "
               f"up to {plural(meas['max_nodes'], 'node')}, {plural(meas['probes'], 'collective probe')}, from {meas['source']}")
-    t = Table(title="model families, leave-one-count-out CV (mean abs. % error on held-out counts)")
+    t = Table(title=_uncal(m) + "leave-one-count-out CV (mean abs. % error on held-out counts)")
     for col in ("family", "CV error", "form"):
         t.add_column(col)
     for f in desc["families"]:
         t.add_row(("✔ " if f["name"] == m.family else "  ") + f["name"], _pct(f["cv_mape"]), f["summary"])
     t.add_row("  naive linear", _pct(desc["naive_linear_cv_mape"]), "per-GPU throughput of the largest count, held")
     con.print(t)
-    c = Table(title=f"coefficients of '{m.family}' (90% bootstrap range)")
+    c = Table(title=f"{_uncal(m)}coefficients of '{m.family}' (90% posterior range)")
     for col in ("term", "value", "90% range", "unit"):
         c.add_column(col, no_wrap=col != "unit")
     for k in desc["coefficients"]:
-        rng = ("fixed: declared speed" if k["fixed"] else
-               "- (nothing to resample)" if k["low"] == k["high"] else interval(k['low'], k['high']))
+        rng = "fixed" if k["fixed"] else "-" if k["low"] == k["high"] else interval(k['low'], k['high'])
         c.add_row(k["name"], f"{k['value']:.4g}", rng, k["unit"])
     if "overlap_gamma" in desc:
         c.add_row("overlap γ", f"{desc['overlap_gamma']:.3g}", "", "1 none … 10 full")
     con.print(c)
     iv = desc["interval"]
-    widening = f"{iv['widening_per_doubling']:.0%} per doubling past the data ({'measured by forward CV' if iv['widening_measured'] else 'assumed'})"
-    alts = f"; plus disagreement of {', '.join(iv['alternatives'])} (CV cannot tell them apart)" if iv["alternatives"] else ""
-    con.print(f"90% intervals: {iv['bootstrap']} bootstrap refits (runs and steps), {iv['residuals']} out-of-sample residuals, "
-              f"widening {widening}{alts}")
+    con.print(f"90% intervals: the posterior of the coefficients ({iv['posterior_draws']} draws for the ranges above), "
+              f"{plural(iv['residuals'], 'out-of-sample residual')}, noise growing {iv['widening_per_doubling']:.0%} per "
+              "doubling past the data (set on the published corpus)")
     r = Table(title="residuals (in-sample, median step per run)")
     for col in ("GPUs", "nodes", "batch", "measured s", "fitted s", "error"):
         r.add_column(col, justify="right")
@@ -115,7 +118,7 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
     from rich.table import Table
 
     desc = m.describe()
-    t = Table(title=f"{m.workload.name}: model '{m.family}' (CV error {_pct(desc['cv_mape'])}), "
+    t = Table(title=f"{_uncal(m)}{m.workload.name}: model '{m.family}' (CV error {_pct(desc['cv_mape'])}), "
                     f"speedup vs {plural(m.baseline_gpus, 'GPU')}, 90% intervals")
     cols = ("GPUs", "nodes", "step s", "step 90%", "samples/s", "samples/s 90%", "speedup", "efficiency", "MFU", "naive samples/s")
     for col in cols:

@@ -5,7 +5,6 @@ tiny-cpu calibration (a real CPU run) and the llm7b published one."""
 from __future__ import annotations
 
 import math
-
 import re
 
 import pytest

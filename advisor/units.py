@@ -128,7 +128,7 @@ def _parse(value: object, units: dict[str, float], kind: str) -> float:
         except OverflowError:  # an integer too large for a float (TOML allows 64-bit; Python any)
             number = math.inf
     if math.isinf(number) and not (isinstance(value, float) and math.isinf(value)):
-        raise ValueError(f"number out of range for a {kind} (a 64-bit float ends at 1.8e308)")
+        raise ValueError(f"{kind} is too large (a 64-bit float ends at 1.8e308)")
     if not math.isfinite(number):
         raise ValueError(f"{kind} must be a finite number")
     return number

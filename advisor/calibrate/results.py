@@ -118,7 +118,8 @@ def read_result_dir(folder: Path) -> dict:
 def find_result_dirs(root: Path) -> list[Path]:
     """Every folder under `root` (itself included) holding a result.json, sorted."""
     if not root.is_dir():
-        raise InputError.at(root, "", "no such directory (--collect wants the --results folder of the emitted runs)")
+        what = "not a directory" if root.exists() else "no such directory"
+        raise InputError.at(root, "", f"{what} (--collect wants the --results folder of the emitted runs)")
     return sorted(p.parent for p in root.rglob("result.json"))
 
 

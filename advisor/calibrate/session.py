@@ -34,6 +34,10 @@ from advisor.fileio import check_output_target, exclusive_lock, signals_deferred
 from advisor.placement import parse_placements
 from advisor.spec import Workload, load_workload
 
+#: Most ranks one local calibration starts: each is a process with its own torch import (~300 MB);
+#: 256 already needs ~75 GB of memory, more than any one host this is meant for.
+MAX_LOCAL_RANKS = 256
+
 #: Note added to provenance of CPU calibrations.
 CPU_NOTE = "CPU processes with gloo stand in for GPUs, one OpenMP thread each; the proxy ran in fp32 on CPU"
 
@@ -83,7 +87,7 @@ def local_counts(w: Workload, gpus: Optional[str], device: str, available: Optio
             counts = [n for n in counts if n <= available] or [available]
         return counts
     # A bare N here means N ranks on this machine (one node), whatever the cluster's node size:
-    # on CPU any N is allowed; on CUDA the visible GPUs cap it below.
+    # on CPU up to MAX_LOCAL_RANKS; on CUDA the visible GPUs cap it below.
     placements = parse_placements(gpus, gpus_per_node=sys.maxsize)
     if len({n for n, _ in placements}) != len(placements):
         raise InputError.at("--gpus", "", "counts must be unique", gpus)
@@ -92,6 +96,9 @@ def local_counts(w: Workload, gpus: Optional[str], device: str, available: Optio
             raise InputError.at("--gpus", "", f"{n}@{nodes} spans nodes: use --emit torchrun|slurm and --collect", gpus)
         if available is not None and n > available:
             raise InputError.at("--gpus", "", f"{n} GPUs asked, this machine has {available}", gpus)
+        if n > MAX_LOCAL_RANKS:
+            raise InputError.at("--gpus", "", f"{n} ranks on one host: at most {MAX_LOCAL_RANKS} (more ranks run "
+                                "as multi-node counts: --emit torchrun)", gpus)
     return [n for n, _ in placements]
 
 

@@ -150,7 +150,7 @@ def _cal_case(name):
         "gpus 1e20": ("runs.0.gpus", 10**20, "runs[0].gpus: must be <= 1048576"),
         "gpus true": ("runs.0.gpus", True, "runs[0].gpus: Input should be a valid integer"),
         "nodes 1e20": ("runs.0.nodes", 10**20, "runs[0].nodes: must be <= 1048576"),
-        "step 1e300": ("runs.0.step_seconds", [1e300], "runs[0].step_seconds[0]: must be <= 1000000"),
+        "step 1e300": ("runs.0.step_seconds", [1e300], "runs[0].step_seconds[0]: must be <= 1e+06"),
         "comm length": ("runs.0.comm_seconds", [0.1] * 9, "runs[0].comm_seconds: one value per step"),
         "probe op": ("collectives.0.op", "all_to_all", "collectives[0].op"),
         "probe busbw negative": ("collectives.0.busbw", -1.0, "collectives[0].busbw: must be >= 0"),

@@ -84,6 +84,12 @@ SPEC_VALUES = {
     "flops 1e300": ("model.flops_per_sample", 1e300, "must be <= 1e+24"),
     "noise scale 1e300": ("batch.gradient_noise_scale", 1e300, "must be <= 1e+14"),
     "deep value": ("model.params", _deep(), "nested more than 32 levels deep"),
+    # positive but so small the model would overflow to infinity
+    "peak_flops 1e-300": ("cluster.peak_flops", 1e-300, "cluster.peak_flops: must be >= 1e+06"),
+    "intra bandwidth 1e-300": ("cluster.intra_node_bandwidth", 1e-300, "must be >= 1000"),
+    "inter bandwidth 1e-300": ("cluster.inter_node_bandwidth", "1e-300 Gbit/s", "must be >= 1000"),
+    "params 1e-300": ("model.params", 1e-300, "model.params: must be >= 1"),
+    "steps 1e-300": ("job.steps", 1e-300, "job.steps: must be >= 1"),
     "model not a table": ("model", 5, "model"),
     "tiers not a list": ("tiers", "x", "tiers"),
 }

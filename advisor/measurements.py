@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from advisor.calibration_data import MAX_SECONDS
+from advisor.calibration_data import MAX_SECONDS, MIN_SECONDS
 from advisor.errors import InputError
 from advisor.fileio import MAX_CSV_BYTES, read_input_text
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
@@ -270,6 +270,8 @@ def _check_cells(t: CsvTable) -> None:
             raise t.fail(row, column, "must be a whole number")
         if (row := _first(present & (values > limit))) is not None:
             raise t.fail(row, column, f"must be <= {limit:.4g} (a physical upper bound)")
+        if column == "step_seconds" and (row := _first(present & (values < MIN_SECONDS))) is not None:
+            raise t.fail(row, column, f"must be >= {MIN_SECONDS:g} s (no step is shorter)")
 
 
 def _check_copies(t: CsvTable, matrix: np.ndarray) -> None:

@@ -157,6 +157,8 @@ def _cal_case(name):
         "gpus true": ("runs.0.gpus", True, "runs[0].gpus: Input should be a valid integer"),
         "nodes 1e20": ("runs.0.nodes", 10**20, "runs[0].nodes: must be <= 1048576"),
         "step 1e300": ("runs.0.step_seconds", [1e300], "runs[0].step_seconds[0]: must be <= 1e+06"),
+        "step 1e-300": ("runs.0.step_seconds", [1e-300], "runs[0].step_seconds[0]: must be >= 1e-09"),
+        "probe seconds 1e-300": ("collectives.0.seconds", 1e-300, "collectives[0].seconds: must be >= 1e-09"),
         "comm length": ("runs.0.comm_seconds", [0.1] * 9, "runs[0].comm_seconds: one value per step"),
         "probe op": ("collectives.0.op", "all_to_all", "collectives[0].op"),
         "probe busbw negative": ("collectives.0.busbw", -1.0, "collectives[0].busbw: must be >= 0"),
@@ -175,7 +177,7 @@ def _cal_case(name):
 
 
 CAL_NAMES = ["more nodes than gpus", "one count twice", "probe more nodes than gpus", "gpus 1e20", "gpus true",
-             "nodes 1e20", "step 1e300", "comm length", "probe op", "probe busbw negative", "probe busbw 1e300",
+             "nodes 1e20", "step 1e300", "step 1e-300", "probe seconds 1e-300", "comm length", "probe op", "probe busbw negative", "probe busbw 1e300",
              "probe gpus 1e12", "probe bytes float", "environment not a table", "setup not scalars",
              "runs not a list", "created true", "schema true", "deep environment"]
 
@@ -206,6 +208,7 @@ CSV_CASES = {
     "not UTF-8": (b"gpus,step_seconds\n1,\xff\n", "not UTF-8 text"),
     "quoted ragged": ('gpus,step_seconds\n"1,2",1\n2\n', "line 2.gpus: must be a number"),
     "throughput zero": ("gpus,throughput\n1,0\n2,1\n", "line 2.throughput: must be a positive number"),
+    "step 1e-300": ("gpus,step_seconds\n1,1e-300\n2,1\n", "line 2.step_seconds: must be >= 1e-09 s (no step is shorter)"),
 }
 
 
@@ -255,7 +258,7 @@ RESULT_EDITS = {
     "nodes more than gpus": ("nodes", 3, "nodes: more nodes than GPUs (2)"),
     "steps string": ("step_seconds", "x", "step_seconds"),
     "steps empty": ("step_seconds", [], "step_seconds"),
-    "steps negative": ("step_seconds", [-1], "step_seconds[0]: must be > 0"),
+    "steps negative": ("step_seconds", [-1], "step_seconds[0]: must be >= 1e-09"),
     "steps null": ("step_seconds", [None], "step_seconds[0]"),
     "steps object": ("step_seconds", {"a": 1}, "step_seconds"),
     "unknown op": ("collectives.0.op", "all_to_all", "collectives[0].op"),

@@ -10,4 +10,6 @@ from advisor.errors import InputError
 from advisor.spec import Workload, load_workload
 
 __version__ = "0.1.0"
-__all__ = ["Calibration", "InputError", "Workload", "load_calibration", "load_workload", "save_calibration", "__version__"]
+__all__ = [
+    "Calibration", "InputError", "Workload", "__version__", "load_calibration", "load_workload", "save_calibration",
+]

@@ -1,6 +1,6 @@
 """Calibration files: measured (or published) step times and collective probes for one workload.
 
-Contract: DESIGN.md §3. A file holds `schema`, `workload`, `[provenance]`, `[environment]`,
+Format: docs/formats.md. A file holds `schema`, `workload`, `[provenance]`, `[environment]`,
 `[[runs]]` (one per GPU count and placement: raw timed step seconds after warm-up) and
 `[[collectives]]` (probe timings with nccl-tests bus bandwidth). Files are written atomically
 (`advisor.fileio`) after every completed GPU count, so an interrupted calibration loses nothing.
@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Callable, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from advisor.errors import InputError, Problem
-from advisor.fileio import atomic_write_text
+from advisor.fileio import atomic_write_text, exclusive_lock
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
+from advisor.text import plural
 from advisor.validation import validation_error
 
 SCHEMA_VERSION = 1
@@ -152,8 +153,8 @@ def _run_problems(cal: Calibration, file: str) -> list[Problem]:
     for i, run in enumerate(cal.runs):
         key = (run.gpus, run.nodes)
         if key in seen:
-            out.append(Problem(file, f"runs[{i}]", f"repeats the placement of runs[{seen[key]}] ({run.gpus} GPUs over "
-                               f"{run.nodes} node(s)); keep one run per placement, its step_seconds "
+            out.append(Problem(file, f"runs[{i}]", f"repeats the placement of runs[{seen[key]}] ({plural(run.gpus, 'GPU')} over "
+                               f"{plural(run.nodes, 'node')}); keep one run per placement, its step_seconds "
                                "holding every repeat",
                                None, False))
         seen.setdefault(key, i)
@@ -198,16 +199,40 @@ def find_calibrations(name: str, workload_path: Optional[Path] = None) -> list[P
     return [p for p in found if p.is_file()]
 
 
+def merge_calibrations(cals: list[Calibration]) -> Calibration:
+    """Several calibration files of one workload as one: runs and probes together, the first file's
+    provenance and path. Runs are kept as they are: the same placement measured
+    twice is two measurements, which the model's bootstrap treats as repeated runs."""
+    if not cals:
+        raise ValueError("merge_calibrations needs at least one calibration")
+    if len(cals) == 1:
+        return cals[0]
+    return cals[0].model_copy(update={
+        "runs": [r for c in cals for r in c.runs],
+        "collectives": [c2 for c in cals for c2 in c.collectives],
+    })
+
+
+def load_calibrations(paths: list[str | Path], workload: Optional[str] = None) -> Calibration:
+    """Read several calibration files (each checked to belong to `workload`) and merge them."""
+    return merge_calibrations([load_calibration(p, workload) for p in paths])
+
+
+def update_calibration_file(path: str | Path, workload: str, new: Callable[[], Calibration],
+                            change: Callable[[Calibration], Calibration]) -> Calibration:
+    """Read-modify-write `path` under its lock: load it (or `new()` when absent), apply `change`,
+    write atomically. One place for every command that adds to an existing calibration file."""
+    path = Path(path)
+    with exclusive_lock(path):
+        cal = load_calibration(path, workload) if path.exists() else new()
+        cal = change(cal)
+        save_calibration(cal, path)
+    return cal.model_copy(update={"path": path})
+
+
 def load_workload_calibration(name: str, workload_path: Optional[Path] = None) -> Optional[Calibration]:
     """All checked-in calibrations of a workload merged into one (runs and probes together), or None."""
     paths = find_calibrations(name, workload_path)
     if not paths:
         return None
-    cals = [load_calibration(p, name) for p in paths]
-    if len(cals) == 1:
-        return cals[0]
-    first = cals[0]
-    return first.model_copy(update={
-        "runs": [r for c in cals for r in c.runs],
-        "collectives": [c2 for c in cals for c2 in c.collectives],
-    })
+    return load_calibrations(paths, name)

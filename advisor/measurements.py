@@ -26,6 +26,7 @@ import numpy as np
 
 from advisor.calibration_data import MAX_SECONDS, MIN_SECONDS
 from advisor.errors import InputError
+from advisor.text import plural
 from advisor.fileio import MAX_CSV_BYTES, read_input_text
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
 
@@ -309,7 +310,7 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
     if (row := _first(nodes > gpus)) is not None:
         raise t.fail(row, "nodes", f"more nodes than GPUs ({gpus[row]})", int(nodes[row]))
     if (row := _first(-(-gpus // nodes) > per_node)) is not None:
-        raise t.fail(row, "nodes", f"{gpus[row]} GPUs on {nodes[row]} node(s) exceed cluster.gpus_per_node "
+        raise t.fail(row, "nodes", f"{plural(int(gpus[row]), 'GPU')} on {plural(int(nodes[row]), 'node')} exceed cluster.gpus_per_node "
                      f"({per_node})",
                      int(nodes[row]))
     batch = v["global_batch"] if "global_batch" in v else np.full(len(gpus), np.nan)
@@ -340,3 +341,35 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
         for i, (g, n, b) in enumerate(zip(cols["gpus"].tolist(), cols["nodes"].tolist(), cols["global_batch"].tolist()))
     ]
     return Measurements(runs, [], table.file)
+
+
+def combine_measurements(workload: "Workload", cal: Optional["Calibration"] = None,
+                         csv_measurements: Optional[Measurements] = None) -> Measurements:
+    """One set of measurements from a (merged) calibration file and a measurement CSV: the file's
+    runs and collective probes plus the CSV's runs. A calibration that holds only probes (an
+    imported nccl-tests log) adds them to the CSV's step times; the CSV cannot carry probes."""
+    runs: list[MeasuredRun] = []
+    probes: list = []
+    sources: list[str] = []
+    if cal is not None:
+        if cal.runs:
+            runs += from_calibration(cal, workload).runs
+        probes += list(cal.collectives)
+        sources.append(str(cal.path or "<calibration>"))
+    if csv_measurements is not None:
+        runs += csv_measurements.runs
+        probes += csv_measurements.probes
+        sources.append(csv_measurements.source)
+    return Measurements(runs, probes, " + ".join(sources))
+
+
+def combine_sources(workload: "Workload", calibration=None, measurements=None) -> Measurements:
+    """What --calibration (a file, a Calibration, or a list of either: merged) and --measurements
+    (a CSV path or Measurements) name, as one set of measurements (combine_measurements)."""
+    from advisor.calibration_data import Calibration, load_calibration, merge_calibrations
+
+    items = calibration if isinstance(calibration, (list, tuple)) else [] if calibration is None else [calibration]
+    cals = [c if isinstance(c, Calibration) else load_calibration(c, workload.name) for c in items]
+    csv = measurements if measurements is None or isinstance(measurements, Measurements) else \
+        read_measurements_csv(measurements, workload)
+    return combine_measurements(workload, merge_calibrations(cals) if cals else None, csv)

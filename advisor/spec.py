@@ -16,25 +16,16 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from advisor.catalog import find_gpu
 from advisor.errors import InputError, Problem
 from advisor.fileio import load_toml
-from advisor.units import parse_bandwidth, parse_count, parse_duration
+from advisor.units import parse_bandwidth, parse_count, parse_duration, parse_size
 from advisor.validation import validation_error
 
 
 
-def _in_range(parse):
-    """A unit parser whose arithmetic overflow (`"1e1000000 Gbit/s"`: decimal.Overflow) reads as a
-    one-line validation error instead of escaping as a traceback."""
-    def parse_in_range(value: object) -> float:
-        try:
-            return parse(value)
-        except ArithmeticError:
-            raise ValueError("number out of range") from None
-    return parse_in_range
+Count = Annotated[float, BeforeValidator(parse_count)]
+Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth)]
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Size = Annotated[float, BeforeValidator(parse_size)]
 
-
-Count = Annotated[float, BeforeValidator(_in_range(parse_count))]
-Bandwidth = Annotated[float, BeforeValidator(_in_range(parse_bandwidth))]
-Duration = Annotated[float, BeforeValidator(_in_range(parse_duration))]
 
 def _not_bool(value: object) -> object:
     """pydantic reads `true` as 1 for an int field; a count written as true/false is a mistake."""
@@ -158,11 +149,15 @@ class BatchSpec(_Section):
     """Per-GPU micro-batch; gradient accumulation steps follow from it (default: no accumulation)."""
     gradient_noise_scale: Optional[Annotated[float, Field(gt=0, le=MAX_JOB_SAMPLES)]] = None
     """Gradient noise scale B_noise in samples (McCandlish et al. 2018): steps grow as S_min·(1 + B_noise/B)."""
+    max_global_samples: Optional[Annotated[int, Field(gt=0)]] = None
+    """fixed-per-gpu: largest global batch; beyond it the per-GPU batch shrinks to floor(max / N) (strong scaling)."""
 
 
 class ParallelismSpec(_Section):
     strategy: Literal["ddp", "fsdp"]
     """ddp: replicated weights, one gradient all-reduce per step; fsdp: sharded, all-gather x2 + reduce-scatter."""
+    activation_checkpoint: Literal["none", "selective", "full"] = "none"
+    """Activation recomputation (Korthikanti et al. 2022): none, selective (attention) or full (only layer inputs kept)."""
 
 
 class ClusterSpec(_Section):
@@ -182,6 +177,8 @@ class ClusterSpec(_Section):
     """Per-hop latency between nodes (default 10 us: order of NCCL's network base latency)."""
     peak_flops: Optional[Annotated[float, Field(ge=MIN_PEAK_FLOPS, le=MAX_PEAK_FLOPS)]] = None
     """Peak dense FLOP/s per GPU at the spec's precision, for MFU (default: the catalog's)."""
+    gpu_memory: Optional[Annotated[Size, Field(gt=0)]] = None
+    """Memory per GPU, e.g. "96 GB" (default: the catalog's); plans whose footprint exceeds it are left out."""
 
 
 class JobSpec(_Section):
@@ -189,6 +186,8 @@ class JobSpec(_Section):
     """Total training samples, e.g. "250M"."""
     steps: Optional[Annotated[Count, Field(ge=1, le=MAX_JOB_STEPS)]] = None
     """Total optimizer steps (instead of samples)."""
+    tokens: Optional[Annotated[Count, Field(gt=0)]] = None
+    """Total training tokens, e.g. "2T" (instead of samples; needs model.seq_len): samples = tokens / seq_len."""
 
 
 class Tier(_Section):
@@ -206,6 +205,8 @@ class Tier(_Section):
     """Reserved: billed for at least this many hours."""
     max_gpus: Optional[Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)]] = None
     """Most GPUs available on this tier."""
+    instance_gpus: Optional[Annotated[int, Field(gt=0)]] = None
+    """GPUs per rentable instance (e.g. 8 for an 8x H100 VM): only whole instances are priced."""
 
 
 class CalibrationSpec(_Section):
@@ -237,16 +238,17 @@ class Workload(_Section):
     source: Optional[Path] = Field(default=None, exclude=True)
 
     def global_batch(self, gpus: Any) -> Any:
-        """Samples per optimizer step at `gpus` GPUs (scalar or numpy array)."""
-        if self.batch.policy == "fixed-global":
-            return self.batch.global_samples + 0 * gpus
-        return self.batch.per_gpu_samples * gpus
+        """Samples per optimizer step at `gpus` GPUs (scalar or numpy array): the batch policy and
+        `batch.max_global_samples`, as advisor.planning.batch applies them."""
+        from advisor.planning.batch import global_batch
+
+        return _like(gpus, global_batch(self, gpus))
 
     def per_gpu_batch(self, gpus: Any) -> Any:
         """Samples per optimizer step on one GPU (may be fractional for fixed-global at large N)."""
-        if self.batch.policy == "fixed-global":
-            return self.batch.global_samples / gpus
-        return self.batch.per_gpu_samples + 0 * gpus
+        from advisor.planning.batch import per_gpu_batch
+
+        return _like(gpus, per_gpu_batch(self, gpus))
 
     @property
     def intra_node_bandwidth(self) -> float:
@@ -266,6 +268,16 @@ class Workload(_Section):
     def nodes(self, gpus: Any) -> Any:
         """Nodes needed for `gpus` GPUs when nodes are filled: ceil(gpus / gpus_per_node)."""
         return -(-gpus // self.cluster.gpus_per_node)
+
+
+def _like(gpus: Any, values: Any) -> Any:
+    """A scalar (int when whole) for a scalar count, else the array."""
+    import numpy as np
+
+    if np.ndim(gpus) == 0:
+        value = float(values)
+        return int(value) if value.is_integer() else value
+    return values
 
 
 def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
@@ -293,14 +305,18 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
             out.append(("batch.micro_samples", f"must divide batch.{key} ({size})", b.micro_samples))
         elif policy != b.policy and size is not None:
             out.append((f"batch.{key}", f"only used when batch.policy is '{policy}'", size))
+    if b.max_global_samples is not None and b.policy != "fixed-per-gpu":
+        out.append(("batch.max_global_samples", "only used when batch.policy is 'fixed-per-gpu'", b.max_global_samples))
 
     if w.cluster.intra_node_bandwidth is None:
         gpu = find_gpu(w.cluster.gpu)
         if gpu is None or gpu.intra_node_bandwidth is None:
             out.append(("cluster.intra_node_bandwidth", f"required: GPU {w.cluster.gpu!r} is not in the catalog (advisor gpus)", None))
 
-    if (w.job.samples is None) == (w.job.steps is None):
-        out.append(("job", "give exactly one of job.samples or job.steps", None))
+    if sum(x is not None for x in (w.job.samples, w.job.steps, w.job.tokens)) != 1:
+        out.append(("job", "give exactly one of job.samples, job.steps or job.tokens", None))
+    elif w.job.tokens is not None and m.seq_len is None:
+        out.append(("job.tokens", "needs model.seq_len (tokens per sample) to count samples", w.job.tokens))
 
     seen: set[str] = set()
     for i, t in enumerate(w.tiers):
@@ -334,6 +350,9 @@ def workload_from_dict(data: dict, file: str | Path = "<spec>") -> Workload:
     problems = _cross_field_problems(workload)
     if problems:
         raise InputError([Problem(file, p, msg, v, v is not None) for p, msg, v in problems])
+    if workload.job.tokens is not None:  # everything downstream counts samples
+        job = workload.job.model_copy(update={"samples": workload.job.tokens / workload.model.seq_len})
+        workload = workload.model_copy(update={"job": job})
     return workload
 
 

@@ -1,8 +1,22 @@
-"""Quantities with units, parsed from spec strings into base units.
+"""Quantities with units, parsed from spec strings into base units, and counts formatted back.
 
-A spec value is either a plain number in base units (count, bytes, bytes/s, seconds, USD) or a
-string with a unit. Conventions follow nccl-tests: GB = 1e9 bytes, and a bandwidth in bits is
-divided by 8 (`"400 Gbit/s"` = 50e9 bytes/s). Binary sizes (KiB, MiB, GiB) are 2^10-based.
+A spec value is either a plain number in base units (count, bytes/s, seconds, USD) or a string with
+a unit. Conventions follow nccl-tests: GB = 1e9 bytes, and a bandwidth in bits is divided by 8
+(`"400 Gbit/s"` = 50e9 bytes/s). Binary sizes (KiB/s, MiB/s, GiB/s) are 2^10-based.
+
+Spellings users type from vendor pages and `ibstat`:
+
+- links times a per-link speed: `"4x200 Gbit/s"`, `"8 x 400 Gb/s"` (also `×`, `*`);
+- Ethernet ports by name: `"100 GbE"` = 100 Gbit/s (IEEE 802.3 names the speed in bits);
+- counts by word or letter in either case: `"13b"`, `"13 billion"`, `"250m"`, `"32k"`.
+
+Case rules. The prefix letter's case is ignored for counts and bandwidths: nobody trains a
+millionth of a parameter or sends a millibit per second, so `"800 gbit/s"` is 800 Gbit/s and
+`"250m"` 250 million. The bit/byte letter keeps its case (`b` bits, `B` bytes): that is a factor of 8.
+Durations stay case-sensitive (`ms` is not `Ms`).
+
+Every parse error is a ValueError whose text becomes the spec's one-line message; numbers too
+large for a float (`"1e1000000 Gbit/s"`, an integer of 400 digits) are refused the same way.
 """
 
 from __future__ import annotations
@@ -10,79 +24,139 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from decimal import Decimal
+from decimal import Decimal, DecimalException
 
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
-_QUANTITY = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-zµ/]*)\s*$")
+# Optional "N x" multiplier (links x per-link speed), the number, the unit (letters, '/', 'µ').
+_QUANTITY = re.compile(rf"^\s*(?:(\d+)\s*[xX×*]\s*)?({_NUMBER})\s*([A-Za-zµμ/]*)\s*$")
 
-COUNT_UNITS = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+COUNT_UNITS = {
+    "": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12,
+    "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "bn": 1e9,
+}
 
+#: Byte sizes; the building block of the byte bandwidths (GB/s, GiB/s).
 SIZE_UNITS = {
-    "": 1.0, "B": 1.0,
-    "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+    "B": 1.0, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
     "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30, "TiB": 2.0**40,
 }
 
-_BIT_PREFIX = {"": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-BANDWIDTH_UNITS = {f"{unit}/s": scale for unit, scale in SIZE_UNITS.items() if unit}
-for _p, _scale in _BIT_PREFIX.items():
-    BANDWIDTH_UNITS[f"{_p}bit/s"] = _scale / 8
-    BANDWIDTH_UNITS[f"{_p}b/s"] = _scale / 8
-    BANDWIDTH_UNITS[f"{_p}bps"] = _scale / 8
-BANDWIDTH_UNITS[""] = 1.0
+_PREFIXES = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+BANDWIDTH_UNITS = {"": 1.0}
+BANDWIDTH_UNITS.update({f"{unit}/s": scale for unit, scale in SIZE_UNITS.items()})
+BANDWIDTH_UNITS.update({f"{unit[:-1]}Bps": scale for unit, scale in SIZE_UNITS.items() if "i" not in unit})
+for _p, _scale in _PREFIXES.items():
+    for _suffix in ("bit/s", "bits/s", "b/s", "bps", "bE"):  # bE: Ethernet (100 GbE = 100 Gbit/s)
+        if _p or _suffix != "bE":
+            BANDWIDTH_UNITS[f"{_p}{_suffix}"] = _scale / 8
 
 TIME_UNITS = {
-    "": 1.0, "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0,
+    "": 1.0, "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0,
     "min": 60.0, "h": 3600.0, "hr": 3600.0, "d": 86400.0,
 }
+# Words, singular and plural: "30 seconds", "2 mins", "1 hour", "3 days" (µ is U+00B5, μ U+03BC: both type as micro).
+for _word, _seconds in (("second", 1.0), ("sec", 1.0), ("minute", 60.0), ("min", 60.0), ("hour", 3600.0),
+                        ("hr", 3600.0), ("day", 86400.0)):
+    TIME_UNITS.setdefault(_word, _seconds)
+    TIME_UNITS[_word + "s"] = _seconds
 
 _EXAMPLES = {
-    "count": "'6.7B', '250M', '32K' or a number",
-    "size": "'64 MiB', '80 GB' or a number of bytes",
-    "bandwidth": "'400 Gbit/s', '450 GB/s' or a number of bytes/s",
+    "count": "'6.7B', '13 billion', '250M', '32K' or a number",
+    "bandwidth": "'400 Gbit/s', '8x400 Gbit/s', '100 GbE', '450 GB/s' or a number of bytes/s",
     "duration": "'10 us', '2 min', '1.5 h' or a number of seconds",
+    "size": "'80 GB', '40 GiB', '64 MiB' or a number of bytes",
 }
+
+
+def _fold_count(unit: str) -> str:
+    return unit.lower()
+
+
+def _fold_bandwidth(unit: str) -> str:
+    """Upper-case the SI prefix letter only; bit/byte keep their case; Ethernet's 'E' any case."""
+    if unit[:1] in ("k", "m", "g", "t"):
+        unit = unit[0].upper() + unit[1:]
+    if unit.lower().endswith("be") and unit[-2:-1] in ("b", "B"):
+        unit = unit[:-2] + "bE"
+    return unit
+
+
+_FOLDS = {"count": _fold_count, "bandwidth": _fold_bandwidth}
+
+
+def _scale(unit: str, units: dict[str, float], kind: str) -> float:
+    if unit in units:
+        return units[unit]
+    fold = _FOLDS.get(kind)
+    if fold is not None:
+        folded = {fold(u): s for u, s in units.items()}
+        if fold(unit) in folded:
+            return folded[fold(unit)]
+    names = [u for u in units if u]
+    close = difflib.get_close_matches(fold(unit) if fold else unit, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; expected a {kind} like {_EXAMPLES[kind]}"
+    raise ValueError(f"unknown {kind} unit {unit!r}{hint}")
 
 
 def _parse(value: object, units: dict[str, float], kind: str) -> float:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"expected a {kind} like {_EXAMPLES[kind]}")
-    if isinstance(value, (int, float)):
-        number = float(value)
-    elif isinstance(value, str):
+    if isinstance(value, str):
         match = _QUANTITY.match(value)
         if not match:
             raise ValueError(f"expected a {kind} like {_EXAMPLES[kind]}")
-        unit = match.group(2)
-        if unit not in units:
-            close = difflib.get_close_matches(unit, [u for u in units if u], n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; expected a {kind} like {_EXAMPLES[kind]}"
-            raise ValueError(f"unknown {kind} unit {unit!r}{hint}")
-        # Decimal keeps '10 us' exactly 1e-05 rather than 9.999999999999999e-06.
-        number = float(Decimal(match.group(1)) * Decimal(repr(units[unit])))
+        links, digits, unit = match.groups()
+        if links is not None and kind != "bandwidth":
+            raise ValueError(f"'N x' multiplies a bandwidth (links x speed), not a {kind}")
+        scale = _scale(unit, units, kind)
+        try:
+            # Decimal keeps '10 us' exactly 1e-05 rather than 9.999999999999999e-06.
+            exact = Decimal(digits) * Decimal(repr(scale)) * Decimal(links or 1)
+            number = float(exact)
+        except (DecimalException, OverflowError):
+            number = math.inf
     else:
-        raise ValueError(f"expected a {kind} like {_EXAMPLES[kind]}")
+        try:
+            number = float(value)
+        except OverflowError:  # an integer too large for a float (TOML allows 64-bit; Python any)
+            number = math.inf
+    if math.isinf(number) and not (isinstance(value, float) and math.isinf(value)):
+        raise ValueError(f"{kind} is too large (a 64-bit float ends at 1.8e308)")
     if not math.isfinite(number):
         raise ValueError(f"{kind} must be a finite number")
     return number
 
 
 def parse_count(value: object) -> float:
-    """`"6.7B"` -> 6.7e9. K, M, B (or G), T are powers of 1000."""
+    """`"6.7B"` -> 6.7e9; `"13b"`, `"13 billion"` -> 13e9. K, M, B (or G), T are powers of 1000."""
     return _parse(value, COUNT_UNITS, "count")
 
 
-def parse_size(value: object) -> float:
-    """`"64 MiB"` -> 67108864 bytes; `"80 GB"` -> 8e10 bytes."""
-    return _parse(value, SIZE_UNITS, "size")
-
-
 def parse_bandwidth(value: object) -> float:
-    """`"400 Gbit/s"` -> 5e10 bytes/s; `"450 GB/s"` -> 4.5e11 bytes/s."""
+    """`"400 Gbit/s"` -> 5e10 bytes/s; `"4x200 Gbit/s"` -> 1e11; `"100 GbE"` -> 1.25e10; `"450 GB/s"` -> 4.5e11."""
     return _parse(value, BANDWIDTH_UNITS, "bandwidth")
+
+
+def parse_size(value: object) -> float:
+    """`"64 MiB"` -> 67108864 bytes; `"80 GB"` -> 8e10 bytes (`cluster.gpu_memory`)."""
+    return _parse(value, SIZE_UNITS, "size")
 
 
 def parse_duration(value: object) -> float:
     """`"10 us"` -> 1e-5 s; `"2 min"` -> 120 s."""
     return _parse(value, TIME_UNITS, "duration")
 
+
+_COUNT_LETTERS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
+
+
+def format_count(value: float, digits: int = 3) -> str:
+    """A count the way specs write it, with the largest letter that keeps it >= 1: 25.6e6 -> "25.6M",
+    6.7e9 -> "6.7B", 950 -> "950". `parse_count` reads it back (to `digits` significant digits)."""
+    if abs(value) >= 1e15:
+        return f"{value / 1e12:,.0f}T"
+    for scale, letter in _COUNT_LETTERS:
+        # Round first, so 999.96e6 prints as "1B", not "1e+03M".
+        if abs(float(f"{value:.{digits}g}")) >= scale:
+            return f"{value / scale:.{digits}g}{letter}"
+    return f"{value:.{digits}g}"

@@ -1,27 +1,25 @@
-"""Accuracy of the scaling model on real measurements: Pollux traces, then published series.
+"""Accuracy of the scaling model on real series it has never seen: leave-one-series-out.
 
-Part 1, Pollux (OSDI'21): fit <= 16 GPUs, predict <= 64 GPUs on up to 16 nodes.
+For every series of the corpus (benchmarks/corpus.py: Pollux traces from ../shared, published
+series checked in with citations, our CPU calibration), the priors are re-learned from the OTHER
+series only (advisor.scaling.priors.learn, empirical Bayes on the coefficients each series pins;
+the inter-node link's prior mean, which one-node fits cannot pin, by the accuracy on the other
+series' held-out rows over `GRID`), then the model is fitted on the
+series' fit rows (<= 16 GPUs; Pollux: placements.csv, <= 4 nodes) and scored on its test rows
+(> 16 GPUs; Pollux: scalability.csv, up to 64 GPUs on 16 nodes). Beside it, always, the naive
+linear guess (per-GPU throughput of the largest fitted count held).
 
-Data: ../shared/data/pollux-osdi21/<model>/ (petuum/adaptdl, branch osdi21-artifact,
-simulator/traces; Apache-2.0), read in place and never copied. Six data-parallel models on 16
-AWS nodes with 4 T4 GPUs each. Fit on `placements.csv` (1-16 GPUs on 1-4 nodes, many per-GPU batch
-sizes), predict every row of `scalability.csv` (6-64 GPUs on 6-16 nodes) at its own batch size.
-Prints, per model: step-time MAPE of every family (and of the naive linear guess), the family
-that leave-one-count-out CV picks, and how often the measured step time falls inside the 90%
-interval. Published reference for this experiment (mean over the 6 models): an Ernest-style NNLS
-fit 12.5%, Pollux's own model 15.7% (shared/data/README.md).
+Printed: per series, MAPE of throughput (= of step time per sample), the linear guess's, and 90%
+interval coverage, with all fit rows and with only the largest 0, 1, 2 and 3 fitted counts;
+coverage per extrapolation distance (max(N / largest fitted count, nodes / largest fitted node
+count)); per failure pattern of issue 11. `--learn` prints the priors learned from the whole corpus
+(the values of advisor.scaling.priors.LEARNED).
 
-The workload specs below describe the testbed (T4: NVIDIA datasheet via the catalog; 4 GPUs per
-g4dn.12xlarge node with a 50 Gbit/s network, AWS instance page) and rough model sizes. Since the
-traces cross nodes, every term gets its own free coefficient: sizes and FLOPs only set the units
-of the coefficients, not the predictions.
+Without ../shared (the Pollux traces are not part of the repository) everything else is still
+reproduced: the published and measured series, the priors learned from them (which then differ from
+LEARNED, learned with Pollux), and every number of docs/validation.md marked "published".
 
-Part 2, published series (benchmarks/data/README.md: BERT-Large on DGX-1 and DGX A100, MPT-7B and
-MPT-760M FSDP, torchtitan Llama-3.1-8B): `backtest` with --fit-max-gpus 16, predicting 32-256 GPUs
-from the declared interconnect (none of these fits crosses more than 2 nodes).
-
-Run: python benchmarks/accuracy.py [--data DIR] [--json]. Part 1 is skipped (with a note) when
-the Pollux folder is absent.
+Run: python benchmarks/accuracy.py [--pollux DIR] [--json] [--learn]
 """
 
 from __future__ import annotations
@@ -34,165 +32,287 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "pollux-osdi21"
-MODELS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-#: Published series: (name, workload spec, --measurements CSV or None, --calibration file or None).
-PUBLISHED = (
-    ("bert-large-dgx1-weak", "benchmarks/workloads/bert-large-dgx1-weak.toml", "benchmarks/data/bert-large-dgx1-weak.csv", None),
-    ("bert-large (strong)", "workloads/bert-large.toml", None, "calibrations/bert-large_published_nvidia_dle.toml"),
-    ("mpt-7b-a100-roce", "benchmarks/workloads/mpt-7b-a100-roce.toml", "benchmarks/data/mpt-7b-a100-roce.csv", None),
-    ("mpt-760m-a100-roce", "benchmarks/workloads/mpt-760m-a100-roce.toml", "benchmarks/data/mpt-760m-a100-roce.csv", None),
-    ("llm7b (torchtitan)", "workloads/llm7b.toml", None, "calibrations/llm7b_published_torchtitan.toml"),
-)
-FIT_MAX_GPUS = 16
+import corpus  # noqa: E402
+from corpus import pollux_measurements, pollux_workload  # noqa: E402,F401  (other benchmarks import them from here)
 
-# Approximate parameters and training FLOPs per sample (forward x3): BERT-base on SQuAD (110M,
-# seq 384: 6·P·T), ResNet-18 on CIFAR-10 (11.2M, 0.56 GFLOPs forward), DeepSpeech2 (~40M, rough),
-# ResNet-50 (25.6M, 4.1 GFLOPs forward, He et al. 2016), NeuMF (~5M, rough), YOLOv3 (62M, 66
-# GFLOPs forward at 416 px, Redmon & Farhadi 2018). See the module docstring: scale only.
-SIZES = {
-    "bert": (110e6, 6 * 110e6 * 384),
-    "cifar10": (11.2e6, 3 * 0.56e9),
-    "deepspeech2": (40e6, 3 * 20e9),
-    "imagenet": (25.6e6, 3 * 4.1e9),
-    "ncf": (5e6, 3 * 10e6),
-    "yolov3": (62e6, 3 * 66e9),
-}
+DEFAULT_DATA = corpus.POLLUX
+
+COUNTS = (0, 1, 2, 3, None)  # None: every fitted count
+DISTANCE_BINS = (1, 2, 4, 8, 16, np.inf)
+#: Evidence counts when the data alone pin a coefficient to within this sd (log space; 1 = a factor
+#: e). Weaker evidence is the vague prior echoed back: its Gaussian approximation says nothing reliable.
+MAX_EVIDENCE_SD = 1.0
+# Column -> Priors field learned from it.
+LEARNABLE = {"compute": "log_inv_mfu", "intra_bandwidth": "log_intra_bw", "inter_bandwidth": "log_inter_bw"}
 
 
-def pollux_workload(model: str):
-    from advisor.spec import workload_from_dict
+def combined(s):
+    from advisor.measurements import Measurements
 
-    params, flops = SIZES[model]
-    return workload_from_dict({
-        "name": f"pollux-{model}",
-        "model": {"params": params, "flops_per_sample": flops, "precision": "fp32"},
-        "batch": {"policy": "fixed-per-gpu", "per_gpu_samples": 1},
-        "parallelism": {"strategy": "ddp"},
-        "cluster": {"gpu": "T4", "gpus_per_node": 4, "max_gpus": 64, "inter_node_bandwidth": "50 Gbit/s"},
-        "job": {"steps": 1000},
-        "tiers": [{"name": "on-demand", "usd_per_gpu_hour": 1.0}],
-    }, f"<pollux {model}>")
+    runs = list(s.fit.runs) + (list(s.test.runs) if s.test is not None else [])
+    return Measurements(runs, s.fit.probes, s.fit.source)
 
 
-def read_csv(path: Path) -> dict[str, np.ndarray]:
-    import csv
+def evidence(s) -> dict:
+    """What this series' rows (all of them) say about each learnable coefficient: the Gaussian
+    likelihood (value, variance) in the prior's space, from the Laplace posterior of a fit under the
+    vague prior with the vague prior divided out; and its in-sample residual spread ("noise")."""
+    from advisor.scaling.model import ScalingModel
+    from advisor.scaling.priors import VAGUE
 
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
-    return {k: np.array([r[k] for r in rows]) for k in rows[0]}
+    m = ScalingModel(s.workload, combined(s), n_bootstrap=0, priors=VAGUE)
+    est = m.fitted.estimator
+    pos = {int(j): i for i, j in enumerate(est.free_)}
+    vague = {p[0]: (p[2], p[3]) for p in est.prior}
+    out: dict = {}
+    entries = [(j, LEARNABLE.get(c.name)) for j, c in enumerate(m.fitted.columns)]
+    if est.cov_.shape[0] > est.free_.size:
+        entries.append(("gamma", "gamma"))
+    for j, key in entries:
+        if key is None or (j != "gamma" and j not in pos) or (key == "log_inv_mfu" and not s.workload.peak_flops):
+            continue
+        i = est.cov_.shape[0] - 1 if j == "gamma" else pos[j]
+        value = est.gamma_ if j == "gamma" else est.coef_[j]
+        log = key != "gamma"
+        post_m = np.log(value) if log else value
+        post_v = est.cov_[i, i] / (value**2 if log else 1.0)
+        prior_m, prior_sd = vague[j]
+        lik_prec = 1.0 / post_v - 1.0 / prior_sd**2
+        if lik_prec * MAX_EVIDENCE_SD**2 < 1:  # too little to say anything
+            continue
+        if value <= est.bounds_[0][i] * 1.0001:  # pinned at a physical bound: the bound is the evidence
+            out[key] = (float(post_m), float(MAX_EVIDENCE_SD**2 / 4))
+            continue
+        lik_m = (post_m / post_v - prior_m / prior_sd**2) / lik_prec
+        out[key] = (float(lik_m), float(1.0 / lik_prec))
+    r = np.array([x["error"] for x in m.residuals()])
+    out["noise"] = float(np.sqrt(np.mean(np.log1p(r) ** 2))) if r.size > 2 else None
+    return out
 
 
-def pollux_measurements(folder: Path):
-    """placements.csv as measured runs: '1344' = 12 GPUs over 4 nodes; sync_time is exposed comm."""
-    from advisor.measurements import MeasuredRun, Measurements
+def learn(samples: dict[str, dict], without: str | None = None):
+    """Priors from every series but `without`, each testbed weighted once (the six Pollux traces
+    share one cluster and network: each weighs 1/6)."""
+    from advisor.scaling.priors import learn as learn_priors
 
-    p = read_csv(folder / "placements.csv")
-    runs = []
-    for placement, bsz, step, sync in zip(p["placement"], p["local_bsz"], p["step_time"], p["sync_time"]):
-        gpus = sum(int(c) for c in placement)
-        runs.append(MeasuredRun(gpus, len(placement), float(bsz) * gpus, np.array([float(step)]), np.array([float(sync)])))
-    return Measurements(runs, [], str(folder / "placements.csv"))
+    names = [n for n in samples if n != without]
+    size: dict[str, int] = {}
+    for n in names:
+        size[corpus.cluster_of(n)] = size.get(corpus.cluster_of(n), 0) + 1
+    pooled: dict[str, list] = {}
+    noise: dict[str, list] = {}
+    for n in names:
+        for k, v in samples[n].items():
+            if k == "noise":
+                if v is not None:
+                    noise.setdefault(corpus.cluster_of(n), []).append(v)
+            elif v is not None:
+                pooled.setdefault(k, []).append((v[0], v[1], 1.0 / size[corpus.cluster_of(n)]))
+    return learn_priors(pooled, {c: float(np.median(v)) for c, v in noise.items()})
 
 
-def evaluate(model: str, data: Path) -> dict:
-    from advisor.scaling.families import FAMILIES
+#: Prior fields the data cannot pin one testbed at a time (how fast an unmeasured inter-node link
+#: runs is seen only where the fit rows cross nodes), tuned instead by the predictive density of
+#: the OTHER series' held-out rows (type-II maximum likelihood over this grid).
+GRID = [{"log_inter_bw": m} for m in (0.0, 0.5, 1.0, 1.5, 2.0, 2.5)]
+GRID_COUNTS = (1, 2, None)  # with measurements: where the inter-node prior is what a one-node fit extrapolates with
+#: A testbed informs the grid when its score (mean absolute log error) varies by more than this across it.
+SENSITIVE = 0.01
+
+
+def log_density(s, priors) -> float:
+    """Minus the mean absolute log error of the median on the test rows, over the GRID_COUNTS
+    scenarios: how close a prior puts the prediction on a series it did not see. (The predictive
+    density was tried first: with wide bands it barely told a link 2.7x slower than declared from one
+    as declared, and chose the latter, 16-28% off on DGX-1 BERT where the former is 5-7% off.)"""
+    from advisor.scaling.model import ScalingModel
+
+    out = []
+    for k in GRID_COUNTS:
+        fit = largest_counts(s.fit, k)
+        if k and np.unique(s.fit.gpus).size < k:
+            continue
+        model = ScalingModel(s.workload, fit, n_bootstrap=0, priors=priors)
+        med, _, _ = model.step_time(s.test.gpus, s.test.nodes, s.test.global_batch)
+        out.append(-float(np.mean(np.abs(np.log(s.test.step / med)))))
+    return float(np.mean(out))
+
+
+def density_table(series, samples) -> dict[str, list[float]]:
+    """log_density of each series (priors learned without it) at every GRID point."""
+    from dataclasses import replace
+
+    table = {}
+    for s in series:
+        if s.test is None:
+            continue
+        base = learn(samples, without=s.name)
+        table[s.name] = [log_density(s, replace(base, **g)) for g in GRID]
+    return table
+
+
+def tuned(samples, table, without: str | None = None):
+    """Priors learned without `without`, its GRID fields chosen by the other series' densities (each
+    testbed counts once, minimax regret over the testbeds the grid matters to)."""
+    from dataclasses import replace
+
+    clusters: dict[str, list] = {}
+    for name, row in table.items():
+        if name != without:
+            clusters.setdefault(corpus.cluster_of(name), []).append(row)
+    rows = [np.mean(r, axis=0) for r in clusters.values()]
+    base = learn(samples, without)
+    # As for the coefficients (priors.learn), one sensitive testbed is not enough to tune on: with only
+    # the Pollux cloud left, the tuned link was 12x slower than declared and DGX-1's error went to 90%.
+    # Each testbed one vote, and none sacrificed to another: the grid point of least worst regret
+    # (best density of a testbed minus its density there), not of the largest total, which let
+    # the Pollux cloud's strong preference for a slow link override the others'.
+    sensitive = [r for r in rows if np.ptp(r) > SENSITIVE]
+    if len(sensitive) < 2:
+        return base
+    regret = np.max([r.max() - r for r in sensitive], axis=0)
+    return replace(base, **GRID[int(np.argmin(regret))])
+
+
+def largest_counts(m, k):
+    """The runs at the k largest measured counts (all for None; None for 0)."""
+    if k == 0:
+        return None
+    counts = np.unique(m.gpus)
+    keep = counts if k is None else counts[-k:]
+    return m.subset(np.isin(m.gpus, keep))
+
+
+def score(s, priors, k) -> dict | None:
     from advisor.scaling.fitting import naive_step
     from advisor.scaling.model import ScalingModel
 
-    w = pollux_workload(model)
-    m = pollux_measurements(data / model)
-    s = read_csv(data / model / "scalability.csv")
-    gpus = s["num_replicas"].astype(float)
-    nodes = s["num_nodes"].astype(float)
-    batch = s["local_bsz"].astype(float) * gpus
-    y = s["step_time"].astype(float)
-
-    t0 = time.perf_counter()
-    auto = ScalingModel(w, m, "auto")
-    med, lo, hi = auto.step_time(gpus, nodes, batch)
-    seconds = time.perf_counter() - t0
+    fit = largest_counts(s.fit, k)
+    if k is not None and k > 0 and np.unique(s.fit.gpus).size < k:
+        return None
+    t = s.test
+    model = ScalingModel(s.workload, fit, n_bootstrap=64, priors=priors)
+    med, lo, hi = model.step_time(t.gpus, t.nodes, t.global_batch)
+    y = t.step
+    naive = naive_step(model.data, t.gpus, t.global_batch) if fit is not None else None
     inside = (y >= lo) & (y <= hi)
-    out = {
-        "model": model, "fit_rows": len(m.runs), "test_rows": int(y.size), "chosen": auto.family,
-        "mape": float(np.mean(np.abs(med - y) / y) * 100),
-        "coverage": float(inside.mean() * 100),
-        "coverage_beyond_16": float(inside[gpus > 16].mean() * 100),
-        "median_width": float(np.median((hi - lo) / med) * 100),
-        "fit_seconds": seconds,
-        "cv_mape": {n: cv.mape for n, cv in auto.cv.items()},
-        "family_mape": {},
-    }
-    for name in FAMILIES:
-        forced = auto if name == auto.family else ScalingModel(w, m, name, n_bootstrap=0)
-        pred = forced.fitted.predict(gpus, nodes, batch)
-        out["family_mape"][name] = float(np.mean(np.abs(pred - y) / y) * 100)
-    naive = naive_step(auto.data, gpus, batch)
-    out["family_mape"]["naive-linear"] = float(np.mean(np.abs(naive - y) / y) * 100)
-    return out
+    if fit is not None:
+        dist = np.maximum(t.gpus / fit.gpus.max(), t.nodes / fit.nodes.max())
+    else:
+        dist = np.full(y.shape, np.inf)
+    return {"mape": float(np.mean(np.abs(med - y) / y) * 100),
+            "naive_mape": None if naive is None else float(np.mean(np.abs(naive - y) / y) * 100),
+            "coverage": float(inside.mean() * 100), "inside": inside.tolist(), "distance": dist.tolist(),
+            "width_4x": _width_at(model, fit, 4.0) if fit is not None else None,
+            "errors": ((med - y) / y).tolist(), "gpus": t.gpus.astype(int).tolist()}
 
 
-def published() -> list[dict]:
-    from advisor.scaling.model import backtest, load_measurements
-    from advisor.spec import load_workload
+def _width_at(model, fit, factor) -> float:
+    g = np.array([fit.gpus.max() * factor])
+    _, lo, hi = model.step_time(g)
+    return float(hi[0] / lo[0])
 
+
+def evaluate(series, samples, table) -> list[dict]:
     out = []
-    for name, spec, csv_path, cal in PUBLISHED:
-        w = load_workload(ROOT / spec)
-        m = load_measurements(w, calibration=ROOT / cal if cal else None, measurements=ROOT / csv_path if csv_path else None)
-        t0 = time.perf_counter()
-        r = backtest(w, m, FIT_MAX_GPUS)
-        r.update(series=name, seconds=time.perf_counter() - t0, fit_gpus=sorted({int(g) for g in m.gpus if g <= FIT_MAX_GPUS}))
-        out.append(r)
+    for s in series:
+        if s.test is None:
+            continue
+        priors = tuned(samples, table, without=s.name)
+        row = {"series": s.name, "group": s.group, "fit_gpus": sorted({int(g) for g in s.fit.gpus}),
+               "fit_nodes": int(s.fit.nodes.max()), "test_rows": len(s.test.runs)}
+        for k in COUNTS:
+            row[str(k if k is not None else "all")] = score(s, priors, k)
+        out.append(row)
     return out
+
+
+def _mean(rows, key, field):
+    vals = [r[key][field] for r in rows if r.get(key) and r[key][field] is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def summary(rows) -> dict:
+    out = {}
+    for group in ("pollux", "published", "all"):
+        sel = [r for r in rows if group == "all" or r["group"] == group]
+        if not sel:
+            continue
+        out[group] = {}
+        for k in ("0", "1", "2", "3", "all"):
+            pts = [p for r in sel if r.get(k) for p in r[k]["inside"]]
+            out[group][k] = {"mape": _mean(sel, k, "mape"), "naive_mape": _mean(sel, k, "naive_mape"),
+                             "coverage_points": float(np.mean(pts) * 100) if pts else None,
+                             "series": sum(1 for r in sel if r.get(k))}
+    bins = []
+    for lo, hi in zip(DISTANCE_BINS[:-1], DISTANCE_BINS[1:]):
+        ins = [i for r in rows if r.get("all") for i, d in zip(r["all"]["inside"], r["all"]["distance"]) if lo <= d < hi]
+        if ins:
+            bins.append({"distance": f"{lo}-{hi:g}x", "points": len(ins), "coverage": float(np.mean(ins) * 100)})
+    out["coverage_by_distance"] = bins
+    return out
+
+
+def _fmt(x, spec="6.1f"):
+    return f"{x:{spec}}" if x is not None else " " * (int(spec.split(".")[0]) - 1) + "-"
+
+
+def report(rows, summ, seconds):
+    print("Leave-one-series-out: priors learned without the series, fit on its <= 16-GPU rows (Pollux: placements),")
+    print("predict its larger rows. MAPE of throughput %, naive linear guess %, 90% coverage %, by fitted counts used.")
+    head = f"{'series':28} {'fit GPUs':>16} " + " ".join(f"{k + ' counts':>20}" for k in ("0", "1", "2", "3", "all"))
+    print(head)
+    print(f"{'':28} {'':>16} " + " ".join(f"{'MAPE naive cover':>20}" for _ in range(5)))
+    for r in rows:
+        cells = []
+        for k in ("0", "1", "2", "3", "all"):
+            c = r.get(k)
+            cells.append(f"{'-':>20}" if not c else f"{c['mape']:6.1f} {_fmt(c['naive_mape'])} {c['coverage']:6.0f}")
+        fit = str(r["fit_gpus"]) if len(r["fit_gpus"]) <= 5 else f"{len(r['fit_gpus'])} counts"
+        print(f"{r['series']:28} {fit:>16} " + " ".join(cells))
+    for group, by_k in summ.items():
+        if group == "coverage_by_distance":
+            continue
+        cells = [f"{_fmt(v['mape'])} {_fmt(v['naive_mape'])} {_fmt(v['coverage_points'], '6.0f')}" for v in by_k.values()]
+        print(f"{'mean ' + group:28} {'':>16} " + " ".join(cells))
+    print("coverage of the 90% interval by distance past the fitted data (all fitted counts):",
+          ", ".join(f"{b['distance']}: {b['coverage']:.0f}% of {b['points']}" for b in summ["coverage_by_distance"]))
+    print("(coverage columns of the mean rows: share of all points inside; 0 counts = the prior alone)")
+    print("failure patterns: strong scaling fitted on one node = bert-large-dgxa100-strong; two fitted counts = "
+          "mpt-*-a100-roce and the '2 counts' column; links = llm7b-torchtitan (1 count) and the Pollux traces.")
+    print(f"{seconds:.1f} s")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--pollux", type=Path, default=corpus.POLLUX)
     ap.add_argument("--json", action="store_true", help="print one JSON document")
+    ap.add_argument("--learn", action="store_true", help="print the priors learned from the whole corpus")
     args = ap.parse_args(argv)
-    doc: dict = {}
-    if args.data.is_dir():
-        results = [evaluate(m, args.data) for m in MODELS]
-        doc["pollux"] = {"models": results, "summary": {
-            "mean_mape": float(np.mean([r["mape"] for r in results])),
-            "mean_coverage": float(np.mean([r["coverage"] for r in results])),
-            "family_mean_mape": {f: float(np.mean([r["family_mape"][f] for r in results])) for f in results[0]["family_mape"]},
-            "published_reference": {"ernest_nnls": 12.5, "pollux": 15.7},
-        }}
-    else:
-        print(f"Pollux part skipped: {args.data} not found (the traces are not part of this repository)", file=sys.stderr)
-    series = published()
-    doc["published"] = {"series": series, "mean_mape": float(np.mean([r["mape"] for r in series])),
-                        "mean_naive_mape": float(np.mean([r["naive_linear_mape"] for r in series])),
-                        "points_inside": int(sum(p["inside"] for r in series for p in r["points"])),
-                        "points": int(sum(len(r["points"]) for r in series))}
+    from threadpoolctl import threadpool_limits
+
+    t0 = time.perf_counter()
+    with threadpool_limits(limits=1):
+        series = corpus.load(args.pollux)
+        if not args.pollux.is_dir():
+            print(f"Pollux traces not found at {args.pollux} (they are not part of this repository): reproducing the "
+                  f"published and measured series only ({len(series)} series); priors are learned from those.",
+                  file=sys.stderr)
+        samples = {s.name: evidence(s) for s in series}
+        table = density_table(series, samples)
+        if args.learn:
+            print(json.dumps({"per_series": samples, "grid": GRID, "log_density": table,
+                              "learned": tuned(samples, table).as_dict()}, indent=2))
+            return 0
+        rows = evaluate(series, samples, table)
+    summ = summary(rows)
     if args.json:
-        print(json.dumps(doc, indent=2))
-        return 0
-    if "pollux" in doc:
-        results, summary = doc["pollux"]["models"], doc["pollux"]["summary"]
-        fams = list(results[0]["family_mape"])
-        print("Part 1. Pollux traces: fit placements.csv (<=16 GPUs, <=4 nodes), predict scalability.csv (<=64 GPUs, 16 nodes)")
-        print(f"{'model':12} {'rows':>5} {'chosen':14} {'MAPE%':>6} {'cover%':>7} {'>16%':>6} {'width%':>7} {'fit s':>6}  " + " ".join(f"{f:>13}" for f in fams))
-        for r in results:
-            print(f"{r['model']:12} {r['test_rows']:5d} {r['chosen']:14} {r['mape']:6.1f} {r['coverage']:7.1f} {r['coverage_beyond_16']:6.1f} "
-                  f"{r['median_width']:7.1f} {r['fit_seconds']:6.2f}  " + " ".join(f"{r['family_mape'][f]:13.1f}" for f in fams))
-        print(f"{'mean':12} {'':5} {'':14} {summary['mean_mape']:6.1f} {summary['mean_coverage']:7.1f} {'':6} {'':7} {'':6}  "
-              + " ".join(f"{summary['family_mean_mape'][f]:13.1f}" for f in fams))
-        print("published mean MAPE for this experiment: Ernest-style NNLS 12.5%, Pollux 15.7%; bar: <= 10%, coverage >= 80%")
-        print()
-    print(f"Part 2. Published series: fit on <= {FIT_MAX_GPUS} GPUs, predict the larger rows from the declared interconnect")
-    print(f"{'series':22} {'fit GPUs':14} {'model':14} {'MAPE%':>6} {'naive%':>7} {'cover%':>7}  per point: GPUs:error% ('!' outside 90%)")
-    for r in series:
-        pts = " ".join(f"{p['gpus']}:{p['error'] * 100:+.1f}{'' if p['inside'] else '!'}" for p in r["points"])
-        print(f"{r['series']:22} {str(r['fit_gpus']):14} {r['model']['name']:14} {r['mape']:6.1f} {r['naive_linear_mape']:7.1f} {r['coverage']:7.0f}  {pts}")
-    pub = doc["published"]
-    print(f"{'mean':22} {'':14} {'':14} {pub['mean_mape']:6.1f} {pub['mean_naive_mape']:7.1f} "
-          f"{100 * pub['points_inside'] / pub['points']:7.0f}  (coverage over all {pub['points']} points)")
+        print(json.dumps({"series": rows, "summary": summ}, indent=2))
+    else:
+        report(rows, summ, time.perf_counter() - t0)
     return 0
 
 

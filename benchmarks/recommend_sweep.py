@@ -2,7 +2,8 @@
 
 Target (issue: cost and recommendation): under 0.2 s for 65,536 counts x 3 tiers.
 
-1. The recommendation itself (advisor.planning.billing + advisor.planning.recommend: steps, hours, dollars, odds,
+1. The recommendation itself, with limits and with the default objective (the frontier walk)
+   (advisor.planning.billing + advisor.planning.recommend: steps, hours, dollars, odds,
    objective, frontier, spot pay-off, why) on workloads/llm7b.toml with one GPU per "node" and
    max_gpus 65,536, so every count from 1 to 65,536 is a candidate on each of its 3 tiers
    (196,608 plans), --budget and --deadline set. Step times come from an explicit function
@@ -100,6 +101,9 @@ def main(repeats: int = 15) -> dict:
     median, rec = time_recommend(w, AmdahlStepTime(), repeats, budget=2e6, deadline=100.0)
     report("recommendation arithmetic (explicit step-time function), llm7b tiers", median, rec, repeats, True)
     out["arithmetic_s"] = median
+    median, rec = time_recommend(w, AmdahlStepTime(), repeats)
+    report("the default objective (worth-the-cost frontier walk), same sweep", median, rec, repeats, True)
+    out["default_objective_s"] = median
     fitted = pollux_model()
     if fitted is None:
         print("recommend_sweep: fitted model: skipped (../shared/data/pollux-osdi21 not here)")

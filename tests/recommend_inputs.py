@@ -11,8 +11,11 @@ compute hours equal the step time in seconds. Tiers:
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
+
+from scipy.optimize import minimize_scalar
 
 from advisor.spec import workload_from_dict
 
@@ -62,3 +65,13 @@ class Amdahl:
     def step_time(self, gpus, nodes):
         t = self.seconds(np.asarray(gpus, dtype=float), np.asarray(nodes, dtype=float))
         return t, t * self.low_ratio, t * self.high_ratio
+
+
+def exact_factor(rate, checkpoint_h, restart_h):
+    """Expected wall hours per compute hour under exponential preemptions (Daly 2006, eq. 20):
+    M e^{R/M} (e^{(τ+δ)/M} − 1) / τ with M = 1/Λ, τ minimised numerically (bounded scalar search);
+    returns (factor, τ). Independent of advisor.planning.billing's Newton-solved optimum."""
+    mtbf = 1 / rate
+    wall = lambda tau: mtbf * math.exp(restart_h / mtbf) * math.expm1((tau + checkpoint_h) / mtbf) / tau  # noqa: E731
+    best = minimize_scalar(wall, bounds=(1e-9 * mtbf, 10 * mtbf), method="bounded", options={"xatol": 1e-12})
+    return float(best.fun), float(best.x)

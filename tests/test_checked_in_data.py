@@ -111,3 +111,22 @@ def test_pollux_traces_are_not_copied_into_the_repository():
     for p in ROOT.rglob("*.csv"):
         if ".venv" not in p.parts:
             assert p.read_bytes() not in originals, p
+
+
+@pytest.mark.parametrize("spec", sorted(WORKLOADS.glob("*.toml")), ids=lambda p: p.stem)
+def test_every_workload_predicts_physically(spec):
+    """MFU <= 100% at every count, and below the smallest measured count no per-GPU throughput
+    above the baseline's beyond 1.3x (the issue's bar; a superlinear plan is not a plan)."""
+    import numpy as np
+
+    from advisor.scaling.model import build_model
+
+    w = load_workload(spec)
+    m = build_model(w, n_bootstrap=8)
+    gpus = np.unique(np.r_[2.0 ** np.arange(0, 11), w.cluster.max_gpus])
+    p = m.predict(gpus[gpus <= w.cluster.max_gpus])
+    if p.mfu is not None:
+        assert (p.mfu <= 1.0 + 1e-9).all(), p.mfu
+    below = p.gpus < m.baseline_gpus
+    assert (p.efficiency[below] <= 1.3).all(), p.efficiency[below]
+    assert (p.step_low <= p.step_seconds).all() and (p.step_seconds <= p.step_high).all()

@@ -1,4 +1,4 @@
-"""Bootstrap resampling and the noise model behind the 90% intervals."""
+"""Posterior draws and the noise model behind the 90% intervals."""
 
 from __future__ import annotations
 
@@ -6,38 +6,16 @@ import numpy as np
 import pytest
 from scipy.stats import t
 
-from advisor.measurements import MeasuredRun, Measurements
-from advisor.scaling.intervals import PRIOR_NOISE, PRIOR_WEIGHT, NoiseModel, Resampler, interval
+from advisor.scaling.estimator import OverlapRegressor
+from advisor.scaling.intervals import PRIOR_WEIGHT, Z, NoiseModel, draw_spread, interval, posterior_draws
 
-
-def runs():
-    # Three runs at 8 GPUs (different steps), one at 16, one at 32 over 4 nodes.
-    return Measurements([
-        MeasuredRun(8, 1, 64.0, np.array([1.0, 1.1, 0.9])),
-        MeasuredRun(8, 1, 64.0, np.array([2.0])),
-        MeasuredRun(8, 1, 64.0, np.array([3.0, 3.0])),
-        MeasuredRun(16, 2, 128.0, np.array([5.0, 6.0, 7.0, 8.0]), np.array([1.0, 1.0, 2.0, 2.0])),
-        MeasuredRun(32, 4, 256.0, np.array([9.0])),
-    ])
-
-
-def test_resamples_keep_every_placement_and_draw_steps_within_runs():
-    r = Resampler(runs())
-    rng = np.random.default_rng(0)
-    for _ in range(50):
-        d = r.draw(rng)
-        assert sorted(d.gpus) == [8, 8, 8, 16, 32]  # strata keep their sizes; no count drops out
-        eight = d.step[d.gpus == 8]
-        assert set(np.round(eight, 6)) <= {0.9, 1.0, 1.1, 2.0, 3.0}  # medians of resampled steps of one run
-        assert 5.0 <= d.step[d.gpus == 16][0] <= 8.0
-        assert d.step[d.gpus == 32][0] == 9.0
-        assert np.isnan(d.comm[d.gpus == 8]).all() and 1.0 <= d.comm[d.gpus == 16][0] <= 2.0
+NOISE = 0.05
 
 
 def test_few_residuals_are_pooled_with_the_prior_noise():
     r = np.array([0.01, -0.02])
-    noise = NoiseModel.from_residuals(r, kappa=0.0, kappa_measured=True)
-    pooled = np.sqrt((np.sum(r**2) + PRIOR_WEIGHT * PRIOR_NOISE**2) / (r.size + PRIOR_WEIGHT))
+    noise = NoiseModel.from_residuals(r, widening=0.0, prior_noise=NOISE)
+    pooled = np.sqrt((np.sum(r**2) + PRIOR_WEIGHT * NOISE**2) / (r.size + PRIOR_WEIGHT))
     expected = t.ppf(0.95, r.size + PRIOR_WEIGHT - 1) * pooled
     assert noise.upper == pytest.approx(expected) and noise.lower == pytest.approx(-expected)
     assert noise.prior_dominated
@@ -45,26 +23,31 @@ def test_few_residuals_are_pooled_with_the_prior_noise():
 
 def test_many_residuals_use_their_own_quantiles():
     r = np.linspace(-0.3, 0.1, 401)
-    noise = NoiseModel.from_residuals(r, kappa=0.0, kappa_measured=True)
+    noise = NoiseModel.from_residuals(r, widening=0.0, prior_noise=NOISE)
     assert noise.lower == pytest.approx(np.quantile(r, 0.05)) and noise.upper == pytest.approx(np.quantile(r, 0.95))
 
 
 def test_interval_widens_with_distance_past_the_data():
-    noise = NoiseModel(-0.1, 0.1, kappa=0.5, kappa_measured=True, n_residuals=100)
+    noise = NoiseModel(-0.1, 0.1, widening=0.5, n_residuals=100)
     med = np.ones(3)
-    lo, hi = interval(med, np.zeros(3), noise, distance=np.array([0.5, 1.0, 4.0]))
-    assert hi[0] == pytest.approx(np.exp(0.1)) and hi[1] == pytest.approx(np.exp(0.1))  # inside the data
-    assert hi[2] == pytest.approx(np.exp(0.1 * (1 + 0.5 * 2)))  # two doublings past it
-    assert lo[2] == pytest.approx(np.exp(-0.1 * 2))
+    lo, hi = interval(med, np.full(3, 0.2), noise, distance=np.array([0.5, 1.0, 4.0]))
+    assert hi[0] == pytest.approx(np.exp(np.hypot(0.2, 0.1))) and hi[1] == hi[0]  # inside the data
+    assert hi[2] == pytest.approx(np.exp(np.hypot(0.2, 0.1 * (1 + 0.5 * 2))))  # two doublings past it
+    assert lo[2] == pytest.approx(1 / hi[2])
 
 
-def test_alternatives_widen_only_on_their_side():
-    noise = NoiseModel(-0.1, 0.1, kappa=0.0, kappa_measured=True, n_residuals=100)
-    med = np.ones(2)
-    alt = np.array([np.exp(0.2), np.exp(-0.3)])  # one family above the chosen one, then below
-    lo, hi = interval(med, np.zeros(2), noise, np.ones(2), (alt,))
-    assert hi[0] == pytest.approx(np.exp(np.hypot(0.1, 0.2))) and lo[0] == pytest.approx(np.exp(-0.1))
-    assert lo[1] == pytest.approx(np.exp(-np.hypot(0.1, 0.3))) and hi[1] == pytest.approx(np.exp(0.1))
+def test_posterior_draws_respect_bounds_and_follow_the_prior_without_data():
+    """A prior-only estimator: a log-normal prior on column 1 (bounded at 1), a half-normal on column 0."""
+    est = OverlapRegressor(n_compute=2, lower=((1, 1.0),), prior=((0, "lin", 0.0, 0.2), (1, "log", 1.0, 0.5)))
+    est.set_prior_state(2)
+    assert est.coef_ == pytest.approx([0.0, np.e])
+    d = posterior_draws(est, 4000, seed=1)
+    assert (d.coefs[:, 1] >= 1.0).all() and (d.coefs[:, 0] >= 0).all()
+    logs = np.log(d.coefs[:, 1])
+    assert np.median(logs) == pytest.approx(1.0, abs=0.05)
+    assert np.quantile(logs, 0.95) == pytest.approx(1.0 + Z * 0.5, abs=0.1)  # the prior's spread, log-normal
+    # The spread of a step of pure column-1 time is the prior's: z x sd of its log.
+    assert draw_spread(np.array([[0.0, 1.0]]), 2, d)[0] == pytest.approx(Z * np.std(logs), rel=1e-6)
 
 
 def test_interval_stays_finite_and_bounded_with_three_counts():

@@ -36,7 +36,7 @@ BAD = {
     "fractional gpus": ("gpus,step_seconds\n1.5,1\n", "m.csv: line 2.gpus: must be a whole number (got '1.5')"),
     "negative time": ("gpus,step_seconds\n2,-1\n", "m.csv: line 2.step_seconds: must be a positive number (got '-1')"),
     "more nodes than gpus": ("gpus,nodes,step_seconds\n2,4,1\n", "m.csv: line 2.nodes: more nodes than GPUs (2) (got 4)"),
-    "overfull node": ("gpus,nodes,step_seconds\n16,1,1\n", "m.csv: line 2.nodes: 16 GPUs on 1 node(s) exceed cluster.gpus_per_node (8) (got 1)"),
+    "overfull node": ("gpus,nodes,step_seconds\n16,1,1\n", "m.csv: line 2.nodes: 16 GPUs on 1 node exceed cluster.gpus_per_node (8) (got 1)"),
     "short row": ("gpus,step_seconds\n2\n", "m.csv: line 2: expected 2 fields like the header (got 1)"),
     "header only": ("# nothing\ngpus,step_seconds\n", "m.csv: no data rows after the header"),
 }

@@ -65,7 +65,7 @@ BAD = {
     ),
     "bad count": (
         mutate('params = "6.7B"', 'params = "lots"'),
-        ["model.params: expected a count like '6.7B', '250M', '32K' or a number (got 'lots')"],
+        ["model.params: expected a count like '6.7B', '13 billion', '250M', '32K' or a number (got 'lots')"],
     ),
     "nan": (
         mutate('params = "6.7B"', "params = nan"),
@@ -97,7 +97,8 @@ BAD = {
     ),
     "partial transformer shape": (
         mutate("heads = 32\n", ""),
-        ["model.heads: required with layers, hidden, seq_len (a transformer shape needs layers, hidden, heads and seq_len)"],
+        ["model.heads: required with layers, hidden, seq_len "
+         "(a transformer shape needs layers, hidden, heads and seq_len)"],
     ),
     "no shape and no flops": (
         mutate("layers = 32\nhidden = 4096\nheads = 32\nseq_len = 4096\n", ""),
@@ -105,7 +106,16 @@ BAD = {
     ),
     "both samples and steps": (
         mutate('samples = "250M"', 'samples = "250M"\nsteps = 1000'),
-        ["job: give exactly one of job.samples or job.steps"],
+        ["job: give exactly one of job.samples, job.steps or job.tokens"],
+    ),
+    "tokens and samples": (
+        mutate('samples = "250M"', 'samples = "250M"\ntokens = "1T"'),
+        ["job: give exactly one of job.samples, job.steps or job.tokens"],
+    ),
+    "tokens without seq_len": (
+        mutate('samples = "250M"', 'tokens = "1T"').replace("seq_len = 4096\n", "").replace(
+            "layers = 32\nhidden = 4096\nheads = 32\n", "flops_per_sample = 1e12\n"),
+        ["job.tokens: needs model.seq_len (tokens per sample) to count samples (got 1000000000000.0)"],
     ),
     "bad name": (
         mutate('name = "llm7b"', 'name = "../evil"'),
@@ -138,20 +148,29 @@ def test_bad_spec_exits_2_with_exact_lines(tmp_path, case):
     assert result.stderr.splitlines() == [f"spec.toml: {line}" for line in expected]
 
 
+def test_job_tokens_count_samples_by_seq_len(tmp_path):
+    from advisor.spec import load_workload
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(mutate('samples = "250M"', 'tokens = "1.024T"'))  # seq_len 4096 in the fixture
+    w = load_workload(spec)
+    assert w.job.samples == pytest.approx(1.024e12 / 4096)
+    assert w.job.tokens == pytest.approx(1.024e12)
+
+
 def test_missing_file(tmp_path):
     result = run_cli("validate", "nope.toml", cwd=tmp_path)
     assert (result.returncode, result.stderr.strip()) == (2, "nope.toml: no such file")
 
 
 def test_units_parse_to_base_units():
-    from advisor.units import parse_bandwidth, parse_count, parse_duration, parse_size
+    from advisor.units import parse_bandwidth, parse_count, parse_duration
 
     assert parse_bandwidth("400 Gbit/s") == 50e9
     assert parse_bandwidth("900 GB/s") == 900e9
     assert parse_bandwidth("100 Gb/s") == 12.5e9
     assert parse_count("6.7B") == 6.7e9 and parse_count("250M") == 250e6 and parse_count(12) == 12
     assert parse_duration("10 us") == 1e-5 and parse_duration("2 min") == 120 and parse_duration("1.5 h") == 5400
-    assert parse_size("64 MiB") == 64 * 2**20 and parse_size("80 GB") == 80e9
 
 
 def test_schema_lists_every_field_with_a_description():
@@ -178,7 +197,8 @@ def test_gpu_catalog_lists_required_models_with_sources():
 def test_core_cli_does_not_import_torch_or_sklearn():
     import subprocess
 
-    code = "import advisor.cli, sys; bad = [m for m in ('torch', 'sklearn', 'matplotlib') if m in sys.modules]; assert not bad, bad"
+    code = ("import advisor.cli, sys; bad = [m for m in ('torch', 'sklearn', 'matplotlib') if m in sys.modules]; "
+            "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

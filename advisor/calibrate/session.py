@@ -27,12 +27,19 @@ from advisor.calibrate import scratch
 from advisor.calibrate.launcher import CalibrationFailed, launch_local
 from advisor.calibrate.plan import UNSET, batch_plan, measurement_setup, setup_differences
 from advisor.calibrate.results import add_result, find_result_dirs, read_result_dir
-from advisor.calibration_data import (Calibration, Provenance, calibrations_dir, load_calibration, now_utc,
-                                      save_calibration)
+from advisor.calibration_data import (
+    Calibration,
+    Provenance,
+    calibrations_dir,
+    load_calibration,
+    now_utc,
+    save_calibration,
+)
 from advisor.errors import InputError, Problem
 from advisor.fileio import check_output_target, exclusive_lock, signals_deferred
 from advisor.placement import parse_placements
 from advisor.spec import Workload, load_workload
+from advisor.text import plural
 
 #: Most ranks one local calibration starts: each is a process with its own torch import (~300 MB);
 #: 256 already needs ~75 GB of memory, more than any one host this is meant for.
@@ -49,7 +56,7 @@ def resolve_device(device: str) -> tuple[str, Optional[int]]:
     try:
         import torch
     except ImportError:
-        raise InputError.at("--device", "", "calibration needs torch: pip install 'advisor[calibrate]'", device) from None
+        raise InputError.at("--device", "", "calibration needs torch: pip install -e '.[calibrate]' (from the advisor checkout)", device) from None
     if torch.cuda.is_available():
         return "cuda", torch.cuda.device_count()
     if device == "cuda":
@@ -180,7 +187,7 @@ def _sweep(event: Callable[[str, str], None]) -> None:
     """Remove result folders of calibrations whose process died (SIGKILL); name unowned ones."""
     removed, unowned = scratch.sweep()
     if removed:
-        event("clean", f"removed {len(removed)} result folder(s) left by calibrations that were killed: "
+        event("clean", f"removed {plural(len(removed), 'result folder')} left by calibrations that were killed: "
                        + ", ".join(map(str, removed)))
     if unowned:
         event("warn", "result folders of an older advisor, not removed (delete them when no calibration "
@@ -346,7 +353,7 @@ def collect(
                 event("skip", f"{folder}: N={key[0]} over {key[1]} nodes already in {out}; kept the old one")
                 continue
             cal = add_result(cal, w, result)
-            event("saved", f"{folder}: N={key[0]} over {key[1]} node(s) added")
+            event("saved", f"{folder}: N={key[0]} over {plural(key[1], 'node')} added")
         with signals_deferred():
             save_calibration(cal, out)
     return cal, out

@@ -1,26 +1,106 @@
 """The typer application every command module registers on, and the entry point.
 
 The CLI is a thin skin: each command parses options, calls a function of the importable API,
-and prints. `main()` turns `InputError` into its one-line messages on stderr with exit status 2
-and never shows a traceback for user mistakes (typer's pretty exceptions are off).
+and prints through `advisor.cli.output`. Conventions every command shares, set up here once:
+
+- `advisor --version` prints the installed version;
+- `advisor --install-completion` / `--show-completion [bash|zsh|fish|powershell]` (typer's);
+- every command takes `-q/--quiet` (added by `AdvisorTyper.command`, so no command can forget it),
+  and its `--json` and `-q` configure the one `Output` object before the command runs;
+- `main()` turns `InputError` into its one-line messages on stderr with exit status 2 and never
+  shows a traceback for user mistakes (typer's pretty exceptions are off; NO_COLOR is honoured by
+  the rich consoles of `advisor.cli.output`).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
+from typing import Annotated
 
 import typer
 
+from advisor.cli import output
 from advisor.errors import EXIT_INPUT, InputError
 
-app = typer.Typer(
+QuietOpt = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="Print only the result (and errors): no notes, progress or warnings on stderr."),
+]
+
+
+class AdvisorTyper(typer.Typer):
+    """A Typer whose commands all get `-q/--quiet` and configure `output.current()` from it and
+    from their own `--json` (a parameter named `as_json`)."""
+
+    def command(self, *args, **kwargs):
+        register = super().command(*args, **kwargs)
+
+        def decorator(func):
+            signature = inspect.signature(func, eval_str=True)  # annotations as objects, evaluated once
+            if "quiet" in signature.parameters:  # the command declares it itself
+                return register(func)
+
+            @functools.wraps(func)
+            def wrapper(*a, quiet: bool = False, **kw):
+                output.configure(json=bool(kw.get("as_json", False)), quiet=quiet)
+                return func(*a, **kw)
+
+            quiet = inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=QuietOpt)
+            params = _with_keyword(list(signature.parameters.values()), quiet)
+            wrapper.__signature__ = signature.replace(parameters=params)
+            wrapper.__annotations__ = {p.name: p.annotation for p in wrapper.__signature__.parameters.values()}
+            register(wrapper)
+            return func
+
+        return decorator
+
+
+def _with_keyword(params: list[inspect.Parameter], extra: inspect.Parameter) -> list[inspect.Parameter]:
+    """Parameters with `extra` appended as keyword-only (after *args if any, before **kwargs)."""
+    tail = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
+    head = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    return [*head, extra, *tail]
+
+
+def package_version() -> str:
+    """The installed distribution's version; in a source checkout run without installing,
+    `advisor.__version__` (pyproject reads its version from there, so the two agree)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("advisor")
+    except metadata.PackageNotFoundError:
+        from advisor import __version__
+
+        return __version__
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(f"advisor {package_version()}")
+        raise typer.Exit()
+
+
+app = AdvisorTyper(
     name="advisor",
     help="How many GPUs to rent, and on which billing tier: measured scaling, not the linear-scaling myth.",
     pretty_exceptions_enable=False,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode=None,
 )
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print advisor's version and exit."),
+    ] = None,
+) -> None:
+    """How many GPUs to rent, and on which billing tier: measured scaling, not the linear-scaling myth."""
 
 
 def fail(error: InputError) -> None:

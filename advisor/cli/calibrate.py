@@ -19,7 +19,8 @@ from typing import Annotated, Optional
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import GpusOpt, WorkloadArg
+from advisor.cli.options import GpusOpt, JsonOpt, WorkloadArg
+from advisor.cli.output import current
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -34,6 +35,7 @@ class Device(str, Enum):
 class Emit(str, Enum):
     torchrun = "torchrun"
     slurm = "slurm"
+    skypilot = "skypilot"
 
 
 def _say(console, text: str) -> None:
@@ -62,7 +64,7 @@ def calibrate_command(
     timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, max=7 * 86400,
         help="Seconds one count may take before its ranks are killed.")] = None,
     emit: Annotated[Optional[Emit], typer.Option("--emit",
-        help="Print per-node torchrun commands or a Slurm script for multi-node counts.")] = None,
+        help="Print per-node torchrun commands, a Slurm script or SkyPilot task YAMLs for multi-node counts.")] = None,
     collect: Annotated[Optional[Path], typer.Option("--collect",
         help="Merge the results of emitted runs under DIR into the calibration file.")] = None,
     results: Annotated[Optional[Path], typer.Option("--results",
@@ -71,8 +73,16 @@ def calibrate_command(
         help="With --emit torchrun: node 0's address (default: this host's name).")] = None,
     rdzv_port: Annotated[int, typer.Option("--rdzv-port", min=1, max=65535,
         help="With --emit: rendezvous port on node 0 (1-65535).")] = 29500,
+    partition: Annotated[Optional[str], typer.Option("--partition", help="With --emit slurm: #SBATCH --partition.")] = None,
+    account: Annotated[Optional[str], typer.Option("--account", help="With --emit slurm: #SBATCH --account.")] = None,
+    time_limit: Annotated[Optional[str], typer.Option("--time", help="With --emit slurm: allocation time limit (default: the per-placement --timeout limits summed + 10 min).")] = None,
+    setup: Annotated[Optional[str], typer.Option("--setup", help="With --emit slurm|skypilot: a script sourced before the runs (venv, modules).")] = None,
+    root: Annotated[Optional[str], typer.Option("--root", help="With --emit slurm: folder paths are relative to on the cluster (default $SLURM_SUBMIT_DIR).")] = None,
+    env: Annotated[Optional[list[str]], typer.Option("--env", help="With --emit slurm|skypilot: NAME=VALUE exported into the job (repeatable).")] = None,
+    bucket: Annotated[Optional[str], typer.Option("--bucket", help="With --emit skypilot: bucket every node writes results to.")] = None,
     notes: Annotated[Optional[str], typer.Option("--notes",
         help="Text for the file's provenance notes (e.g. other load on the host).")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Run real torch.distributed training steps and collective probes at each GPU count."""
     from rich.console import Console
@@ -85,19 +95,24 @@ def calibrate_command(
                             "not both")
     command = shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
     if emit is not None:
-        _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port)
+        from advisor.calibrate.emit import JobOptions, parse_env
+
+        job = JobOptions(partition, account, time_limit, timeout, setup, root, parse_env(env), bucket)
+        _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port, job)
         return
     if collect is not None:
         from advisor.calibrate import collect as collect_results
 
         cal, path = collect_results(workload, collect, out, notes=notes, command=command,
-                                    on_event=lambda kind, text: _say(err, text))
+                                    on_event=lambda kind, text: current().quiet or _say(err, text))
         _summary(workload, cal, path, err)
         return
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
-        raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install 'advisor[calibrate]' "
+        from advisor.errors import InputError
+
+        raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install -e '.[calibrate]' (from the advisor checkout) "
                             "(CPU-only machines: pip install torch==2.13.0); --emit needs no torch here")
     cal, path = _run_local(err, workload, gpus, device.value, steps, warmup, out, resume, timeout, notes, command)
     _summary(workload, cal, path, err)
@@ -107,14 +122,19 @@ def _run_local(err, workload, gpus, device, steps, warmup, out, resume, timeout,
     """calibrate() with progress on stderr; a failed count exits 1, Ctrl-C or SIGTERM 130."""
     from advisor.calibrate import CalibrationFailed, CalibrationInterrupted, calibrate
 
-    status = err.status("starting") if err.is_terminal else None
+    saved: list[str] = []
+    quiet = current().quiet  # -q: no spinner, no progress lines; failures still print
+    status = err.status("starting") if err.is_terminal and not quiet else None
 
     def on_event(kind: str, text: str) -> None:
         if kind == "progress":
             if status is not None:
                 status.update(text)
             return
-        _say(err, text)
+        if kind == "saved":
+            saved.append(text.split(":", 1)[0])
+        if not quiet:
+            _say(err, text)
 
     # Ctrl-C and SIGTERM both stop the run cleanly (ranks killed, finished counts kept). SIGINT's
     # handler is installed explicitly: a shell starts background jobs with SIGINT ignored, and
@@ -145,10 +165,10 @@ def _run_local(err, workload, gpus, device, steps, warmup, out, resume, timeout,
         signal.signal(signal.SIGINT, previous_int)
 
 
-def _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port) -> None:
+def _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port, job) -> None:
     import socket
 
-    from advisor.calibrate.emit import emit_placements, slurm_script, torchrun_commands
+    from advisor.calibrate.emit import emit_placements, skypilot_tasks, slurm_script, torchrun_commands
     from advisor.spec import load_workload
 
     w = load_workload(workload)
@@ -160,28 +180,18 @@ def _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_
     if emit == Emit.torchrun:
         text = torchrun_commands(w, workload, placements, results, target, steps, warmup,
                                  rdzv_host or socket.gethostname(), rdzv_port)
+    elif emit == Emit.slurm:
+        text = slurm_script(w, workload, placements, results, target, steps, warmup, rdzv_port, options=job)
     else:
-        text = slurm_script(w, workload, placements, results, target, steps, warmup, rdzv_port)
+        text = skypilot_tasks(w, workload, placements, results, target, steps, warmup, rdzv_port, options=job)
     sys.stdout.write(text)
 
 
 def _summary(workload_path: Path, cal, path: Path, err) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     from advisor.calibrate import summary
+    from advisor.cli.nccl_table import print_calibration
     from advisor.spec import load_workload
 
     w = load_workload(workload_path)
-    env = cal.environment
-    table = Table(title=f"{w.name}: calibration ({env.get('backend', '?')}, {env.get('device', '?')})")
-    for col in ("GPUs", "nodes", "median step s", "samples/s", "speedup", "efficiency", "exposed comm", "all_reduce busbw GB/s"):
-        table.add_column(col, justify="right")
-    for r in summary(cal, w):
-        table.add_row(
-            str(r.gpus), str(r.nodes), f"{r.step_seconds:.4g}", f"{r.throughput:.4g}", f"{r.speedup:.2f}",
-            f"{r.efficiency:.0%}", "-" if r.exposed_comm is None else f"{r.exposed_comm:.0%}",
-            "-" if r.busbw is None else f"{r.busbw:.3g}",
-        )
-    Console(soft_wrap=True, width=None if sys.stdout.isatty() else 120).print(table)
-    _say(err, f"wrote {path}")
+    print_calibration(w, cal, path, summary(cal, w))  # busbw per op; probes in nccl-tests' columns; --json
+    current().note(f"wrote {path}")

@@ -1,4 +1,4 @@
-"""Commands of the scaling model: fit, predict, backtest (DESIGN.md §4).
+"""Commands of the scaling model: fit, predict, backtest (the model: docs/model.md).
 
 Thin: each parses options, calls `advisor.scaling.model`, prints a table (stdout) or one JSON document
 (`--json`); warnings go to stderr (and into the JSON). numpy, scikit-learn and matplotlib are
@@ -7,15 +7,14 @@ imported inside the commands, so `advisor validate` does not pay for them.
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Annotated, Optional
 
 import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import CalibrationOpt, GpusOpt, JsonOpt, MeasurementsOpt, ModelOpt, PlotOpt, WorkloadArg
-from advisor.cli.output import console as _console, warn as _warn
+from advisor.cli.output import console as _console, current, warn as _warn
+from advisor.text import interval, plural
 
 
 def _model(workload, calibration, measurements, family):
@@ -29,6 +28,11 @@ def _model(workload, calibration, measurements, family):
     return build_model(w, calibration=calibration, measurements=measurements, family=family)
 
 
+def _uncal(m) -> str:
+    """The mark every uncalibrated table title carries."""
+    return "" if m.calibrated else "UNCALIBRATED (prior only, no measurement): "
+
+
 def _pct(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.1f}%"
 
@@ -40,38 +44,36 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
     m = _model(workload, calibration, measurements, model)
     desc = m.describe()
     if as_json:
-        print(json.dumps({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": desc,
-                          "residuals": m.residuals(), "warnings": m.fit_warnings}, indent=2))
+        current().result({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": desc,
+                          "residuals": m.residuals(), "warnings": m.fit_warnings})
         _warn(m.fit_warnings)
         return
     from rich.table import Table
 
     con = _console()
     meas = desc["measured"]
-    con.print(f"{m.workload.name}: {meas['runs']} runs ({meas['steps']} steps) at GPUs {meas['gpus']}, up to "
-              f"{meas['max_nodes']} node(s), {meas['probes']} collective probes, from {meas['source']}")
-    t = Table(title="model families, leave-one-count-out CV (mean abs. % error on held-out counts)")
+    con.print(f"{m.workload.name}: {plural(meas['runs'], 'run')} ({plural(meas['steps'], 'step')}) at GPUs {meas['gpus']}, "
+              f"up to {plural(meas['max_nodes'], 'node')}, {plural(meas['probes'], 'collective probe')}, from {meas['source']}")
+    t = Table(title=_uncal(m) + "leave-one-count-out CV (mean abs. % error on held-out counts)")
     for col in ("family", "CV error", "form"):
         t.add_column(col)
     for f in desc["families"]:
         t.add_row(("✔ " if f["name"] == m.family else "  ") + f["name"], _pct(f["cv_mape"]), f["summary"])
     t.add_row("  naive linear", _pct(desc["naive_linear_cv_mape"]), "per-GPU throughput of the largest count, held")
     con.print(t)
-    c = Table(title=f"coefficients of '{m.family}' (90% bootstrap range)")
+    c = Table(title=f"{_uncal(m)}coefficients of '{m.family}' (90% posterior range)")
     for col in ("term", "value", "90% range", "unit"):
         c.add_column(col, no_wrap=col != "unit")
     for k in desc["coefficients"]:
-        rng = ("fixed: declared speed" if k["fixed"] else
-               "- (nothing to resample)" if k["low"] == k["high"] else f"{k['low']:.3g} – {k['high']:.3g}")
+        rng = "fixed" if k["fixed"] else "-" if k["low"] == k["high"] else interval(k['low'], k['high'])
         c.add_row(k["name"], f"{k['value']:.4g}", rng, k["unit"])
     if "overlap_gamma" in desc:
         c.add_row("overlap γ", f"{desc['overlap_gamma']:.3g}", "", "1 none … 10 full")
     con.print(c)
     iv = desc["interval"]
-    widening = f"{iv['widening_per_doubling']:.0%} per doubling past the data ({'measured by forward CV' if iv['widening_measured'] else 'assumed'})"
-    alts = f"; plus disagreement of {', '.join(iv['alternatives'])} (CV cannot tell them apart)" if iv["alternatives"] else ""
-    con.print(f"90% intervals: {iv['bootstrap']} bootstrap refits (runs and steps), {iv['residuals']} out-of-sample residuals, "
-              f"widening {widening}{alts}")
+    con.print(f"90% intervals: the posterior of the coefficients ({iv['posterior_draws']} draws for the ranges above), "
+              f"{plural(iv['residuals'], 'out-of-sample residual')}, noise growing {iv['widening_per_doubling']:.0%} per "
+              "doubling past the data (set on the published corpus)")
     r = Table(title="residuals (in-sample, median step per run)")
     for col in ("GPUs", "nodes", "batch", "measured s", "fitted s", "error"):
         r.add_column(col, justify="right")
@@ -109,27 +111,27 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
 
         plot_scaling(m, p, plot)
     if as_json:
-        print(json.dumps({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": m.describe(),
-                          "predictions": p.rows(), "warnings": p.warnings}, indent=2))
+        current().result({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": m.describe(),
+                          "predictions": p.rows(), "warnings": p.warnings})
         _warn(p.warnings)
         return
     from rich.table import Table
 
     desc = m.describe()
-    t = Table(title=f"{m.workload.name}: model '{m.family}' (CV error {_pct(desc['cv_mape'])}), "
-                    f"speedup vs {m.baseline_gpus} GPU(s), 90% intervals")
+    t = Table(title=f"{_uncal(m)}{m.workload.name}: model '{m.family}' (CV error {_pct(desc['cv_mape'])}), "
+                    f"speedup vs {plural(m.baseline_gpus, 'GPU')}, 90% intervals")
     cols = ("GPUs", "nodes", "step s", "step 90%", "samples/s", "samples/s 90%", "speedup", "efficiency", "MFU", "naive samples/s")
     for col in cols:
         t.add_column(col, justify="right")
     for r in p.rows():
         t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['step_seconds']:.4g}",
-                  f"{r['step_seconds_low']:.3g}–{r['step_seconds_high']:.3g}", f"{r['throughput']:.4g}",
-                  f"{r['throughput_low']:.3g}–{r['throughput_high']:.3g}", f"{r['speedup']:.3g}",
+                  interval(r['step_seconds_low'], r['step_seconds_high']), f"{r['throughput']:.4g}",
+                  interval(r['throughput_low'], r['throughput_high']), f"{r['speedup']:.3g}",
                   f"{r['efficiency'] * 100:.0f}%", "-" if r["mfu"] is None else f"{r['mfu'] * 100:.1f}%",
                   f"{r['naive_throughput']:.4g}")
     _console().print(t)
     if plot is not None:
-        print(f"wrote {plot}", file=sys.stderr)
+        current().note(f"wrote {plot}")
     _warn(p.warnings)
 
 
@@ -151,7 +153,7 @@ def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: Calibr
     w = load_workload(workload)
     result = run_backtest(w, load_measurements(w, calibration, measurements), fit_max_gpus, model)
     if as_json:
-        print(json.dumps(result, indent=2))
+        current().result(result)
         _warn(result["warnings"])
         return
     from rich.table import Table
@@ -161,9 +163,9 @@ def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: Calibr
         t.add_column(col, justify="right")
     for r in result["points"]:
         t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['global_batch']:g}", f"{r['measured']:.4g}", f"{r['predicted']:.4g}",
-                  f"{r['error'] * 100:+.1f}%", f"{r['low']:.3g}–{r['high']:.3g}", "yes" if r["inside"] else "NO")
+                  f"{r['error'] * 100:+.1f}%", interval(r['low'], r['high']), "yes" if r["inside"] else "NO")
     con = _console()
     con.print(t)
     con.print(f"MAPE {result['mape']:.1f}% (naive linear {result['naive_linear_mape']:.1f}%), "
-              f"90% interval coverage {result['coverage']:.0f}% over {len(result['points'])} points")
+              f"90% interval coverage {result['coverage']:.0f}% over {plural(len(result['points']), 'point')}")
     _warn(result["warnings"])

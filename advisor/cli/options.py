@@ -3,30 +3,33 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 WorkloadArg = Annotated[Path, typer.Argument(help="Workload spec (TOML).", show_default=False)]
 OptionalWorkloadArg = Annotated[
-    Optional[Path],
-    typer.Argument(help="Workload spec (TOML); default: every workload in workloads/ with calibration data.", show_default=False),
+    Path | None,
+    typer.Argument(help="Workload spec (TOML); default: every workload in workloads/ with calibration data.",
+                   show_default=False),
 ]
 CalibrationOpt = Annotated[
-    Optional[Path],
-    typer.Option("--calibration", help="Calibration file (default: the workload's checked-in calibrations/NAME*.toml)."),
+    list[Path] | None,
+    typer.Option("--calibration", help="Calibration file; repeat to merge several, or add --measurements "
+                 "(default: the workload's checked-in calibrations/NAME*.toml)."),
 ]
 MeasurementsOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--measurements", help="Measurement CSV (gpus, nodes, step_seconds or throughput, global_batch)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else there.")]
-PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG plot to this path.")]
+PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot to this path.")]
 GpusOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option("--gpus", help="Comma-separated GPU counts; N@M means N GPUs over M nodes (e.g. 16,64,64@16)."),
 ]
 ModelOpt = Annotated[
     str,
-    typer.Option("--model", help="Model family: auto (chosen by leave-one-count-out CV), amdahl, ernest, topology, topology-ring."),
+    typer.Option("--model", help="Model family: auto (chosen by leave-one-count-out CV), amdahl, ernest, topology, "
+                                  "topology-ring."),
 ]

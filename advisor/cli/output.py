@@ -1,18 +1,106 @@
-"""How every command prints: rich tables on stdout (wide when piped), warnings on stderr."""
+"""How every command prints: one `Output` object per invocation, configured from `--json` and `-q`.
+
+Conventions (those of the `hf` CLI and of Unix tools):
+
+- the result goes to stdout: a rich table and sentences, or with `--json` one JSON document and
+  nothing else on stdout;
+- notes (`wrote FILE`), progress and `warning: ...` lines go to stderr; `-q/--quiet` silences them
+  (errors still print; warnings stay inside the `--json` document);
+- colour follows the NO_COLOR convention (https://no-color.org): set and non-empty, no colour.
+
+`app.py` configures `current()` from each command's `--json` and `-q` options before the command
+runs; commands call `current().result(...)`, `.note(...)`, `.warn(...)` and `.console()`.
+The module-level `warn` and `console` are the same, for commands written before the object.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+def no_color() -> bool:
+    """True when the NO_COLOR environment variable is set to a non-empty value (no-color.org)."""
+    return os.environ.get("NO_COLOR", "") != ""
+
+
+@dataclass
+class Output:
+    """Where one command invocation's results, notes and warnings go."""
+
+    json: bool = False
+    """`--json`: the result is one JSON document on stdout."""
+    quiet: bool = False
+    """`-q/--quiet`: nothing on stderr but errors."""
+
+    def result(self, document: Any, render: Callable[[], None] | None = None) -> None:
+        """Print the command's result: `document` as JSON with --json (or when there is no `render`),
+        else `render()` (tables and sentences on stdout)."""
+        if self.json or render is None:
+            print(json.dumps(strict_json(document), indent=2))
+        else:
+            render()
+
+    def note(self, text: str) -> None:
+        """An informational line on stderr (`wrote FILE`); silenced by -q."""
+        if not self.quiet:
+            print(text, file=sys.stderr)
+
+    def warn(self, lines: list[str]) -> None:
+        """Each distinct warning once, as `warning: ...` on stderr; silenced by -q (the --json
+        document carries them)."""
+        if self.quiet:
+            return
+        for line in dict.fromkeys(lines):
+            print(f"warning: {line}", file=sys.stderr)
+
+    def console(self, stderr: bool = False):
+        """rich Console for tables: NO_COLOR honoured; wide when piped (rich would wrap at 80
+        columns and truncate cells); on stderr, silent under -q."""
+        from rich.console import Console
+
+        stream = sys.stderr if stderr else sys.stdout
+        width = None if stream.isatty() else 200
+        return Console(file=stream, width=width, no_color=no_color() or None, quiet=stderr and self.quiet)
+
+
+def strict_json(value: Any) -> Any:
+    """`value` with every NaN or infinity replaced by null: JSON (RFC 8259) has no such numbers, and
+    jq or a JavaScript reader would refuse the whole document."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+_current = Output()
+
+
+def current() -> Output:
+    """The Output of the command now running (configured by app.py from --json and -q)."""
+    return _current
+
+
+def configure(*, json: bool = False, quiet: bool = False) -> Output:
+    """Set the options of the command about to run; returns the Output it will use."""
+    global _current
+    _current = Output(json=json, quiet=quiet)
+    return _current
 
 
 def warn(lines: list[str]) -> None:
-    """Each distinct warning once, as `warning: ...` on stderr (results stay alone on stdout)."""
-    for line in dict.fromkeys(lines):
-        print(f"warning: {line}", file=sys.stderr)
+    """`current().warn(lines)`."""
+    current().warn(lines)
 
 
 def console():
-    """rich Console for tables; wide when piped (rich would wrap at 80 columns and truncate cells)."""
-    from rich.console import Console
-
-    return Console() if sys.stdout.isatty() else Console(width=200)
+    """`current().console()`: the stdout Console for tables."""
+    return current().console()

@@ -1,15 +1,18 @@
 """`advisor recommend`: how many GPUs, on which tier, for how much, finishing when, and why.
 
 With a workload: one recommendation from its calibration (checked-in, or --calibration /
---measurements). Without: one per workload in workloads/ that has calibration data, and a line
-for each that has none (no guessing). Table and why on stdout; --json one document (DESIGN.md §4);
---plot a PNG of cost against time; the model's warnings on stderr (and in the JSON).
+--measurements). Without: one per workload in workloads/; a workload without calibration data is
+recommended from the scaling model's prior when the model offers one (marked uncalibrated in the
+table title, a warning and the JSON's "model": {"calibrated": false}), else gets one line saying so.
+Table and why on stdout; --json one document; --plot a PNG of cost against time; the model's
+warnings on stderr (and in the JSON).
+
+Exit status: 0, a plan chosen for every workload; 3, for some workload no plan meets the limits
+(or none is possible): the table or JSON is still printed; 2, bad input.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -17,19 +20,41 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import CalibrationOpt, JsonOpt, MeasurementsOpt, OptionalWorkloadArg, PlotOpt
-from advisor.cli.output import console, warn
+from advisor.cli.output import console, current, warn
 from advisor.errors import InputError
+from advisor.planning.limits import FREE_OBJECTIVES, Limits, Objective
 
-BudgetOpt = Annotated[Optional[float], typer.Option("--budget", help="USD: the fastest plan that costs at most this.", show_default=False)]
-DeadlineOpt = Annotated[Optional[float], typer.Option("--deadline", help="Hours: the cheapest plan that finishes in time.", show_default=False)]
+BudgetOpt = Annotated[
+    Optional[float], typer.Option("--budget", help="USD: the fastest plan that costs at most this.", show_default=False)
+]
+DeadlineOpt = Annotated[
+    Optional[float],
+    typer.Option("--deadline", help="Hours: the cheapest plan that finishes in time.", show_default=False),
+]
 TierOpt = Annotated[Optional[str], typer.Option("--tier", help="Consider only this billing tier.", show_default=False)]
 ConfidenceOpt = Annotated[
     Optional[float],
-    typer.Option("--confidence", help="Require this probability (0-1) of meeting --budget/--deadline (default: the median plan meets them).", show_default=False),
+    typer.Option(
+        "--confidence",
+        help="Require this probability (0-1) of meeting --budget/--deadline (default: the median plan meets them).",
+        show_default=False,
+    ),
+]
+ObjectiveOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--objective",
+        help="Without limits: worth-the-cost (default: add GPUs while the time saved outweighs the "
+        "cost added) or speedup-per-dollar (the literal ratio).",
+        show_default=False,
+    ),
 ]
 
 #: Shown rows: powers of two, plus the chosen and closest plans; --json lists every candidate.
 ROW_NOTE = "powers of two and the chosen/closest plans shown; --json lists every candidate"
+
+#: Exit status when, for some workload, no plan meets the limits.
+EXIT_NONE_QUALIFIES = 3
 
 
 @app.command()
@@ -39,39 +64,63 @@ def recommend(
     deadline: DeadlineOpt = None,
     tier: TierOpt = None,
     confidence: ConfidenceOpt = None,
+    objective: ObjectiveOpt = None,
     calibration: CalibrationOpt = None,
     measurements: MeasurementsOpt = None,
     as_json: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
-    """Recommend a GPU count and billing tier: best speedup per dollar, or the fastest plan within
-    --budget, or the cheapest within --deadline, or the cheapest meeting both."""
-    from advisor.calibration_data import find_calibrations
-    from advisor.planning.recommend import check_limits, recommend as recommend_plan, select_tiers
+    """Recommend a GPU count and billing tier: the count past which more GPUs stop being worth their cost, or
+    the fastest plan within --budget, or the cheapest within --deadline, or the cheapest meeting both."""
+    from advisor.planning.recommend import recommend as recommend_plan, select_tiers
 
-    check_limits(budget, deadline, confidence)
+    limits = Limits(budget, deadline, confidence)
+    free = _objective(objective)
+    limits.objective(free)  # a bad or conflicting --objective fails before any fitting
     if workload is None and (calibration is not None or measurements is not None):
         raise InputError.at("--calibration" if calibration else "--measurements", "", "needs a WORKLOAD argument")
-    recs, missing = [], []
+    recs, missing, measured = [], [], {}
     for path, w in _workloads(workload):
         select_tiers(w, tier)  # an unknown --tier fails before any fitting
-        if workload is None and not find_calibrations(w.name, path):
+        found = _model(w, path, calibration, measurements, named=workload is not None)
+        if found is None:
             missing.append((path, w))
             continue
-        model = build_step_time_model(w, path, calibration, measurements)
-        recs.append(recommend_plan(w, model, budget=budget, deadline=deadline, tier=tier, confidence=confidence))
-    if plot is not None and recs:
-        from advisor.planning.plot import plot_frontier
-
-        plot_frontier(recs, plot)
-        print(f"wrote {plot}", file=sys.stderr)
-    elif plot is not None:
-        print("no plot written: no workload has calibration data", file=sys.stderr)
+        model, peaks = found
+        recs.append(recommend_plan(w, model, tier=tier, limits=limits, objective=free, peaks=peaks))
+        measured[w.name] = model.describe()["measured"]["gpus"] if plot is not None else []  # drawn on top
+    _plot(recs, plot, measured)
     if as_json:
-        print(json.dumps(_document(recs, missing), indent=2))
+        current().result(_document(recs, missing))
     else:
         _print(recs, missing)
     warn([f"{rec.workload}: {line}" for rec in recs for line in rec.warnings])
+    unmet = [rec.workload for rec in recs if rec.chosen is None]
+    if unmet:
+        current().note(f"no plan meets the limits for {', '.join(unmet)} (exit status {EXIT_NONE_QUALIFIES})")
+        raise SystemExit(EXIT_NONE_QUALIFIES)
+
+
+def _objective(name: Optional[str]) -> Optional[Objective]:
+    if name is None:
+        return None
+    try:
+        objective = Objective(name)
+    except ValueError:
+        objective = None
+    if objective not in FREE_OBJECTIVES:
+        raise InputError.at("--objective", "", f"choose from {', '.join(o.value for o in FREE_OBJECTIVES)}", name)
+    return objective
+
+
+def _plot(recs, plot, measured) -> None:
+    if plot is not None and recs:
+        from advisor.planning.plot import plot_frontier
+
+        plot_frontier(recs, plot, measured)
+        current().note(f"wrote {plot}")
+    elif plot is not None:
+        current().note("no plot written: no workload has calibration data")
 
 
 def _workloads(workload: Optional[Path]):
@@ -87,12 +136,42 @@ def _workloads(workload: Optional[Path]):
     return [(p, load_workload(p)) for p in paths]
 
 
+def _model(w, path, calibration, measurements, named: bool):
+    """(model, measured memory peaks), or None for a workload without calibration data and no prior
+    model (only when recommending every workload; a named one re-raises the model's error)."""
+    from advisor.calibration_data import find_calibrations
+
+    has_data = calibration is not None or measurements is not None or bool(find_calibrations(w.name, path))
+    try:
+        model = build_step_time_model(w, path, calibration, measurements)
+    except InputError:
+        if has_data or named:
+            raise
+        return None  # no calibration data and a scaling model without a prior: the old one-line path
+    return model, _peaks(w, path, calibration, measurements)
+
+
+def _peaks(w, path, calibration, measurements):
+    """Measured memory peaks of the calibration behind the model (none for a measurement CSV)."""
+    from advisor.calibration_data import load_calibrations, load_workload_calibration
+    from advisor.memory import measured_peaks
+
+    if measurements is not None:
+        return []
+    if calibration:
+        paths = calibration if isinstance(calibration, (list, tuple)) else [calibration]
+        return measured_peaks(load_calibrations(paths, w.name))
+    return measured_peaks(load_workload_calibration(w.name, path))
+
+
 def build_step_time_model(w, path, calibration, measurements):
     """The fitted scaling model (advisor.scaling.model) from the checked-in calibration or the given file."""
     try:
         from advisor.scaling.model import build_model
     except ImportError:  # the scaling model is not part of this build
-        raise InputError.at(path, "", "no scaling model in this advisor build (advisor.scaling.model missing)") from None
+        raise InputError.at(
+            path, "", "no scaling model in this advisor build (advisor.scaling.model missing)"
+        ) from None
     return build_model(w, calibration=calibration, measurements=measurements)
 
 
@@ -104,12 +183,21 @@ def _document(recs, missing) -> dict:
         candidates.extend(rec.plans(rec.candidates()))
         workloads.append(rec.summary())
     for path, w in missing:
-        workloads.append({"workload": w.name, "status": "no-calibration", "message": _no_data(path, w)})
+        workloads.append(
+            {
+                "workload": w.name,
+                "status": "no-calibration",
+                "model": {"calibrated": False},
+                "message": _no_data(path, w),
+            }
+        )
     return {"recommendations": recommendations, "candidates": candidates, "workloads": workloads}
 
 
 def _no_data(path, w) -> str:
-    return f"{path}: no calibration data for {w.name} (calibrations/{w.name}*.toml); run `advisor calibrate {path}` first"
+    return (
+        f"{path}: no calibration data for {w.name} (calibrations/{w.name}*.toml); run `advisor calibrate {path}` first"
+    )
 
 
 def _print(recs, missing) -> None:
@@ -145,16 +233,41 @@ def _table(rec):
     sw = rec.sweep
     p = rec.probabilities["both"]
     rows = _shown(rec)
-    table = Table(title=f"{rec.workload}: {rec.objective}",
-                  caption=f"{len(rows)} of {len(rec.candidates())} plans ({ROW_NOTE}); • on the cost-time frontier")
-    for col in ("GPUs", "nodes", "tier", "step s", "hours", "$", "speedup", "efficiency", "P(meet)", "frontier", "chosen"):
+    title = f"{rec.workload}: {rec.objective}" + (
+        "" if rec.calibrated else " (UNCALIBRATED: prior only, no measurements)"
+    )
+    table = Table(
+        title=title, caption=f"{len(rows)} of {len(rec.candidates())} plans ({ROW_NOTE}); • on the cost-time frontier"
+    )
+    for col in (
+        "GPUs",
+        "nodes",
+        "tier",
+        "batch",
+        "step s",
+        "hours",
+        "$",
+        "speedup",
+        "efficiency",
+        "P(meet)",
+        "frontier",
+        "chosen",
+    ):
         table.add_column(col, justify="left" if col == "tier" else "right")
     for t, c in rows:
         table.add_row(
-            f"{int(sw.gpus[c]):,}", f"{int(sw.nodes[c]):,}", sw.tiers[t].name, f"{sw.step_seconds[0, c]:.3g}",
-            fmt_hours(sw.wall_hours[0, t, c]), fmt_usd(sw.cost_usd[0, t, c]), f"{sw.speedup[t, c]:.3g}x",
-            fmt_pct(sw.efficiency[t, c]), "-" if p is None else fmt_pct(p[t, c]),
-            "•" if (t, c) in rec.frontier_set else "", "✔" if rec.chosen == (t, c) else "",
+            f"{int(sw.gpus[c]):,}",
+            f"{int(sw.nodes[c]):,}",
+            sw.tiers[t].name,
+            f"{sw.global_batch[c]:,.0f}",
+            f"{sw.step_seconds[0, c]:.3g}",
+            fmt_hours(sw.wall_hours[0, t, c]),
+            fmt_usd(sw.cost_usd[0, t, c]),
+            f"{sw.speedup[t, c]:.3g}x",
+            fmt_pct(sw.efficiency[t, c]),
+            "-" if p is None else fmt_pct(p[t, c]),
+            "•" if (t, c) in rec.frontier_set else "",
+            "✔" if rec.chosen == (t, c) else "",
             style="bold" if rec.chosen == (t, c) else None,
         )
     return table

@@ -2,27 +2,69 @@
 
 from __future__ import annotations
 
-import json
+import math
 
 from advisor.cli.app import app
 from advisor.cli.options import JsonOpt, WorkloadArg
+from advisor.cli.output import current
 
 
 @app.command()
-def validate(workload: WorkloadArg) -> None:
+def validate(workload: WorkloadArg, as_json: JsonOpt = False) -> None:
     """Check a workload spec; print one line per problem (exit 2) or a summary (exit 0)."""
+    from advisor.errors import InputError
     from advisor.spec import load_workload
 
-    w = load_workload(workload)
+    out = current()
+    try:
+        w = load_workload(workload)
+    except InputError as error:
+        if as_json:  # the problems as data too; the lines still go to stderr, exit 2
+            out.result({"file": str(workload), "valid": False, "problems": [_problem(p) for p in error.problems]})
+        raise
+    out.result(_validated(workload, w), lambda: print(f"{workload}: valid: {_summary(w)}"))
+
+
+def _summary(w) -> str:
+    """One line: what is trained, how it is batched and sharded, on which cluster, which tiers."""
+    from advisor.text import plural
+    from advisor.units import format_count
+
     batch = (
-        f"global batch {w.batch.global_samples}" if w.batch.policy == "fixed-global"
-        else f"{w.batch.per_gpu_samples} samples per GPU"
+        f"global batch {w.batch.global_samples:,}" if w.batch.policy == "fixed-global"
+        else f"{plural(w.batch.per_gpu_samples, 'sample')} per GPU"
     )
-    print(
-        f"{workload}: valid: {w.name}: {w.model.params / 1e9:.3g}B params, {w.parallelism.strategy}, "
-        f"{w.batch.policy} ({batch}), {w.cluster.gpu} x{w.cluster.gpus_per_node} per node, "
-        f"up to {w.cluster.max_gpus} GPUs, tiers: {', '.join(t.name for t in w.tiers)}"
+    return (
+        f"{w.name}: {format_count(w.model.params)} params, {w.parallelism.strategy}, {w.batch.policy} ({batch}), "
+        f"{w.cluster.gpu} x{w.cluster.gpus_per_node} per node, up to {plural(w.cluster.max_gpus, 'GPU')}, "
+        f"tiers: {', '.join(t.name for t in w.tiers)}"
     )
+
+
+def _validated(path, w) -> dict:
+    """The --json document of a valid spec: the spec with every default and unit resolved to base
+    units, plus the numbers advisor derives from it."""
+    return {
+        "file": str(path),
+        "valid": True,
+        "summary": _summary(w),
+        "workload": w.model_dump(mode="json"),
+        "derived": {
+            "training_flops_per_sample": w.model.training_flops_per_sample,
+            "gradient_bytes": w.model.gradient_bytes,
+            "intra_node_bandwidth": w.intra_node_bandwidth,
+            "peak_flops": w.peak_flops,
+        },
+    }
+
+
+def _problem(p) -> dict:
+    doc = {"path": p.path, "message": p.message, "line": p.line()}
+    if p.has_value:  # JSON has no NaN or inf, nor TOML's dates and tables: those are shown as text
+        plain = isinstance(p.value, (str, int, bool, type(None))) or (
+            isinstance(p.value, float) and math.isfinite(p.value))
+        doc["got"] = p.value if plain else str(p.value)
+    return doc
 
 
 @app.command()
@@ -30,7 +72,7 @@ def schema() -> None:
     """Print the JSON Schema of the workload spec, with every field's description."""
     from advisor.spec import workload_json_schema
 
-    print(json.dumps(workload_json_schema(), indent=2))
+    current().result(workload_json_schema())
 
 
 @app.command()
@@ -51,10 +93,10 @@ def gpus(as_json: JsonOpt = False) -> None:
         }
         for g in catalog()
     ]
-    if as_json:
-        print(json.dumps({"gpus": rows}, indent=2))
-        return
-    from rich.console import Console
+    current().result({"gpus": rows}, lambda: _print_catalog(rows))
+
+
+def _print_catalog(rows: list[dict]) -> None:
     from rich.table import Table
 
     table = Table(
@@ -68,7 +110,7 @@ def gpus(as_json: JsonOpt = False) -> None:
             r["name"], f"{r['memory_gb']:.0f}", _fmt(r["peak_bf16_tflops"]), _fmt(r["peak_fp16_tflops"]),
             _fmt(r["peak_fp32_tflops"]), _fmt(r["intra_node_gbps"]),
         )
-    Console().print(table)
+    current().console().print(table)
 
 
 def _tera(x):

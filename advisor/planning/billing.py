@@ -4,44 +4,51 @@ The step time comes from any `StepTimeModel` (advisor.scaling.model's ScalingMod
 here is arithmetic on numpy arrays, one row per tier and one column per GPU count, so a sweep over
 65,536 counts and every tier costs a few milliseconds (benchmarks/recommend_sweep.py).
 
-The formulas (DESIGN.md §6):
-
-- steps: `job.steps`, or `ceil(job.samples / global_batch(N))` (fixed-per-gpu: the global batch
-  grows with N, so steps shrink). With `batch.gradient_noise_scale` B_noise declared, the job is
-  read as "the progress the declared job makes at the reference batch B_0" (the global batch at
-  the baseline count) and steps follow S(B) = S_min·(1 + B_noise/B) (McCandlish et al. 2018, "An
-  Empirical Model of Large-Batch Training", eq. 2.11), i.e. S(N) = S_0·(1 + B_noise/B(N)) /
-  (1 + B_noise/B_0): a larger batch saves fewer steps than linearly. Under fixed-global the batch
-  does not change with N and the factor is 1.
+- steps: `job.steps`, or `ceil(job.samples / B(N))` with the global batch B(N) of
+  advisor.planning.batch (fixed-per-gpu: B grows with N, capped by `batch.max_global_samples`).
+  With `batch.gradient_noise_scale` B_noise the job is read as "the progress the declared job makes
+  at the reference batch B_0" (the global batch at the baseline count) and steps follow
+  S(B) = S_min·(1 + B_noise/B) (McCandlish et al. 2018, "An Empirical Model of Large-Batch
+  Training", eq. 2.11), i.e. S(N) = S_0·(1 + B_noise/B(N)) / (1 + B_noise/B_0).
 - compute hours: h = steps · T(N) / 3600.
 - preemptible tiers (`preemptions_per_node_hour` > 0): a synchronous job stops when any of its n
-  nodes goes, so its interruption rate is Λ = rate · n per hour. With checkpoint time δ and the
-  Young/Daly interval τ = sqrt(2δ/Λ) (Young 1974; Daly 2006, first order), the expected wall time
-  is h · (1 + δ/τ + Λ·(τ/2 + restart)) = h · (1 + sqrt(2Λδ) + Λ·restart): checkpoint writes, lost
-  work since the last checkpoint (τ/2 on average) and restarts. Every wall hour is billed (the
-  surviving nodes wait through a restart).
-- `min_hours` (reserved): billed hours = max(wall hours, min_hours).
-- cost = N · billed hours · usd_per_gpu_hour. `max_gpus` on a tier (and the cluster's) caps N.
+  nodes goes, so its interruption rate is Λ = rate · n per hour, exponential inter-arrival times.
+  `Preemption` holds the exponential model of Daly 2006 ("A higher order estimate of the optimum
+  checkpoint interval for restart dumps", FGCS 22(3), eq. 20: failures strike during work,
+  checkpoint writes and restarts alike): with checkpoint δ, restart R and compute τ between
+  checkpoints, expected wall time per compute hour is
+      F = e^{ΛR} · (e^{Λ(τ+δ)} − 1) / (Λτ).
+  τ minimises F exactly: Λτ = 1 + W₀(−e^{−(1+Λδ)}) (W₀ the principal Lambert W; dF/dτ = 0 gives
+  e^{Λ(τ+δ)}(1 − Λτ) = 1), solved numerically (`optimal_exposure`). First-order Young/Daly,
+  1 + sqrt(2Λδ) + ΛR, agrees only while
+  Λ·(τ + R) is small. The wall time is random: each τ+δ segment ends after a geometric number of
+  failures, each costing the lost part of the segment and a restart (itself retried on failure);
+  `Preemption.cv` is the resulting coefficient of variation of the whole job's wall time (sum over
+  its compute/τ independent segments), which `recommend` carries into P(meet). Every wall hour is
+  billed (the surviving nodes wait through a restart).
+- billing (`TierBilling`, the one place each tier kind's rule lives): cost = N · price ·
+  max(wall hours, min_hours); its floor (N · price · min_hours, whatever the step time); and its
+  inverse (the most wall hours a budget buys). `instance_gpus` prices only whole instances and
+  `max_gpus` caps a tier.
 
 GPU counts considered (`gpu_counts`): powers of two inside one node (1, 2, 4, ... up to
-gpus_per_node, and gpus_per_node itself), then whole nodes (every multiple of gpus_per_node) up to
-cluster.max_gpus. Nodes are filled: n = ceil(N / gpus_per_node). Left out as impossible: under
-fixed-global, a count above the global batch (under one sample per GPU); and a count whose GPUs
-cannot hold the model states, 16 bytes per parameter (bf16/fp16 weights and gradients plus fp32
-Adam master weights, momentum and variance: Rajbhandari et al. 2020, "ZeRO", §3.1; fp32 training
-needs the same 4 + 4 + 8), sharded over N under FSDP (ZeRO-3), whole on every GPU under DDP,
-against the catalog's GPU memory (activations come on top, so this is a lower bound).
+gpus_per_node, and gpus_per_node itself), then whole nodes up to cluster.max_gpus; n = ceil(N /
+gpus_per_node). Left out before pricing: counts the batch rules out (advisor.planning.batch: under
+one sample per GPU, or not dividing a fixed global batch) and counts whose footprint (advisor.memory:
+state + activations, corrected by a calibration's measured peak) exceeds the GPU's memory.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Protocol, Sequence
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from advisor.memory import MeasuredPeak
     from advisor.spec import Tier, Workload
 
 
@@ -49,9 +56,11 @@ class StepTimeModel(Protocol):
     """Anything that predicts seconds per optimizer step at N GPUs over n nodes.
 
     `step_time(gpus, nodes)` takes equal-length integer arrays and returns (median, low, high):
-    arrays of seconds, low/high a 90% interval. A model may also carry `baseline_gpus` and
-    `baseline_nodes` (the smallest measured count and its placement), the reference for speedup
-    and efficiency, and `extrapolation_warnings(gpus, nodes) -> list[str]`, shown with the choice.
+    arrays of seconds, low/high a 90% interval; it may take `global_batch=` too (the sweep passes
+    the batch of advisor.planning.batch). A model may also carry `baseline_gpus` and `baseline_nodes`
+    (the smallest measured count and its placement), the reference for speedup and efficiency,
+    `extrapolation_warnings(gpus, nodes) -> list[str]`, shown with the choice, and `calibrated`
+    (False: a prior-only model, no measurements behind it).
     """
 
     def step_time(self, gpus: "np.ndarray", nodes: "np.ndarray") -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]: ...
@@ -66,79 +75,255 @@ def gpu_counts(gpus_per_node: int, max_gpus: int) -> "np.ndarray":
     return np.concatenate([np.asarray(inside, dtype=np.int64), whole])
 
 
-#: Bytes of model state per parameter in mixed-precision Adam training (ZeRO §3.1: 2 + 2 + 12).
-STATE_BYTES_PER_PARAM = 16
-
-
-def fits_memory(w: "Workload", gpus: "np.ndarray") -> "np.ndarray":
-    """Whether N GPUs can hold the model states (True everywhere when the GPU's memory is unknown)."""
-    import numpy as np
-
-    from advisor.catalog import find_gpu
-
-    gpu = find_gpu(w.cluster.gpu)
-    states = STATE_BYTES_PER_PARAM * w.model.params
-    per_gpu = states / gpus if w.parallelism.strategy == "fsdp" else states + 0 * gpus
-    return np.ones(gpus.shape, dtype=bool) if gpu is None else per_gpu <= gpu.memory_bytes
-
-
 def job_steps(w: "Workload", gpus: "np.ndarray", reference_gpus: int) -> "np.ndarray":
     """Optimizer steps the job takes at each GPU count (see module docstring); float array."""
     import numpy as np
 
+    from advisor.planning.batch import global_batch
+
     gpus = np.asarray(gpus)
-    batch = np.asarray(w.global_batch(gpus), dtype=float)
+    batch = np.maximum(global_batch(w, gpus), 1e-300)
     noise = w.batch.gradient_noise_scale
     if noise is None:
         if w.job.steps is not None:
             return np.full(gpus.shape, float(np.ceil(w.job.steps)))
         return np.ceil(w.job.samples / batch)
-    reference_batch = float(w.global_batch(reference_gpus))
+    reference_batch = float(global_batch(w, np.array([reference_gpus]))[0])
     reference_steps = w.job.steps if w.job.steps is not None else w.job.samples / reference_batch
     return np.ceil(reference_steps * (1 + noise / batch) / (1 + noise / reference_batch))
 
 
-def preemption_factor(rate_per_node_hour, nodes, checkpoint_seconds, restart_seconds):
-    """Expected wall time per compute hour under preemption: 1 + sqrt(2Λδ) + Λ·restart.
+#: Below this Λ·(τ + restart) the first-order Young/Daly factor is within a few percent of the
+#: exponential model (its error is second order in Λ·(τ + R)); above it the output says so.
+SMALL_EXPOSURE = 0.1
 
-    Λ = rate · nodes (per hour); checkpoint δ and restart given in seconds. Broadcasts (tiers x counts).
+#: Shortest checkpoint interval used when checkpoints are free (δ = 0 makes τ → 0): 1e-9 of the
+#: mean time between preemptions, where the model has converged to its limit e^{ΛR}.
+_TINY = 1e-9
+
+
+def _truncated_exponential_moments(rate, length):
+    """E[U] and E[U²] of the time U to a failure, given one strikes within `length` (rate Λ)."""
+    import numpy as np
+
+    x = rate * length
+    small = x < 1e-4
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        q = -np.expm1(-x)
+        e = np.exp(-x)
+        m1 = 1 / rate - length * e / q
+        m2 = (2 / rate**2 - e * (length**2 + 2 * length / rate + 2 / rate**2)) / q
+    # below 1e-4 the cancellation above loses digits; the failure time is then uniform on [0, length]
+    return np.where(small, length / 2, m1), np.where(small, length**2 / 3, m2)
+
+
+def _retried_moments(rate, length, cost_mean, cost_var):
+    """Mean and variance of the time to finish `length` of failure-free work when each failure
+    costs a random C (mean, variance) on top of the lost part of the attempt: a geometric number of
+    failures F (success probability e^{-Λ·length}), X = length + sum over F of (U + C)."""
+    import numpy as np
+
+    u1, u2 = _truncated_exponential_moments(rate, length)
+    per_fail_mean = u1 + cost_mean
+    per_fail_var = (u2 - u1**2) + cost_var
+    fails = np.expm1(rate * length)  # E[F] = (1 - p) / p
+    fails_var = fails * (fails + 1)  # Var F = (1 - p) / p²
+    return length + fails * per_fail_mean, fails * per_fail_var + fails_var * per_fail_mean**2
+
+
+def optimal_exposure(c) -> "np.ndarray":
+    """Λτ minimising (e^{Λτ + c} − 1)/(Λτ) for c = Λδ >= 0: 1 + W₀(−e^{−(1+c)}).
+
+    Solved as u = ln(1 − Λτ) from h(u) = u − (e^u − 1) + c = 0 by Newton's method: h is increasing and
+    concave for u < 0, so from a start left of the root (h < 0; u0 = −(sqrt(2c) + c) is) Newton rises
+    monotonically to it; 3 steps reach 1e-10 over c in [1e-14, 1e3], 6 are taken. Vectorised and real:
+    scipy's complex lambertw is ~30x slower over 200k plans (tests compare with it).
     """
     import numpy as np
 
-    rate = rate_per_node_hour * nodes
-    return 1 + np.sqrt(2 * rate * checkpoint_seconds / 3600) + rate * restart_seconds / 3600
+    c = np.asarray(c, dtype=float)
+    h = lambda u: u - np.expm1(u) + c  # noqa: E731
+    guess = -(np.sqrt(2 * c) + c)
+    u = np.where(h(guess) <= 0, guess, -(1 + c))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(6):
+            step = h(u) / -np.expm1(u)
+            u = np.where(np.isfinite(step), u - step, u)
+    return np.where(c > 0, -np.expm1(u), 0.0)
 
 
-def checkpoint_interval_hours(rate_per_node_hour, nodes, checkpoint_seconds):
-    """Young/Daly checkpoint interval τ = sqrt(2δ/Λ) in hours (inf without preemptions)."""
+@dataclass(frozen=True)
+class Preemption:
+    """The exponential preemption model (module docstring) for rates Λ per hour, checkpoint δ and
+    restart R in hours; every field broadcasts (tiers x counts)."""
+
+    rate: "np.ndarray"  # Λ, preemptions per hour of the whole job
+    checkpoint: "np.ndarray"  # δ, hours
+    restart: "np.ndarray"  # R, hours
+
+    @classmethod
+    def of(cls, rate_per_node_hour, nodes, checkpoint_seconds, restart_seconds) -> "Preemption":
+        import numpy as np
+
+        rate = np.asarray(rate_per_node_hour, dtype=float) * np.asarray(nodes, dtype=float)
+        delta = np.asarray(checkpoint_seconds, dtype=float) / 3600 + 0 * rate
+        return cls(rate, delta, np.asarray(restart_seconds, dtype=float) / 3600 + 0 * rate)
+
+    def _active(self, kernel, inactive: float, *more) -> "np.ndarray":
+        """`kernel(Λ, δ, R, *more)` evaluated where Λ > 0 only (tiers without preemptions get `inactive`)."""
+        import numpy as np
+
+        out = np.full(self.rate.shape, inactive, dtype=float)
+        on = self.rate > 0
+        if on.any():
+            extra = (np.broadcast_to(np.asarray(m, dtype=float), self.rate.shape)[on] for m in more)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                out[on] = kernel(self.rate[on], self.checkpoint[on], self.restart[on], *extra)
+        return out
+
+    @functools.cached_property
+    def interval_hours(self) -> "np.ndarray":
+        """Compute τ between checkpoints minimising the expected wall time (inf without preemptions; 0 if δ = 0)."""
+        return self._active(_interval, float("inf"))
+
+    @functools.cached_property
+    def factor(self) -> "np.ndarray":
+        """Expected wall hours per compute hour: e^{ΛR}·(e^{Λ(τ+δ)} − 1)/(Λτ) (1 without preemptions)."""
+        return self._active(_factor, 1.0)
+
+    @functools.cached_property
+    def first_order_factor(self) -> "np.ndarray":
+        """Young/Daly to first order, 1 + sqrt(2Λδ) + ΛR: what the exponential model replaces."""
+        import numpy as np
+
+        return 1 + np.sqrt(2 * self.rate * self.checkpoint) + self.rate * self.restart
+
+    @functools.cached_property
+    def exposure(self) -> "np.ndarray":
+        """Λ·(τ + R): expected preemptions per checkpoint interval plus restart (small: first order holds)."""
+        return self._active(lambda lam, delta, restart: lam * (_interval(lam, delta, restart) + restart), 0.0)
+
+    def cv(self, compute_hours) -> "np.ndarray":
+        """Coefficient of variation (std / mean) of the wall time of a job of `compute_hours`."""
+        return self._active(_cv, 0.0, compute_hours)
+
+
+def _interval(lam, delta, restart):
     import numpy as np
 
-    rate = rate_per_node_hour * np.asarray(nodes, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(rate > 0, np.sqrt(2 * (np.asarray(checkpoint_seconds) / 3600) / rate), np.inf)
+    return np.where(delta > 0, optimal_exposure(lam * delta) / lam, 0.0)
+
+
+def _tau(lam, delta, restart):
+    """τ, floored where checkpoints are free (δ = 0 makes the optimum τ → 0, where the model converges)."""
+    import numpy as np
+
+    return np.maximum(_interval(lam, delta, restart), _TINY / lam)
+
+
+def _factor(lam, delta, restart):
+    import numpy as np
+
+    tau = _tau(lam, delta, restart)
+    return np.exp(lam * restart) * np.expm1(lam * (tau + delta)) / (lam * tau)
+
+
+def _cv(lam, delta, restart, compute_hours):
+    import numpy as np
+
+    tau = _tau(lam, delta, restart)
+    # a restart of length R is itself retried: failures during it cost only its lost part
+    y_mean, y_var = _retried_moments(lam, restart, 0.0, 0.0)
+    seg_mean, seg_var = _retried_moments(lam, tau + delta, y_mean, y_var)
+    out = np.sqrt(seg_var / (compute_hours / tau)) / seg_mean
+    return np.where(np.isfinite(out), out, 0.0)
+
+
+@dataclass(frozen=True)
+class TierBilling:
+    """How each tier bills, as (tiers, 1) columns: the forward rule, its floor and its inverse."""
+
+    price: "np.ndarray"  # USD per GPU-hour
+    min_hours: "np.ndarray"  # billed at least this long (reserved)
+    instance: "np.ndarray"  # GPUs per rentable instance (1: any count)
+    cap: "np.ndarray"  # most GPUs on the tier
+
+    @classmethod
+    def of(cls, tiers: Sequence["Tier"], cluster_max: int) -> "TierBilling":
+        import numpy as np
+
+        column = lambda values: np.array(values, dtype=float)[:, None]  # noqa: E731
+        return cls(
+            column([t.usd_per_gpu_hour for t in tiers]),
+            column([t.min_hours for t in tiers]),
+            column([t.instance_gpus or 1 for t in tiers]),
+            column([min(t.max_gpus or cluster_max, cluster_max) for t in tiers]),
+        )
+
+    def offers(self, gpus) -> "np.ndarray":
+        """(tiers, counts): the tier rents this many GPUs (whole instances, within its cap)."""
+        import numpy as np
+
+        gpus = np.asarray(gpus, dtype=float)[None, :]
+        return (gpus <= self.cap) & (np.mod(gpus, self.instance) == 0)
+
+    def cost(self, gpus, wall_hours) -> "np.ndarray":
+        """Dollars for `wall_hours` (..., tiers, counts) at N GPUs: N · price · max(wall, min_hours)."""
+        import numpy as np
+
+        with np.errstate(over="ignore"):  # a preemption factor that overflows is an infinitely dear plan
+            return np.asarray(gpus, dtype=float) * self.price * np.maximum(wall_hours, self.min_hours)
+
+    def floor(self, gpus) -> "np.ndarray":
+        """(tiers, counts): the least a plan can cost whatever its step time (min_hours billed)."""
+        return self.cost(gpus, 0.0)
+
+    def affordable_hours(self, gpus, budget: float) -> "np.ndarray":
+        """(tiers, counts): the most wall hours `budget` buys (inf on a free tier, -inf below the floor)."""
+        import numpy as np
+
+        per_hour = np.asarray(gpus, dtype=float) * self.price
+        with np.errstate(divide="ignore"):
+            hours = np.where(per_hour > 0, budget / per_hour, np.inf)
+        return np.where(self.floor(gpus) > budget, -np.inf, hours)
 
 
 @dataclass(frozen=True)
 class Sweep:
     """Every (tier, GPU count) priced. Arrays are (tiers, counts) unless noted; `available` is
-    False where a cap, the batch or memory rules the plan out. Index 0/1/2 of a leading axis of 3:
+    False where a tier, the batch or memory rules the plan out. Index 0/1/2 of a leading axis of 3:
     median, low, high (the model's 90% interval)."""
 
     tiers: tuple["Tier", ...]
-    gpus: "np.ndarray"            # (counts,)
-    nodes: "np.ndarray"           # (counts,)
-    steps: "np.ndarray"           # (counts,)
-    step_seconds: "np.ndarray"    # (3, counts): median, low, high
-    compute_hours: "np.ndarray"   # (3, counts): steps x step time, no tier overhead
-    factor: "np.ndarray"          # wall hours per compute hour (preemption overhead)
-    wall_hours: "np.ndarray"      # (3, tiers, counts)
-    cost_usd: "np.ndarray"        # (3, tiers, counts)
-    available: "np.ndarray"       # (tiers, counts) bool
-    fits_batch: "np.ndarray"      # (counts,) at least one sample per GPU
-    fits_memory: "np.ndarray"     # (counts,) the model states fit in GPU memory
+    billing: TierBilling
+    preemption: Preemption  # (tiers, counts)
+    gpus: "np.ndarray"  # (counts,)
+    nodes: "np.ndarray"  # (counts,)
+    steps: "np.ndarray"  # (counts,)
+    global_batch: "np.ndarray"  # (counts,) samples per optimizer step
+    step_seconds: "np.ndarray"  # (3, counts): median, low, high
+    compute_hours: "np.ndarray"  # (3, counts): steps x step time, no tier overhead
+    wall_hours: "np.ndarray"  # (3, tiers, counts)
+    cost_usd: "np.ndarray"  # (3, tiers, counts)
+    available: "np.ndarray"  # (tiers, counts) bool
+    offered: "np.ndarray"  # (tiers, counts) the tier rents this count (instances, caps)
+    fits_batch: "np.ndarray"  # (counts,) whole samples per GPU, dividing a fixed global batch
+    fits_memory: "np.ndarray"  # (counts,) the footprint fits in GPU memory
+    memory_bytes: "np.ndarray"  # (counts,) footprint per GPU (measured peak applied where there is one)
+    gpu_memory: Optional[float]  # bytes per GPU (None: unknown, nothing ruled out)
     baseline_gpus: int
-    baseline_hours: float         # compute hours at the baseline count: the speedup reference
+    baseline_hours: float  # compute hours at the baseline count: the speedup reference
     statistical_efficiency: bool  # steps depend on N through the gradient noise scale
+
+    @property
+    def factor(self) -> "np.ndarray":
+        """(tiers, counts) expected wall hours per compute hour (preemption overhead; 1 elsewhere)."""
+        return self.preemption.factor
+
+    @functools.cached_property
+    def wall_cv(self) -> "np.ndarray":
+        """(tiers, counts) coefficient of variation of the wall time from preemptions (at the median)."""
+        return self.preemption.cv(self.compute_hours[0][None, :])
 
     @functools.cached_property
     def speedup(self) -> "np.ndarray":
@@ -152,11 +337,37 @@ class Sweep:
 
     def billed_floor_usd(self) -> "np.ndarray":
         """(tiers, counts): the least a plan can cost whatever its step time (min_hours)."""
-        import numpy as np
+        return self.billing.floor(self.gpus)
 
-        prices = np.array([t.usd_per_gpu_hour for t in self.tiers])[:, None]
-        floors = np.array([t.min_hours for t in self.tiers])[:, None]
-        return self.gpus * prices * floors
+
+def _step_times(model: StepTimeModel, gpus, nodes, batch):
+    """The model's (median, low, high) step seconds, passing the global batch when it takes one."""
+    import numpy as np
+
+    try:
+        takes_batch = "global_batch" in inspect.signature(model.step_time).parameters
+    except (TypeError, ValueError):
+        takes_batch = False
+    out = model.step_time(gpus, nodes, global_batch=batch) if takes_batch else model.step_time(gpus, nodes)
+    return np.stack([np.asarray(a, dtype=float) for a in out])
+
+
+def memory_per_gpu(w: "Workload", gpus, peaks: Sequence["MeasuredPeak"] = ()) -> "np.ndarray":
+    """Footprint per GPU at each count: advisor.memory's estimate, moved to a calibration's measured peak."""
+    from advisor.memory import bytes_per_gpu, measured_offset
+
+    return bytes_per_gpu(w, gpus) + measured_offset(w, gpus, list(peaks))
+
+
+def fits_memory(w: "Workload", gpus, peaks: Sequence["MeasuredPeak"] = ()) -> "np.ndarray":
+    """Whether N GPUs hold the footprint (`memory_per_gpu`) in GPU memory; True everywhere when it is unknown."""
+    import numpy as np
+
+    from advisor.memory import gpu_memory_bytes
+
+    capacity = gpu_memory_bytes(w)
+    memory = memory_per_gpu(w, gpus, peaks)
+    return np.ones(np.shape(memory), dtype=bool) if capacity is None else memory <= capacity
 
 
 def sweep(
@@ -165,41 +376,63 @@ def sweep(
     tiers: Optional[Sequence["Tier"]] = None,
     baseline_gpus: Optional[int] = None,
     gpus: Optional["np.ndarray"] = None,
+    peaks: Sequence["MeasuredPeak"] = (),
 ) -> Sweep:
     """Price every candidate GPU count on every tier (default: all of the workload's tiers).
 
     `baseline_gpus` (default: the model's, else the smallest calibration count) is the reference
-    for speedup and for the gradient-noise-scale batch. `gpus` (ascending) overrides the candidate counts.
+    for speedup and for the gradient-noise-scale batch. `gpus` (ascending) overrides the candidate
+    counts; `peaks` are a calibration's measured memory peaks (advisor.memory.measured_peaks).
     """
     import numpy as np
+
+    from advisor.memory import gpu_memory_bytes
+    from advisor.planning import batch
 
     tiers = tuple(w.tiers if tiers is None else tiers)
     if baseline_gpus is None:
         baseline_gpus = getattr(model, "baseline_gpus", None) or min(w.calibration.gpus)
-    counts = gpu_counts(w.cluster.gpus_per_node, w.cluster.max_gpus) if gpus is None else np.asarray(gpus, dtype=np.int64)
+    counts = (
+        gpu_counts(w.cluster.gpus_per_node, w.cluster.max_gpus) if gpus is None else np.asarray(gpus, dtype=np.int64)
+    )
     nodes = np.asarray(w.nodes(counts), dtype=np.int64)
+    billing = TierBilling.of(tiers, w.cluster.max_gpus)
 
-    fits_batch = w.per_gpu_batch(counts) >= 1
-    fits = fits_memory(w, counts)
-    caps = np.array([min(t.max_gpus or w.cluster.max_gpus, w.cluster.max_gpus) for t in tiers])[:, None]
-    available = (counts[None, :] <= caps) & fits_batch[None, :] & fits[None, :]
+    fits_batch = batch.divides(w, counts)
+    memory = memory_per_gpu(w, counts, peaks)
+    capacity = gpu_memory_bytes(w)
+    fits = fits_memory(w, counts, peaks)
+    offered = billing.offers(counts)
+    available = offered & fits_batch[None, :] & fits[None, :]
 
-    median, low, high = (np.asarray(a, dtype=float) for a in model.step_time(counts, nodes))
-    step_seconds = np.stack([median, low, high])
+    global_batch = batch.global_batch(w, counts)
+    step_seconds = _step_times(model, counts, nodes, global_batch)
     steps = job_steps(w, counts, baseline_gpus)
     compute_hours = steps * step_seconds / 3600
 
-    base = np.array([baseline_gpus], dtype=np.int64)
-    base_nodes = np.array([getattr(model, "baseline_nodes", None) or w.nodes(baseline_gpus)], dtype=np.int64)
-    base_step = float(np.asarray(model.step_time(base, base_nodes)[0])[0])
-    baseline_hours = float(job_steps(w, base, baseline_gpus)[0]) * base_step / 3600
+    baseline_hours = _baseline_hours(w, model, baseline_gpus)
 
     column = lambda attr: np.array([getattr(t, attr) for t in tiers], dtype=float)[:, None]  # noqa: E731
-    factor = preemption_factor(column("preemptions_per_node_hour"), nodes[None, :], column("checkpoint"), column("restart"))
-    wall = compute_hours[:, None, :] * factor[None, :, :]
-    billed = np.maximum(wall, column("min_hours")[None, :, :])
-    cost = counts[None, None, :] * billed * column("usd_per_gpu_hour")[None, :, :]
+    preemption = Preemption.of(
+        column("preemptions_per_node_hour"), nodes[None, :], column("checkpoint"), column("restart")
+    )
+    wall = compute_hours[:, None, :] * preemption.factor[None, :, :]
+    cost = billing.cost(counts, wall)
+    # preemptions so frequent that the expected wall time overflows: a job that never finishes is no plan
+    available &= np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0)
 
     varies = w.batch.gradient_noise_scale is not None and w.batch.policy == "fixed-per-gpu"
-    return Sweep(tiers, counts, nodes, steps, step_seconds, compute_hours, factor, wall, cost, available, fits_batch,
-                 fits, int(baseline_gpus), baseline_hours, varies)
+    return Sweep(tiers, billing, preemption, counts, nodes, steps, global_batch, step_seconds, compute_hours, wall,
+                 cost, available, offered, fits_batch, fits, memory, capacity, int(baseline_gpus), baseline_hours, varies)
+
+
+def _baseline_hours(w: "Workload", model: StepTimeModel, baseline_gpus: int) -> float:
+    """Compute hours at the baseline count (on its measured placement): the speedup reference."""
+    import numpy as np
+
+    from advisor.planning.batch import global_batch
+
+    base = np.array([baseline_gpus], dtype=np.int64)
+    base_nodes = np.array([getattr(model, "baseline_nodes", None) or w.nodes(baseline_gpus)], dtype=np.int64)
+    base_step = float(_step_times(model, base, base_nodes, global_batch(w, base))[0, 0])
+    return float(job_steps(w, base, baseline_gpus)[0]) * base_step / 3600

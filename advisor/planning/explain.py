@@ -1,26 +1,34 @@
-"""The "why" of a recommendation: short sentences computed from the priced sweep.
+"""The "why" of a recommendation: short sentences computed from a finished `Recommendation`.
 
-Each sentence states a number the table also shows, so a reader can check it: the headline
-(what was chosen and how it meets the objective), what one more doubling would buy, the knee
-beyond which each doubling adds little speed, what preemptions cost on each preemptible tier
-and where such a tier stops paying off, idle hours a reserved commitment would bill, the odds
-when they are poor, the gradient-noise-scale effect when used, and the cost-time frontier.
+This module only reads what advisor.planning.recommend decided (it imports nothing from it at run
+time). Each sentence states a number the table also shows, so a reader can check it: the headline,
+where the worth-the-cost walk stopped and why, what one more doubling would buy, the knee beyond
+which each doubling adds little speed, what preemptions cost on each preemptible tier (and when
+Λ·(τ + restart) is not small), where such a tier stops paying off, idle hours a reserved commitment
+would bill, the odds when they are poor, a budget that cannot tell plans apart, the batch the plan
+trains with, the gradient-noise-scale effect when used, the frontier, and what was left out.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from advisor.planning.recommend import choose
+from advisor.planning.limits import LIKELY, Objective
+from advisor.text import interval, plural
 
 if TYPE_CHECKING:
-    from advisor.planning.recommend import Recommendation
+    from advisor.planning.recommend import Recommendation, SpotPayoff
 
 #: "each doubling adds less than this much speed" marks the knee.
 SMALL_GAIN = 0.15
 
-#: Below this probability of meeting the limits, name the plan that meets them with 90% odds.
-LIKELY = 0.8
+HEADLINES = {
+    Objective.WORTH_THE_COST: "Worth its cost",
+    Objective.SPEEDUP_PER_DOLLAR: "Best speedup per dollar",
+    Objective.FASTEST_WITHIN_BUDGET: "Fastest plan {limits}",
+    Objective.CHEAPEST_WITHIN_DEADLINE: "Cheapest plan that finishes {limits}",
+    Objective.CHEAPEST_WITHIN_BOTH: "Cheapest plan {limits}",
+}
 
 
 def fmt_usd(x: float) -> str:
@@ -37,22 +45,42 @@ def fmt_pct(p: float) -> str:
     return f"{100 * p:.0f}%"
 
 
-def plural(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+def fmt_bytes(b: float) -> str:
+    return f"{b / 1e9:,.1f} GB"
 
 
 def describe(rec: "Recommendation", t: int, c: int) -> str:
     sw = rec.sweep
-    return (f"{plural(int(sw.gpus[c]), 'GPU')} ({plural(int(sw.nodes[c]), 'node')}) on {sw.tiers[t].name}: "
-            f"{fmt_hours(sw.wall_hours[0, t, c])}, {fmt_usd(sw.cost_usd[0, t, c])}")
+    return (
+        f"{plural(int(sw.gpus[c]), 'GPU')} ({plural(int(sw.nodes[c]), 'node')}) on {sw.tiers[t].name}: "
+        f"{fmt_hours(sw.wall_hours[0, t, c])}, {fmt_usd(sw.cost_usd[0, t, c])}"
+    )
+
+
+def spot_sentence(s: "SpotPayoff") -> str:
+    if s.compared_with is None:
+        return f"{s.tier}: no tier without preemptions to compare with."
+    if s.never_pays_off:
+        return (f"{s.tier} never pays off here: at every count its expected cost (preemptions included) is above "
+                f"{s.compared_with}'s.")
+    if s.cheaper_everywhere:
+        return f"{s.tier} stays cheaper than {s.compared_with} at every count considered, preemptions included."
+    if s.stops_at_gpus is None:
+        return (
+            f"{s.tier} is still cheaper than {s.compared_with} at the largest count considered, preemptions included."
+        )
+    return (
+        f"{s.tier} stops paying off at {plural(s.stops_at_gpus, 'GPU')} ({plural(s.nodes, 'node')}): from there on its "
+        f"expected cost per job, preemptions included, is at or above {s.compared_with}'s."
+    )
 
 
 def _limits_text(rec: "Recommendation") -> str:
     parts = []
-    if rec.budget_usd is not None:
-        parts.append(f"within {fmt_usd(rec.budget_usd)}")
-    if rec.deadline_hours is not None:
-        parts.append(f"within {fmt_hours(rec.deadline_hours)}")
+    if rec.limits.budget is not None:
+        parts.append(f"within {fmt_usd(rec.limits.budget)}")
+    if rec.limits.deadline is not None:
+        parts.append(f"within {fmt_hours(rec.limits.deadline)}")
     return " and ".join(parts)
 
 
@@ -69,23 +97,61 @@ def explain(rec: "Recommendation") -> tuple[str, list[str]]:
     if rec.chosen is None:
         t, c = rec.closest[0]
         message = f"No plan qualifies {_limits_text(rec)}; closest: {describe(rec, t, c)}{_odds(rec, t, c)}."
-        return message, [s.sentence() for s in rec.spot] + _left_out(rec)
+        return message, [s for s in (_knife_edge(rec), *[spot_sentence(s) for s in rec.spot], *_left_out(rec)) if s]
     t, c = rec.chosen
-    headline = {
-        "speedup-per-dollar": "Best speedup per dollar",
-        "fastest-within-budget": f"Fastest plan {_limits_text(rec)}",
-        "cheapest-within-deadline": f"Cheapest plan that finishes {_limits_text(rec)}",
-        "cheapest-within-budget-and-deadline": f"Cheapest plan {_limits_text(rec)}",
-    }[rec.objective]
-    message = (f"{headline}: {describe(rec, t, c)}, {sw.speedup[t, c]:.3g}x the baseline "
-               f"({plural(sw.baseline_gpus, 'GPU')}) at {fmt_pct(sw.efficiency[t, c])} efficiency"
-               f"{_odds(rec, t, c)}.")
-    why = [s for s in (_doubling(rec, t, c), _knee(rec, t), *_preemption(rec, c), *_reserved(rec, c),
-                       _likelier(rec, t, c), _noise(rec, c), _frontier(rec), *_left_out(rec)) if s]
+    headline = HEADLINES[rec.objective].format(limits=_limits_text(rec))
+    message = (
+        f"{headline}: {describe(rec, t, c)}, {sw.speedup[t, c]:.3g}x the baseline "
+        f"({plural(sw.baseline_gpus, 'GPU')}) at {fmt_pct(sw.efficiency[t, c])} efficiency"
+        f"{_odds(rec, t, c)}."
+    )
+    why = [
+        s
+        for s in (
+            _stop(rec),
+            _doubling(rec, t, c),
+            _knee(rec, t),
+            *_preemption(rec, c),
+            *_reserved(rec, c),
+            _likelier(rec, t, c),
+            _knife_edge(rec),
+            _batch(rec, c),
+            _noise(rec, c),
+            _frontier(rec),
+            *_left_out(rec),
+        )
+        if s
+    ]
     return message, why
 
 
-def _doubling(rec, t: int, c: int) -> str:
+def _stop(rec: "Recommendation") -> str:
+    """Where the worth-the-cost walk stopped, and the step it declined."""
+    stop = rec.stop
+    if stop is None:
+        return ""
+    cheapest_first = rec.frontier[::-1]
+    walked = (
+        f"from the cheapest plan it took {plural(stop.steps, 'step')} along the cost-time frontier, each saving at "
+        f"least as large a share of the time as it added to the cost"
+    )
+    if stop.next is None:
+        t, c = cheapest_first[stop.at]
+        return (
+            f"It stops at the fastest plan considered, not at a step that was not worth it: {walked}. "
+            f"{plural(int(rec.sweep.gpus[c]), 'GPU')} is the most {rec.sweep.tiers[t].name} offers here "
+            f"(cluster.max_gpus "
+            f"or the tier's max_gpus); more might still pay."
+        )
+    nt, nc = cheapest_first[stop.next]
+    return (
+        f"It stops here: {walked}; the next faster plan, {describe(rec, nt, nc)}, would save "
+        f"{fmt_pct(stop.time_saved)} of the time for {fmt_pct(stop.cost_added)} more cost, and no faster plan saves "
+        f"a larger share of the time than it adds to the cost."
+    )
+
+
+def _doubling(rec: "Recommendation", t: int, c: int) -> str:
     """What twice the GPUs on the same tier would buy (or the most there is, when 2N is not a plan)."""
     import numpy as np
 
@@ -98,108 +164,187 @@ def _doubling(rec, t: int, c: int) -> str:
     faster = sw.wall_hours[0, t, c] / sw.wall_hours[0, t, k]
     dearer = sw.cost_usd[0, t, k] / sw.cost_usd[0, t, c]
     speed = f"finish {faster:.2f}x sooner" if faster > 1 else f"not finish sooner ({faster:.2f}x the speed)"
-    going = f"Doubling to {int(sw.gpus[k])} GPUs" if double.size else f"Going to {int(sw.gpus[k])} GPUs (the most on this tier)"
+    going = (
+        f"Doubling to {int(sw.gpus[k])} GPUs"
+        if double.size
+        else f"Going to {int(sw.gpus[k])} GPUs (the most on this tier)"
+    )
     return f"{going} on {sw.tiers[t].name} would {speed} for {dearer:.2f}x the cost."
 
 
-def _knee(rec, t: int) -> str:
+def _knee(rec: "Recommendation", t: int) -> str:
     """'beyond N GPUs each doubling adds < 15% speed for ~2x the cost' on the chosen tier."""
     import numpy as np
 
     sw = rec.sweep
     doubled = np.searchsorted(sw.gpus, 2 * sw.gpus)
-    has = (doubled < sw.gpus.size)
+    has = doubled < sw.gpus.size
     doubled = np.minimum(doubled, sw.gpus.size - 1)
     has &= (sw.gpus[doubled] == 2 * sw.gpus) & sw.available[t] & sw.available[t, doubled]
     idx = np.flatnonzero(has)
     if idx.size == 0:
         return ""
     gain = sw.wall_hours[0, t, idx] / sw.wall_hours[0, t, doubled[idx]] - 1
-    small = gain < SMALL_GAIN
-    tail = np.logical_and.accumulate(small[::-1])[::-1]
+    tail = np.logical_and.accumulate((gain < SMALL_GAIN)[::-1])[::-1]
     if not tail.any():
         return ""
     first = int(np.argmax(tail))
     cost_ratio = sw.cost_usd[0, t, doubled[idx[first:]]] / sw.cost_usd[0, t, idx[first:]]
-    return (f"On {sw.tiers[t].name}, beyond {int(sw.gpus[idx[first]])} GPUs each doubling adds under "
-            f"{fmt_pct(SMALL_GAIN)} speed for {cost_ratio.min():.2g}-{cost_ratio.max():.2g}x the cost.")
+    return (
+        f"On {sw.tiers[t].name}, beyond {plural(int(sw.gpus[idx[first]]), 'GPU')} each doubling adds under "
+        f"{fmt_pct(SMALL_GAIN)} speed for {interval(cost_ratio.min(), cost_ratio.max(), 2)}x the cost."
+    )
 
 
-def _preemption(rec, c: int) -> list[str]:
-    from advisor.planning.billing import checkpoint_interval_hours
+def _preemption(rec: "Recommendation", c: int) -> list[str]:
+    from advisor.planning.billing import SMALL_EXPOSURE
 
-    sw = rec.sweep
+    sw, pre = rec.sweep, rec.sweep.preemption
     out = []
     for t, tier in enumerate(sw.tiers):
         if tier.preemptions_per_node_hour == 0 or not sw.available[t, c]:
             continue
-        n = int(sw.nodes[c])
-        rate = tier.preemptions_per_node_hour * n
-        loss = 1 - 1 / sw.factor[t, c]
-        tau = float(checkpoint_interval_hours(tier.preemptions_per_node_hour, n, tier.checkpoint))
-        every = f", checkpointing every {fmt_hours(tau)}" if tier.checkpoint > 0 else ""
-        out.append(f"{tier.name} loses {fmt_pct(loss)} of its wall time to preemptions at {plural(int(sw.gpus[c]), 'GPU')} "
-                   f"({plural(n, 'node')}: {rate:.2g} preemptions/h{every}).")
-    out += [s.sentence() for s in rec.spot]
+        n, rate = int(sw.nodes[c]), float(pre.rate[t, c])
+        tau = float(pre.interval_hours[t, c])
+        every = f", checkpointing every {fmt_hours(tau)} of compute" if tier.checkpoint > 0 else ""
+        out.append(
+            f"{tier.name} loses {fmt_pct(1 - 1 / sw.factor[t, c])} of its wall time to preemptions at "
+            f"{plural(int(sw.gpus[c]), 'GPU')} ({plural(n, 'node')}: {rate:.2g} preemptions/h{every}; wall time "
+            f"±{fmt_pct(sw.wall_cv[t, c])} (one standard deviation) from their randomness)."
+        )
+        if pre.exposure[t, c] > SMALL_EXPOSURE:
+            out.append(
+                f"On {tier.name} Λ·(τ + restart) = {pre.exposure[t, c]:.2g} at {plural(n, 'node')}: not small, so "
+                f"first-order Young/Daly ({pre.first_order_factor[t, c]:.2f}x the compute time) would understate it; "
+                f"the exponential model (Daly 2006, failures during restarts too) gives {sw.factor[t, c]:.2f}x."
+            )
+    out += [spot_sentence(s) for s in rec.spot]
     return out
 
 
-def _reserved(rec, c: int) -> list[str]:
+def _reserved(rec: "Recommendation", c: int) -> list[str]:
     sw = rec.sweep
     out = []
     for t, tier in enumerate(sw.tiers):
         hours = sw.wall_hours[0, t, c]
         if tier.min_hours > hours and sw.available[t, c]:
-            out.append(f"{tier.name} bills at least {tier.min_hours:g} h: at {plural(int(sw.gpus[c]), 'GPU')} the job takes "
-                       f"{fmt_hours(hours)}, so {fmt_pct(1 - hours / tier.min_hours)} of what it bills would be idle.")
+            out.append(
+                f"{tier.name} bills at least {tier.min_hours:g} h: at {plural(int(sw.gpus[c]), 'GPU')} the job takes "
+                f"{fmt_hours(hours)}, so {fmt_pct(1 - hours / tier.min_hours)} of what it bills would be idle."
+            )
     return out
 
 
-def _likelier(rec, t: int, c: int) -> str:
+def _likelier(rec: "Recommendation", t: int, c: int) -> str:
     """When the chosen plan's odds are poor, name the plan the same objective picks at 90%."""
     p = rec.probabilities["both"]
     if p is None or p[t, c] >= LIKELY:
         return ""
-    safer, _ = choose(rec.sweep, rec.objective, rec.budget_usd, rec.deadline_hours, 0.9, rec.probabilities)
-    if safer is None:
+    if rec.safer is None:
         return f"Only {fmt_pct(p[t, c])} likely to meet {_limits_text(rec)}; no plan meets it with 90% probability."
-    return (f"Only {fmt_pct(p[t, c])} likely to meet {_limits_text(rec)}; with 90% odds: "
-            f"{describe(rec, *safer)}{_odds(rec, *safer)}.")
+    return (
+        f"Only {fmt_pct(p[t, c])} likely to meet {_limits_text(rec)}; with 90% odds: "
+        f"{describe(rec, *rec.safer)}{_odds(rec, *rec.safer)}."
+    )
 
 
-def _noise(rec, c: int) -> str:
+def _knife_edge(rec: "Recommendation") -> str:
+    edge = rec.knife_edge
+    if edge is None:
+        return ""
+    sw, p = rec.sweep, rec.probabilities["budget"]
+    costs = [sw.cost_usd[0][x] for x in edge.plans]
+    odds = [p[x] for x in edge.plans]
+    counts = sorted({int(sw.gpus[c]) for _, c in edge.plans})
+    median = float(sw.cost_usd[0][edge.fastest])
+    pct = lambda x: f"{'+' if x >= 0 else ''}{fmt_pct(x)}"  # noqa: E731
+    return (
+        f"The budget does not discriminate: {len(edge.plans)} plans on the frontier "
+        f"({counts[0]:,}-{counts[-1]:,} GPUs) "
+        f"cost {fmt_usd(min(costs))}-{fmt_usd(max(costs))}, each with the budget inside its 90% cost interval "
+        f"(P(within budget) {fmt_pct(min(odds))}-{fmt_pct(max(odds))}): the model cannot say which of them "
+        f"stays within "
+        f"it. A little more buys the fastest, {describe(rec, *edge.fastest)}: {fmt_usd(median)} "
+        f"({pct(median / rec.limits.budget - 1)}) on its median, {fmt_usd(edge.budget_for_fastest)} "
+        f"({pct(edge.budget_for_fastest / rec.limits.budget - 1)}) with 90% odds."
+    )
+
+
+def _batch(rec: "Recommendation", c: int) -> str:
+    """The global batch the chosen plan trains with, beside the measured one, when it differs."""
+    sw = rec.sweep
+    batch = float(sw.global_batch[c])
+    per_gpu = batch / float(sw.gpus[c])
+    if rec.measured_batch is None or abs(batch - rec.measured_batch) < 0.5:
+        return ""
+    return (
+        f"It trains with a global batch of {batch:,.0f} samples ({per_gpu:g} per GPU; largest measured: "
+        f"{rec.measured_batch:,.0f})."
+    )
+
+
+def _noise(rec: "Recommendation", c: int) -> str:
     sw = rec.sweep
     if not sw.statistical_efficiency:
         return ""
     import numpy as np
 
     b = int(np.searchsorted(sw.gpus, sw.baseline_gpus))
-    at_base = f"{int(sw.steps[b]):,} at {plural(sw.baseline_gpus, 'GPU')}, " if b < sw.gpus.size and sw.gpus[b] == sw.baseline_gpus else ""
-    return (f"Statistical efficiency used: steps follow the gradient noise scale ({rec.gradient_noise_scale:g} samples; "
-            f"McCandlish et al. 2018): {at_base}{int(sw.steps[c]):,} at {plural(int(sw.gpus[c]), 'GPU')}.")
+    at_base = (
+        f"{int(sw.steps[b]):,} at {plural(sw.baseline_gpus, 'GPU')}, "
+        if b < sw.gpus.size and sw.gpus[b] == sw.baseline_gpus
+        else ""
+    )
+    return (
+        f"Statistical efficiency used: steps follow the gradient noise scale ({rec.gradient_noise_scale:g} samples; "
+        f"McCandlish et al. 2018): {at_base}{int(sw.steps[c]):,} at {plural(int(sw.gpus[c]), 'GPU')}."
+    )
 
 
-def _frontier(rec) -> str:
+def _frontier(rec: "Recommendation") -> str:
     if not rec.frontier:
         return ""
     (t0, c0), (t1, c1) = rec.frontier[0], rec.frontier[-1]
-    return (f"Cost-time frontier: {len(rec.frontier)} plans, from the fastest, {describe(rec, t0, c0)}, "
-            f"to the cheapest, {describe(rec, t1, c1)}.")
+    return (
+        f"Cost-time frontier: {len(rec.frontier)} plans, from the fastest, {describe(rec, t0, c0)}, "
+        f"to the cheapest, {describe(rec, t1, c1)}."
+    )
 
 
-def _left_out(rec) -> list[str]:
-    """Counts ruled out before pricing: memory for the model states, or under one sample per GPU."""
-    from advisor.planning.billing import STATE_BYTES_PER_PARAM
-
+def _left_out(rec: "Recommendation") -> list[str]:
+    """Counts ruled out before pricing: memory, the batch, whole instances."""
     sw = rec.sweep
     out = []
     if not sw.fits_memory.all():
-        smallest = int(sw.gpus[sw.fits_memory][0]) if sw.fits_memory.any() else None
-        states = STATE_BYTES_PER_PARAM * rec.params / 1e9
-        where = f"below {plural(smallest, 'GPU')}" if smallest else "at every count"
-        out.append(f"Left out {where}: the model states ({STATE_BYTES_PER_PARAM} bytes per parameter, {states:,.0f} GB) "
-                   f"do not fit in GPU memory.")
+        out.append(_memory_sentence(rec))
     if not sw.fits_batch.all():
-        largest = int(sw.gpus[sw.fits_batch][-1]) if sw.fits_batch.any() else None
-        out.append(f"Left out above {plural(largest, 'GPU')}: fewer than one sample per GPU at the fixed global batch.")
+        bad = sw.gpus[~sw.fits_batch]
+        example = ", ".join(f"{int(g):,}" for g in bad[:3]) + (", ..." if bad.size > 3 else "")
+        out.append(
+            f"Left out {plural(int(bad.size), 'count')} ({example}): under one sample per GPU, or not dividing the "
+            f"fixed global batch evenly (the remainder would change the recipe)."
+        )
+    for t, tier in enumerate(sw.tiers):
+        if tier.instance_gpus and tier.instance_gpus > 1 and not sw.offered[t].all():
+            out.append(
+                f"{tier.name} rents whole {tier.instance_gpus}-GPU instances: only multiples of {tier.instance_gpus} "
+                f"are priced there."
+            )
     return out
+
+
+def _memory_sentence(rec: "Recommendation") -> str:
+    from advisor.memory import STATE_BYTES_PER_PARAM
+
+    sw = rec.sweep
+    fits = sw.fits_memory
+    smallest = int(sw.gpus[fits][0]) if fits.any() else None
+    where = f"below {plural(smallest, 'GPU')}" if smallest else "at every count"
+    c = int((~fits).nonzero()[0][-1]) if smallest else 0
+    measured = ", moved to the calibration's measured peak" if rec.peaks else ""
+    return (
+        f"Left out {where}: the footprint per GPU exceeds the {fmt_bytes(sw.gpu_memory)} of GPU memory; at "
+        f"{plural(int(sw.gpus[c]), 'GPU')} it is {fmt_bytes(sw.memory_bytes[c])} (model state {STATE_BYTES_PER_PARAM} "
+        f"bytes per parameter, {fmt_bytes(STATE_BYTES_PER_PARAM * rec.params)} for the whole model, split where the "
+        f"layout shards it, plus activations{measured}; advisor.memory)."
+    )

@@ -1,97 +1,112 @@
-"""Choosing a plan: objectives, odds of meeting a budget or deadline, the cost-time frontier, why.
+"""Choosing a plan: objectives, odds of meeting a budget or deadline, the cost-time frontier.
 
-Given a `Sweep` (advisor.planning.billing: every GPU count on every tier, priced), `recommend` picks one plan:
+Given a `Sweep` (advisor.planning.billing: every GPU count on every tier, priced), `recommend` picks one
+plan for an `Objective` under `Limits` (advisor.planning.limits):
 
-- default objective: the most speedup per dollar (speedup / cost; speedup from the baseline count);
-- `budget`: the fastest plan that costs at most the budget;
-- `deadline`: the cheapest plan that finishes in time;
-- both: the cheapest plan that meets both.
+- worth-the-cost (default): answer "at what count does the next step stop being worth its cost".
+  Walk the cost-time frontier (plans nothing beats on both time and cost) from its cheapest plan
+  towards faster ones. From plan i, step to the nearest faster frontier plan j whose relative time
+  saved, (h_i − h_j)/h_i, is at least its relative cost added, (c_j − c_i)/c_i; stop where no faster
+  plan is worth it (`WorthStop` says where, and what the next plan would have cost and saved). On a
+  dense frontier the rule is "continue while −d ln(hours) ≥ d ln(cost)"; for T(N) = s + p/N it
+  stops where p/N = s, i.e. where the parallel part has shrunk to the serial one.
+- speedup-per-dollar: the literal speedup / cost maximum;
+- `budget`: the fastest plan within budget; `deadline`: the cheapest that finishes in time; both:
+  the cheapest that meets both.
 
-A plan qualifies on its median prediction (the model's step time), or, with `confidence` c, when
-the probability of meeting every limit is at least c. When nothing qualifies it says so and keeps
-the closest plans (smallest max(cost/budget, hours/deadline)). SkyPilot's optimizer
-(sky/optimizer.py: OptimizeTarget COST or TIME, a candidate table with the chosen row ticked) is
-the model for the shape of this.
+A plan qualifies on its median prediction, or, with `confidence` c, when the probability of meeting
+every limit is at least c. When nothing qualifies it says so and keeps the closest plans (smallest
+max(cost/budget, hours/deadline)). SkyPilot's optimizer (sky/optimizer.py: OptimizeTarget COST or
+TIME, a candidate table with the chosen row ticked) is the model for the shape of this.
 
 Odds: the model gives a 90% interval [low, high] around the median step time T. We read it as a
 two-piece log-normal (each side's sigma = ln(high/median)/z or ln(median/low)/z, z = 1.645, the
-95th percentile of the standard normal), so P(T <= t) = Phi(ln(t/median)/sigma). Hours and dollars
-rise monotonically with T, so P(hours <= D) and P(cost <= B) are that distribution at the step time
-where the plan just meets the limit, and both limits together at the smaller of the two. The odds
-carry the model's uncertainty only; preemptions enter through their expected cost.
+95th percentile of the standard normal). Preemptions add their own randomness: the wall time's
+coefficient of variation v (billing.Preemption.cv) enters as an independent log-normal factor, so each
+side's sigma becomes sqrt(sigma² + ln(1 + v²)). Hours and dollars rise monotonically with T and the
+wall time, so P(hours <= D) and P(cost <= B) are that distribution at the point where the plan just
+meets the limit (billing.TierBilling.affordable_hours inverts the bill), and both limits together at
+the smaller of the two.
+
+Knife-edge budgets: when the budget falls inside the 90% cost interval of the chosen plan and of
+faster plans too, the budget does not tell them apart (`KnifeEdge`): the output says so and what the
+fastest of them needs to be within budget with 90% odds.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
-import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
-from advisor.planning.billing import StepTimeModel, Sweep, checkpoint_interval_hours, sweep
 from advisor.errors import InputError
+from advisor.planning.billing import StepTimeModel, Sweep, sweep
+from advisor.planning.explain import explain
+from advisor.planning.limits import LIKELY, Limits, Objective
+from advisor.text import plural
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from advisor.memory import MeasuredPeak
     from advisor.spec import Workload
 
 #: z of the 95th percentile of the standard normal: a two-sided 90% interval spans median ± z·sigma.
 Z90 = 1.6448536269514722
 
-OBJECTIVES = {
-    "speedup-per-dollar": "best speedup per dollar",
-    "fastest-within-budget": "fastest plan within budget",
-    "cheapest-within-deadline": "cheapest plan that finishes in time",
-    "cheapest-within-budget-and-deadline": "cheapest plan within budget and deadline",
-}
+#: z of the 90th percentile: the one-sided bound a "90% odds" budget needs.
+Z_ONE_SIDED_90 = 1.2815515655446004
+
+#: A knife-edge group holds the plans whose P(within budget) lies between these: the budget falls
+#: inside their 90% cost interval (5%-95%).
+EDGE_LOW, EDGE_HIGH = 0.05, 0.95
+
+#: Warn when a plan's global batch exceeds the largest measured one by more than this factor and
+#: no gradient noise scale is declared: half again the largest batch the recipe was ever run at. Past the
+#: critical batch (McCandlish et al. 2018) more samples per step stop buying fewer steps, and nothing
+#: measured says where that is for this job.
+BATCH_GROWTH_WARN = 1.5
+
+Plan = tuple[int, int]  # (tier index, count index)
 
 
-def objective_for(budget: Optional[float], deadline: Optional[float]) -> str:
-    if budget is not None and deadline is not None:
-        return "cheapest-within-budget-and-deadline"
-    if budget is not None:
-        return "fastest-within-budget"
-    if deadline is not None:
-        return "cheapest-within-deadline"
-    return "speedup-per-dollar"
-
-
-def probability_at_most(limit: "np.ndarray", median, low, high) -> "np.ndarray":
-    """P(step time <= limit) under the two-piece log-normal read of the 90% interval."""
+def probability_at_most(limit: "np.ndarray", median, low, high, extra_cv=0.0) -> "np.ndarray":
+    """P(value <= limit) for a value with median `median` and 90% interval [low, high] (two-piece
+    log-normal), times an independent log-normal factor of coefficient of variation `extra_cv`."""
     import numpy as np
     from scipy.special import ndtr
 
-    limit, median, low, high = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (limit, median, low, high)))
+    arrays = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (limit, median, low, high, extra_cv)))
+    limit, median, low, high, extra = arrays
     below = limit < median
     spread = np.where(below, np.log(median / np.maximum(low, 1e-300)), np.log(np.maximum(high, median) / median)) / Z90
+    spread = np.sqrt(spread**2 + np.log1p(extra**2))
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.log(np.maximum(limit, 0) / median) / spread
     sharp = np.where(limit >= median, 1.0, 0.0)
     return np.where(spread > 0, ndtr(np.nan_to_num(z, nan=0.0, posinf=np.inf, neginf=-np.inf)), sharp)
 
 
-def limit_probabilities(sw: Sweep, budget: Optional[float], deadline: Optional[float]) -> dict[str, "np.ndarray"]:
+def limit_probabilities(sw: Sweep, limits: Limits) -> dict[str, Optional["np.ndarray"]]:
     """(tiers, counts) probabilities: within budget, within deadline, and both (None where unset)."""
     import numpy as np
 
     median, low, high = sw.step_seconds
     hours_per_step_second = sw.wall_hours[0] / median  # steps x preemption factor / 3600
     limit_t = np.full(sw.available.shape, np.inf)
-    out: dict[str, Optional[np.ndarray]] = {"budget": None, "deadline": None}
-    if deadline is not None:
-        t_deadline = deadline / hours_per_step_second
-        out["deadline"] = probability_at_most(t_deadline, median, low, high)
+    out: dict[str, Optional[np.ndarray]] = {"budget": None, "deadline": None, "both": None}
+    odds = functools.partial(probability_at_most, median=median, low=low, high=high, extra_cv=sw.wall_cv)
+    if limits.deadline is not None:
+        t_deadline = limits.deadline / hours_per_step_second
+        out["deadline"] = odds(t_deadline)
         limit_t = np.minimum(limit_t, t_deadline)
-    if budget is not None:
-        price_per_hour = sw.gpus * np.array([t.usd_per_gpu_hour for t in sw.tiers])[:, None]
-        with np.errstate(divide="ignore"):
-            t_budget = np.where(price_per_hour > 0, budget / (price_per_hour * hours_per_step_second), np.inf)
-        t_budget = np.where(sw.billed_floor_usd() > budget, -np.inf, t_budget)
-        out["budget"] = probability_at_most(t_budget, median, low, high)
+    if limits.budget is not None:
+        t_budget = sw.billing.affordable_hours(sw.gpus, limits.budget) / hours_per_step_second
+        out["budget"] = odds(t_budget)
         limit_t = np.minimum(limit_t, t_budget)
-    out["both"] = probability_at_most(limit_t, median, low, high) if (budget is not None or deadline is not None) else None
+    if limits.any:
+        out["both"] = odds(limit_t)
     return out
 
 
@@ -106,27 +121,42 @@ def pareto_frontier(hours: "np.ndarray", cost: "np.ndarray") -> "np.ndarray":
 
 
 @dataclass(frozen=True)
+class WorthStop:
+    """Where the worth-the-cost walk stopped: at `at` (a frontier index, cheapest first) and why."""
+
+    at: int
+    steps: int  # steps taken from the cheapest plan
+    next: Optional[int]  # the next faster frontier plan (None: the fastest plan was reached)
+    time_saved: Optional[float]  # relative time that step would save
+    cost_added: Optional[float]  # relative cost it would add
+
+
+def worth_the_cost(hours: "np.ndarray", cost: "np.ndarray") -> WorthStop:
+    """Walk a frontier ordered cheapest (slowest) first; see the module docstring."""
+    import numpy as np
+
+    i, steps, n = 0, 0, hours.size
+    while i < n - 1:
+        saved = (hours[i] - hours[i + 1 :]) / hours[i]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            added = np.where(cost[i] > 0, (cost[i + 1 :] - cost[i]) / cost[i], np.where(cost[i + 1 :] > 0, np.inf, 0.0))
+        worth = np.flatnonzero(saved >= added)
+        if worth.size == 0:
+            return WorthStop(i, steps, i + 1, float(saved[0]), float(added[0]))
+        i, steps = i + 1 + int(worth[0]), steps + 1
+    return WorthStop(i, steps, None, None, None)
+
+
+@dataclass(frozen=True)
 class SpotPayoff:
     """Where a preemptible tier stops being cheaper than the cheapest tier without preemptions."""
 
     tier: str
-    stops_at_gpus: Optional[int]   # None: still cheaper at the largest count considered
+    stops_at_gpus: Optional[int]  # None: still cheaper at the largest count considered
     nodes: Optional[int]
-    compared_with: Optional[str]   # the tier it loses to at that count
+    compared_with: Optional[str]  # the tier it loses to at that count
     never_pays_off: bool = False
     cheaper_everywhere: bool = False
-
-    def sentence(self) -> str:
-        if self.compared_with is None:
-            return f"{self.tier}: no tier without preemptions to compare with."
-        if self.never_pays_off:
-            return f"{self.tier} never pays off here: at every count its expected cost (preemptions included) is above {self.compared_with}'s."
-        if self.cheaper_everywhere:
-            return f"{self.tier} stays cheaper than {self.compared_with} at every count considered, preemptions included."
-        if self.stops_at_gpus is None:
-            return f"{self.tier} is still cheaper than {self.compared_with} at the largest count considered, preemptions included."
-        return (f"{self.tier} stops paying off at {self.stops_at_gpus} GPUs ({self.nodes} nodes): from there on its "
-                f"expected cost per job, preemptions included, is at or above {self.compared_with}'s.")
 
 
 def spot_payoff(sw: Sweep) -> list[SpotPayoff]:
@@ -145,21 +175,39 @@ def spot_payoff(sw: Sweep) -> list[SpotPayoff]:
             continue
         alt_cost = cost[steady].min(axis=0)
         alt_tier = np.asarray(steady)[cost[steady].argmin(axis=0)]
-        both = np.isfinite(cost[i]) & np.isfinite(alt_cost)
-        idx = np.flatnonzero(both)
+        idx = np.flatnonzero(np.isfinite(cost[i]) & np.isfinite(alt_cost))
         if idx.size == 0:
             out.append(SpotPayoff(tier.name, None, None, sw.tiers[steady[0]].name))
             continue
         worse = cost[i, idx] >= alt_cost[idx]
         tail_all_worse = np.logical_and.accumulate(worse[::-1])[::-1]
         if not tail_all_worse[-1]:
-            out.append(SpotPayoff(tier.name, None, None, sw.tiers[int(alt_tier[idx[-1]])].name,
-                                  cheaper_everywhere=not worse.any()))
+            out.append(
+                SpotPayoff(
+                    tier.name, None, None, sw.tiers[int(alt_tier[idx[-1]])].name, cheaper_everywhere=not worse.any()
+                )
+            )
             continue
         first = idx[int(np.argmax(tail_all_worse))]
-        out.append(SpotPayoff(tier.name, int(sw.gpus[first]), int(sw.nodes[first]), sw.tiers[int(alt_tier[first])].name,
-                              never_pays_off=bool(tail_all_worse[0])))
+        out.append(
+            SpotPayoff(
+                tier.name,
+                int(sw.gpus[first]),
+                int(sw.nodes[first]),
+                sw.tiers[int(alt_tier[first])].name,
+                never_pays_off=bool(tail_all_worse[0]),
+            )
+        )
     return out
+
+
+@dataclass(frozen=True)
+class KnifeEdge:
+    """Plans the budget cannot tell apart: each one's 90% cost interval contains the budget."""
+
+    plans: tuple[Plan, ...]  # chosen included, fastest first
+    fastest: Plan
+    budget_for_fastest: float  # the budget that keeps `fastest` within with 90% odds
 
 
 @dataclass
@@ -167,27 +215,43 @@ class Recommendation:
     """One workload's decision: the sweep, the chosen plan, the frontier, and why."""
 
     workload: str
-    objective: str
-    budget_usd: Optional[float]
-    deadline_hours: Optional[float]
-    confidence: Optional[float]
+    objective: Objective
+    limits: Limits
     sweep: Sweep
-    chosen: Optional[tuple[int, int]]          # (tier index, count index)
-    closest: list[tuple[int, int]]
-    frontier: list[tuple[int, int]]
+    chosen: Optional[Plan]
+    closest: list[Plan]
+    frontier: list[Plan]  # fastest first
     spot: list[SpotPayoff]
     probabilities: dict
-    message: str
-    why: list[str] = field(default_factory=list)
+    stop: Optional[WorthStop] = None  # worth-the-cost: where the walk stopped (indices into frontier[::-1])
+    safer: Optional[Plan] = None  # the plan the same objective picks at 90% odds, when the chosen one's are poor
+    knife_edge: Optional[KnifeEdge] = None
+    calibrated: bool = True  # False: the model is a prior, no measurements behind it
+    measured_batch: Optional[float] = None  # the largest global batch the calibration ran
+    peaks: list = field(default_factory=list)  # advisor.memory.MeasuredPeak used for the footprint
     gradient_noise_scale: Optional[float] = None
-    params: float = 0.0                                 # model parameters (for the memory sentence)
-    warnings: list[str] = field(default_factory=list)   # the model's caveats for the chosen plan
+    params: float = 0.0
+    message: str = ""
+    why: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def budget_usd(self) -> Optional[float]:
+        return self.limits.budget
+
+    @property
+    def deadline_hours(self) -> Optional[float]:
+        return self.limits.deadline
+
+    @property
+    def confidence(self) -> Optional[float]:
+        return self.limits.confidence
 
     def plan(self, t: int, c: int) -> dict:
-        """One candidate as the JSON fields of DESIGN.md §4 (plus nodes, steps, intervals, odds)."""
+        """One candidate as JSON fields (plus nodes, steps, batch, memory, intervals, odds)."""
         return self.plans([(t, c)])[0]
 
-    def plans(self, pairs: list[tuple[int, int]]) -> list[dict]:
+    def plans(self, pairs: list[Plan]) -> list[dict]:
         """Candidates as JSON rows, built column-wise (65,536 counts x 3 tiers in about a second)."""
         import numpy as np
 
@@ -195,40 +259,47 @@ class Recommendation:
         if not pairs:
             return []
         t, c = (np.array(x, dtype=np.int64) for x in zip(*pairs))
-        rates = np.array([x.preemptions_per_node_hour for x in sw.tiers])[t]
-        checkpoints = np.array([x.checkpoint for x in sw.tiers])[t]
-        interval = checkpoint_interval_hours(rates, sw.nodes[c], checkpoints)
+        interval = sw.preemption.interval_hours[t, c]
+        per_tier = {
+            "hours": sw.wall_hours[0, t, c],
+            "hours_low": sw.wall_hours[1, t, c],
+            "hours_high": sw.wall_hours[2, t, c],
+            "cost_usd": sw.cost_usd[0, t, c],
+            "cost_usd_low": sw.cost_usd[1, t, c],
+            "cost_usd_high": sw.cost_usd[2, t, c],
+            "speedup": sw.speedup[t, c],
+            "efficiency": sw.efficiency[t, c],
+            "preemption_loss": 1 - 1 / sw.factor[t, c],
+            "preemption_factor": sw.factor[t, c],
+            "wall_time_cv": sw.wall_cv[t, c],
+            "preemption_exposure": sw.preemption.exposure[t, c],
+        }
         columns = {
             "gpus": sw.gpus[c].tolist(),
             "nodes": sw.nodes[c].tolist(),
             "tier": [sw.tiers[i].name for i in t.tolist()],
             "steps": sw.steps[c].astype(np.int64).tolist(),
+            "global_batch": sw.global_batch[c].tolist(),
+            "per_gpu_batch": (sw.global_batch[c] / sw.gpus[c]).tolist(),
+            "memory_bytes_per_gpu": sw.memory_bytes[c].tolist(),
             "step_seconds": sw.step_seconds[0, c].tolist(),
             "step_seconds_low": sw.step_seconds[1, c].tolist(),
             "step_seconds_high": sw.step_seconds[2, c].tolist(),
-            "hours": sw.wall_hours[0, t, c].tolist(),
-            "hours_low": sw.wall_hours[1, t, c].tolist(),
-            "hours_high": sw.wall_hours[2, t, c].tolist(),
-            "cost_usd": sw.cost_usd[0, t, c].tolist(),
-            "cost_usd_low": sw.cost_usd[1, t, c].tolist(),
-            "cost_usd_high": sw.cost_usd[2, t, c].tolist(),
-            "speedup": sw.speedup[t, c].tolist(),
-            "efficiency": sw.efficiency[t, c].tolist(),
-            "preemption_loss": (1 - 1 / sw.factor[t, c]).tolist(),
+            **{k: v.tolist() for k, v in per_tier.items()},
             "checkpoint_interval_hours": [x if np.isfinite(x) and x > 0 else None for x in interval.tolist()],
         }
         for key, name in (("p_within_budget", "budget"), ("p_within_deadline", "deadline"), ("p_meet", "both")):
             columns[key] = [None] * len(pairs) if p[name] is None else p[name][t, c].tolist()
         columns["chosen"] = [pair == self.chosen for pair in pairs]
         columns["on_frontier"] = [pair in self.frontier_set for pair in pairs]
-        head = {"workload": self.workload, "objective": self.objective}
+        head = {"workload": self.workload, "objective": self.objective.value, "calibrated": self.calibrated}
         return [dict(head, **dict(zip(columns, row))) for row in zip(*columns.values())]
 
     @functools.cached_property
     def frontier_set(self) -> set:
         return set(self.frontier)
 
-    def candidates(self) -> list[tuple[int, int]]:
+    def candidates(self) -> list[Plan]:
         import numpy as np
 
         tiers, counts = np.nonzero(self.sweep.available)
@@ -236,26 +307,62 @@ class Recommendation:
         return [(int(tiers[i]), int(counts[i])) for i in order]
 
     def summary(self) -> dict:
-        """Per-workload facts beside the plans: status, message, why, frontier, spot pay-off."""
+        """Per-workload facts beside the plans: status, message, why, frontier, spot pay-off, model."""
+        from advisor.planning.explain import spot_sentence
+
+        sw = self.sweep
+        status = "ok" if self.chosen is not None else "none-qualifies"
         return {
             "workload": self.workload,
-            "objective": self.objective,
-            "status": "ok" if self.chosen is not None else "none-qualifies",
-            "budget_usd": self.budget_usd,
-            "deadline_hours": self.deadline_hours,
-            "confidence": self.confidence,
-            "baseline_gpus": self.sweep.baseline_gpus,
+            "objective": self.objective.value,
+            "status": status,
+            "budget_usd": self.limits.budget,
+            "deadline_hours": self.limits.deadline,
+            "confidence": self.limits.confidence,
+            "baseline_gpus": sw.baseline_gpus,
+            "model": {"calibrated": self.calibrated},
             "message": self.message,
             "why": self.why,
             "closest": self.plans(self.closest),
-            "frontier": [{"gpus": int(self.sweep.gpus[c]), "tier": self.sweep.tiers[t].name} for t, c in self.frontier],
-            "spot": [{"tier": s.tier, "stops_paying_off_gpus": s.stops_at_gpus, "nodes": s.nodes,
-                      "compared_with": s.compared_with, "never_pays_off": s.never_pays_off, "sentence": s.sentence()}
-                     for s in self.spot],
-            "statistical_efficiency": self.sweep.statistical_efficiency,
+            "frontier": [{"gpus": int(sw.gpus[c]), "tier": sw.tiers[t].name} for t, c in self.frontier],
+            "spot": [
+                {
+                    "tier": payoff.tier,
+                    "stops_paying_off_gpus": payoff.stops_at_gpus,
+                    "nodes": payoff.nodes,
+                    "compared_with": payoff.compared_with,
+                    "never_pays_off": payoff.never_pays_off,
+                    "sentence": spot_sentence(payoff),
+                }
+                for payoff in self.spot
+            ],
+            "knife_edge": None
+            if self.knife_edge is None
+            else {
+                "plans": self.plans(list(self.knife_edge.plans)),
+                "budget_for_fastest_usd": self.knife_edge.budget_for_fastest,
+            },
+            "stop": self._stop_json(),
+            "memory": {
+                "gpu_memory_bytes": sw.gpu_memory,
+                "measured_peaks": [{"gpus": p.gpus, "peak_bytes": p.peak_bytes, "where": p.where} for p in self.peaks],
+            },
+            "measured_global_batch": self.measured_batch,
+            "statistical_efficiency": sw.statistical_efficiency,
             "gradient_noise_scale": self.gradient_noise_scale,
             "warnings": self.warnings,
         }
+
+
+    def _stop_json(self) -> Optional[dict]:
+        """Where the worth-the-cost walk stopped: steps taken, and the declined next plan with its shares."""
+        stop = self.stop
+        if stop is None:
+            return None
+        cheapest_first = self.frontier[::-1]
+        declined = None if stop.next is None else self.plan(*cheapest_first[stop.next])
+        return {"steps": stop.steps, "declined_next": declined, "time_saved": stop.time_saved,
+                "cost_added": stop.cost_added}
 
 
 def select_tiers(w: "Workload", tier: Optional[str]):
@@ -270,51 +377,95 @@ def select_tiers(w: "Workload", tier: Optional[str]):
     return tuple(t for t in w.tiers if t.name == tier)
 
 
-def check_limits(budget, deadline, confidence) -> None:
-    """InputError for a budget or deadline that is not a positive number, or odds outside (0, 1)."""
-    for flag, value in (("--budget", budget), ("--deadline", deadline)):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise InputError.at(flag, "", "must be a positive number", value)
-    if confidence is not None and not (0 < confidence < 1):
-        raise InputError.at("--confidence", "", "must be between 0 and 1 (exclusive)", confidence)
-    if confidence is not None and budget is None and deadline is None:
-        raise InputError.at("--confidence", "", "needs --budget or --deadline (the odds are of meeting them)", confidence)
+def check_limits(budget, deadline, confidence) -> Limits:
+    """The Limits value (InputError for a bad budget, deadline or confidence)."""
+    return Limits(budget, deadline, confidence)
 
 
-def choose(sw: Sweep, objective: str, budget, deadline, confidence, probabilities) -> tuple[Optional[tuple[int, int]], list[tuple[int, int]]]:
-    """The chosen (tier, count), or None and the three closest plans."""
+def frontier_of(sw: Sweep) -> list[Plan]:
+    """The cost-time frontier among available plans, fastest first."""
+    import numpy as np
+
+    flat = np.flatnonzero(sw.available)
+    front = pareto_frontier(sw.wall_hours[0].ravel()[flat], sw.cost_usd[0].ravel()[flat])
+    return list(zip(*(i.tolist() for i in np.unravel_index(flat[front], sw.available.shape))))
+
+
+def qualifying(sw: Sweep, limits: Limits, probabilities) -> "np.ndarray":
+    """(tiers, counts): available plans that meet the limits (on the median, or with the asked odds)."""
+    qualifies = sw.available.copy()
+    if limits.confidence is not None and probabilities["both"] is not None:
+        return qualifies & (probabilities["both"] >= limits.confidence)
+    if limits.budget is not None:
+        qualifies &= sw.cost_usd[0] <= limits.budget
+    if limits.deadline is not None:
+        qualifies &= sw.wall_hours[0] <= limits.deadline
+    return qualifies
+
+
+def choose(
+    sw: Sweep, objective: Objective, limits: Limits, probabilities, frontier: Sequence[Plan] = ()
+) -> tuple[Optional[Plan], list[Plan], Optional[WorthStop]]:
+    """The chosen (tier, count), or None and the three closest plans; and, for worth-the-cost, where it stopped."""
     import numpy as np
 
     hours, cost = sw.wall_hours[0], sw.cost_usd[0]
-    qualifies = sw.available.copy()
-    if confidence is not None and probabilities["both"] is not None:
-        qualifies &= probabilities["both"] >= confidence
-    else:
-        if budget is not None:
-            qualifies &= cost <= budget
-        if deadline is not None:
-            qualifies &= hours <= deadline
+    if objective is Objective.WORTH_THE_COST:
+        if not frontier:
+            return None, [], None
+        cheapest_first = list(frontier)[::-1]
+        stop = worth_the_cost(np.array([hours[p] for p in cheapest_first]), np.array([cost[p] for p in cheapest_first]))
+        return cheapest_first[stop.at], [], stop
+    qualifies = qualifying(sw, limits, probabilities)
     gpus = np.broadcast_to(sw.gpus, hours.shape)
-    if objective == "speedup-per-dollar":
+    if objective is Objective.SPEEDUP_PER_DOLLAR:
         with np.errstate(divide="ignore"):
             value = np.where(cost > 0, sw.speedup / cost, np.inf)
         keys = (gpus, cost, -value)
-    elif objective == "fastest-within-budget":
+    elif objective is Objective.FASTEST_WITHIN_BUDGET:
         keys = (gpus, cost, hours)
     else:
         keys = (gpus, hours, cost)
     flat = np.flatnonzero(qualifies)
     if flat.size:
         best = flat[np.lexsort(tuple(k.ravel()[flat] for k in keys))[0]]
-        return tuple(int(i) for i in np.unravel_index(best, hours.shape)), []
+        return tuple(int(i) for i in np.unravel_index(best, hours.shape)), [], None
+    return None, closest_plans(sw, limits), None
+
+
+def closest_plans(sw: Sweep, limits: Limits, n: int = 3) -> list[Plan]:
+    """The n available plans nearest to meeting the limits: smallest max(cost/budget, hours/deadline)."""
+    import numpy as np
+
+    hours, cost = sw.wall_hours[0], sw.cost_usd[0]
     ratio = np.zeros(hours.shape)
-    if budget is not None:
-        ratio = np.maximum(ratio, cost / budget)
-    if deadline is not None:
-        ratio = np.maximum(ratio, hours / deadline)
+    if limits.budget is not None:
+        ratio = np.maximum(ratio, cost / limits.budget)
+    if limits.deadline is not None:
+        ratio = np.maximum(ratio, hours / limits.deadline)
+    gpus = np.broadcast_to(sw.gpus, hours.shape)
     flat = np.flatnonzero(sw.available)
-    order = flat[np.lexsort((gpus.ravel()[flat], cost.ravel()[flat], ratio.ravel()[flat]))[:3]]
-    return None, [tuple(int(i) for i in np.unravel_index(k, hours.shape)) for k in order]
+    order = flat[np.lexsort((gpus.ravel()[flat], cost.ravel()[flat], ratio.ravel()[flat]))[:n]]
+    return [tuple(int(i) for i in np.unravel_index(k, hours.shape)) for k in order]
+
+
+def knife_edge(sw: Sweep, probabilities, anchor: Optional[Plan], frontier: Sequence[Plan]) -> Optional[KnifeEdge]:
+    """The frontier plans a budget cannot tell apart from `anchor` (the chosen plan, or the closest when
+    none qualifies): the budget lies inside each one's 90% cost interval, and one of them is faster."""
+    import numpy as np
+
+    p = probabilities["budget"]
+    if p is None or anchor is None or not (EDGE_LOW < p[anchor] < EDGE_HIGH):
+        return None
+    hours = sw.wall_hours[0]
+    plans = sorted({x for x in (*frontier, anchor) if EDGE_LOW < p[x] < EDGE_HIGH}, key=lambda x: (hours[x], x))
+    if not any(hours[x] < hours[anchor] for x in plans):
+        return None
+    fastest = plans[0]
+    sigma = np.log(sw.cost_usd[2][fastest] / sw.cost_usd[0][fastest]) / Z90
+    sigma = float(np.sqrt(sigma**2 + np.log1p(sw.wall_cv[fastest] ** 2)))
+    budget = float(max(sw.cost_usd[0][fastest] * np.exp(Z_ONE_SIDED_90 * sigma), sw.billed_floor_usd()[fastest]))
+    return KnifeEdge(tuple(plans), fastest, budget)
 
 
 def recommend(
@@ -326,43 +477,130 @@ def recommend(
     confidence: Optional[float] = None,
     baseline_gpus: Optional[int] = None,
     gpus: Optional["np.ndarray"] = None,
+    *,
+    objective: Optional[Objective] = None,
+    limits: Optional[Limits] = None,
+    peaks: Optional[Sequence["MeasuredPeak"]] = None,
 ) -> Recommendation:
     """Price every plan for workload `w` with step times from `model`, pick one, and say why.
 
-    budget in USD, deadline in hours, tier restricts to one billing tier, confidence (0..1) asks
-    that a plan meet its limits with at least that probability (default: on the median).
+    budget in USD, deadline in hours (or one `limits` value), tier restricts to one billing tier,
+    confidence (0..1) asks that a plan meet its limits with at least that probability (default: on
+    the median); `objective` chooses worth-the-cost (default) or speedup-per-dollar when there are
+    no limits; `peaks` are measured memory peaks (advisor.memory.measured_peaks; default: those of the
+    workload's checked-in calibration, as advisor.scaling.model.build_model uses by default).
     """
-    import numpy as np
-
-    check_limits(budget, deadline, confidence)
-    sw = sweep(w, model, select_tiers(w, tier), baseline_gpus, gpus)
-    objective = objective_for(budget, deadline)
-    probabilities = limit_probabilities(sw, budget, deadline)
-    chosen, closest = choose(sw, objective, budget, deadline, confidence, probabilities)
-    flat = np.flatnonzero(sw.available)
-    front = pareto_frontier(sw.wall_hours[0].ravel()[flat], sw.cost_usd[0].ravel()[flat])
-    frontier = list(zip(*(i.tolist() for i in np.unravel_index(flat[front], sw.available.shape))))
-    rec = Recommendation(w.name, objective, budget, deadline, confidence, sw, chosen, closest, frontier,
-                         spot_payoff(sw), probabilities, "", gradient_noise_scale=w.batch.gradient_noise_scale,
-                         params=w.model.params)
-    from advisor.planning.explain import explain
-
+    if peaks is None:
+        peaks = checked_in_peaks(w)
+    limits = limits if limits is not None else Limits(budget, deadline, confidence)
+    chosen_objective = limits.objective(objective)
+    sw = sweep(w, model, select_tiers(w, tier), baseline_gpus, gpus, peaks)
+    probabilities = limit_probabilities(sw, limits)
+    frontier = frontier_of(sw)
+    chosen, closest, stop = choose(sw, chosen_objective, limits, probabilities, frontier)
+    rec = Recommendation(
+        w.name,
+        chosen_objective,
+        limits,
+        sw,
+        chosen,
+        closest,
+        frontier,
+        spot_payoff(sw),
+        probabilities,
+        stop=stop,
+        calibrated=bool(getattr(model, "calibrated", True)),
+        measured_batch=_measured_batch(model, w, sw),
+        peaks=list(peaks),
+        gradient_noise_scale=w.batch.gradient_noise_scale,
+        params=w.model.params,
+    )
+    p = probabilities["both"]
+    if chosen is not None and p is not None and p[chosen] < LIKELY:
+        rec.safer, _, _ = choose(sw, chosen_objective, Limits(limits.budget, limits.deadline, 0.9), probabilities)
+    rec.knife_edge = knife_edge(sw, probabilities, chosen or (closest[0] if closest else None), frontier)
     rec.message, rec.why = explain(rec)
-    rec.warnings = model_warnings(model, sw, chosen or (closest[0] if closest else None))
+    rec.warnings = model_warnings(model, rec, chosen or (closest[0] if closest else None))
     return rec
 
 
-def model_warnings(model: StepTimeModel, sw: Sweep, plan: Optional[tuple[int, int]]) -> list[str]:
-    """The model's own caveats (fit, and extrapolation to the plan's count), when it offers them."""
+def checked_in_peaks(w: "Workload") -> list:
+    """Measured memory peaks of the workload's checked-in calibration ([] without one, or if it does not load)."""
+    from advisor.calibration_data import load_workload_calibration
+    from advisor.memory import measured_peaks
+
+    try:
+        return measured_peaks(load_workload_calibration(w.name, w.source))
+    except InputError:
+        return []
+
+
+def _measured_batch(model, w: "Workload", sw: Sweep) -> float:
+    """The largest global batch behind the model: its measurements', else the batch at the baseline count."""
     import numpy as np
 
-    out = list(getattr(model, "fit_warnings", None) or [])
+    measured = getattr(getattr(model, "measurements", None), "global_batch", None)
+    if measured is not None and np.size(measured):
+        return float(np.max(measured))
+    from advisor.planning.batch import global_batch
+
+    return float(global_batch(w, np.array([sw.baseline_gpus]))[0])
+
+
+def model_warnings(model: StepTimeModel, rec: Recommendation, plan: Optional[Plan]) -> list[str]:
+    """The model's own caveats (fit, extrapolation to the plan's count) and the plan's: below the
+    measured counts, a batch grown past the measured one, a measured memory peak above the GPU's memory."""
+    import numpy as np
+
+    sw = rec.sweep
+    out = (
+        []
+        if rec.calibrated
+        else [
+            "no calibration data: step times come from the declared hardware alone (a prior, "
+            "not a measurement); calibrate before renting at scale"
+        ]
+    )
+    out += list(getattr(model, "fit_warnings", None) or [])
     extrapolation = getattr(model, "extrapolation_warnings", None)
     if plan is not None and extrapolation is not None:
-        c = plan[1]
-        out += extrapolation(np.array([sw.gpus[c]]), np.array([sw.nodes[c]]))
+        out += extrapolation(np.array([sw.gpus[plan[1]]]), np.array([sw.nodes[plan[1]]]))
     if plan is not None and sw.gpus[plan[1]] < sw.baseline_gpus:
         t, c = plan
-        out.append(f"{int(sw.gpus[c])} GPUs is below the smallest measured count ({sw.baseline_gpus}): the step time there "
-                   f"is extrapolated downwards (efficiency {sw.efficiency[t, c]:.0%} of the baseline); measure it before trusting it")
+        out.append(
+            f"{plural(int(sw.gpus[c]), 'GPU')} is below the smallest measured count ({sw.baseline_gpus}): the step time there "
+            f"is extrapolated downwards (efficiency {sw.efficiency[t, c]:.0%} of the baseline); "
+            "measure it before trusting it"
+        )
+    out += _batch_warning(rec, plan) + _memory_warnings(rec)
     return out
+
+
+def _batch_warning(rec: Recommendation, plan: Optional[Plan]) -> list[str]:
+    sw = rec.sweep
+    if plan is None or rec.gradient_noise_scale is not None or not rec.measured_batch:
+        return []
+    batch = float(sw.global_batch[plan[1]])
+    if batch <= BATCH_GROWTH_WARN * rec.measured_batch:
+        return []
+    return [
+        f"{int(sw.gpus[plan[1]]):,} GPUs train with a global batch of {batch:,.0f} samples, "
+        f"{batch / rec.measured_batch:.1f}x the largest measured ({rec.measured_batch:,.0f}): "
+        f"without batch.gradient_noise_scale the plan assumes the same "
+        f"samples reach the same quality at any batch, which fails past the critical batch (McCandlish et al. 2018); "
+        f"declare gradient_noise_scale or cap the batch with batch.max_global_samples"
+    ]
+
+
+def _memory_warnings(rec: Recommendation) -> list[str]:
+    sw = rec.sweep
+    if sw.gpu_memory is None:
+        return []
+    return [
+        f"{p.where} measured a peak of {p.peak_bytes / 1e9:.1f} GB per GPU at {p.gpus} GPUs, more than the "
+        f"{sw.gpu_memory / 1e9:.0f} GB per GPU this spec's GPU has: plans are sized for the smaller memory; "
+        f"if your GPUs "
+        f"have more, set [cluster] gpu_memory"
+        for p in rec.peaks
+        if p.peak_bytes > sw.gpu_memory
+    ]

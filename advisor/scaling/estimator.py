@@ -1,35 +1,47 @@
-"""The regression core: non-negative coefficients with a fitted compute/communication overlap.
+"""The regression core: bounded coefficients, Gaussian priors and a fitted compute/communication overlap.
 
-    T = (Tc^γ + Ts^γ)^(1/γ),  Tc = X[:, :n_compute] · θc,  Ts = X[:, n_compute:] · θs,  θ ≥ 0
+    T = (Tc^γ + Ts^γ)^(1/γ),  Tc = X[:, :n_compute] · θc,  Ts = X[:, n_compute:] · θs,  θ ≥ lower
 
 Pollux (Qiao et al., OSDI'21, §3.2) models overlap as this γ-norm: γ = 1 is no overlap (times
 add), γ → ∞ perfect overlap (the larger wins); γ is bounded to [1, 10] as there. Coefficients are
-non-negative as in Ernest (Venkataraman et al., NSDI'16, NNLS), so no term can turn negative and
-explode when extrapolated. Residuals are relative (a 10% miss at 1 GPU counts as much as one at
-16) and robust (soft-L1, scipy `least_squares`): one straggling run does not drag the curve.
+bounded below (non-negative as in Ernest, Venkataraman et al., NSDI'16; physical floors such as
+MFU <= 100% come in as `lower`), so no term can turn negative and explode when extrapolated.
+Residuals are relative (a 10% miss at 1 GPU counts as much as one at 16) and robust (soft-L1,
+scipy `least_squares`): one straggling run does not drag the curve.
+
+The fit is a maximum a posteriori estimate: each prior (column, kind, mean, sd) adds one residual
+row `noise · (θ - mean) / sd` (kind "lin") or `noise · (ln θ - mean) / sd` (kind "log"), where
+`noise` is the relative run-to-run noise of a step time; with the step residuals in relative
+units this is a Gaussian likelihood times Gaussian priors. With few counts the prior decides
+what the data cannot (how fast an uncrossed link is, whether a loss is per step or per micro-batch);
+with hundreds of rows it is negligible. `cov_` is the Laplace approximation of the posterior
+covariance of the free coefficients (and γ) at the optimum, which the intervals sample.
 
 Two optional extra targets pin the communication coefficients independently of step times:
 - `comm`: measured exposed communication per row (step minus compute; Pollux's `sync_time`),
   matched by T - Tc;
 - `probe_X`, `probe_y`: collective probes (seconds of one collective), matched by Ts alone.
 
-A scikit-learn estimator: parameters in `__init__`, validation in `fit`, fitted attributes end in
-`_` (checked with `parametrize_with_checks` in tests/test_estimator.py).
+`OverlapModel` is the numpy/scipy core the model fits with; `OverlapRegressor` (imported lazily
+from advisor.scaling.sklearn_estimator) is the same as a scikit-learn estimator: parameters in
+`__init__`, validation in `fit`, fitted attributes end in `_` (checked with
+`parametrize_with_checks` in tests/test_estimator.py).
 """
 
 from __future__ import annotations
 
-import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted
+from dataclasses import dataclass
 
-try:  # scikit-learn >= 1.6
-    from sklearn.utils.validation import validate_data as _validate_data
-except ImportError:  # pragma: no cover - older scikit-learn
-    def _validate_data(est, X, y=None, reset=True, **kw):
-        if y is None:
-            return est._validate_data(X, reset=reset, **kw)
-        return est._validate_data(X, y, reset=reset, **kw)
+import numpy as np
+
+def __getattr__(name: str):
+    # The scikit-learn estimator is a thin wrapper (advisor.scaling.sklearn_estimator): importing
+    # scikit-learn costs ~0.8 s, which `advisor recommend` would pay for nothing.
+    if name == "OverlapRegressor":
+        from advisor.scaling.sklearn_estimator import OverlapRegressor
+
+        return OverlapRegressor
+    raise AttributeError(name)
 
 
 def combine(tc: np.ndarray, ts: np.ndarray, gamma) -> np.ndarray:
@@ -45,8 +57,7 @@ def gradient(X: np.ndarray, coef: np.ndarray, gamma: float, n_compute: int) -> t
     """(dT/dθ per row and column, dT/dγ per row) of the model T at `coef`, `gamma`.
 
     dT/dθc = Xc·(Tc/T)^(γ-1), dT/dθs = Xs·(Ts/T)^(γ-1); since (Tc/T)^γ + (Ts/T)^γ = 1,
-    d ln T/dγ = (a^γ ln a + b^γ ln b)/γ with a = Tc/T, b = Ts/T. Used by the fit's Jacobian and by
-    the delta-method interval of a sweep.
+    d ln T/dγ = (a^γ ln a + b^γ ln b)/γ with a = Tc/T, b = Ts/T.
     """
     nc = n_compute
     tc = np.maximum(X[:, :nc] @ coef[:nc], 0.0)
@@ -65,8 +76,122 @@ def gradient(X: np.ndarray, coef: np.ndarray, gamma: float, n_compute: int) -> t
     return d_coef, t * (la + lb) / gamma
 
 
-class OverlapRegressor(RegressorMixin, BaseEstimator):
-    """Non-negative compute + communication model with fitted overlap γ.
+@dataclass
+class _Problem:
+    """Everything one fit needs, validated: data, targets, free parameters, bounds and priors."""
+
+    X: np.ndarray
+    y: np.ndarray
+    scale: np.ndarray
+    sqrt_w: np.ndarray
+    nc: int
+    free: np.ndarray
+    base: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    fit_gamma: bool
+    gamma_bounds: tuple[float, float]
+    comm: np.ndarray
+    comm_rows: np.ndarray
+    probe_X: np.ndarray
+    probe_y: np.ndarray
+    prior_pos: np.ndarray
+    prior_log: np.ndarray
+    prior_mean: np.ndarray
+    prior_k: np.ndarray
+
+    def unpack(self, v):
+        coef = self.base.copy()
+        coef[self.free] = v[: self.free.size]
+        return coef, (v[self.free.size] if self.fit_gamma else self.gamma_bounds[0])
+
+
+def _priors(est, free: np.ndarray, lower: np.ndarray, p: int, gamma_free: bool):
+    """Prior rows as (position in the parameter vector, is-log, mean, 1/sd x noise)."""
+    free_pos = {int(j): i for i, j in enumerate(free)}
+    pos, logs, means, ks = [], [], [], []
+    for col, kind, mean, sd in est.prior:
+        if kind not in ("lin", "log"):
+            raise ValueError(f"unknown prior kind {kind!r}")
+        if col == "gamma":
+            if not gamma_free:
+                continue
+            i = free.size
+        elif 0 <= col < p and col in free_pos:
+            i = free_pos[col]
+            if kind == "log" and not lower[col] > 0:
+                raise ValueError(f"a log prior needs a positive lower bound (column {col})")
+        else:
+            continue
+        pos.append(i), logs.append(kind == "log"), means.append(float(mean)), ks.append(float(est.noise) / float(sd))
+    return np.array(pos, int), np.array(logs, bool), np.array(means, float), np.array(ks, float)
+
+
+def _residuals(pb: _Problem, est, v):
+    coef, g = pb.unpack(v)
+    t = est._predict_with(pb.X, coef, g)
+    parts = [pb.sqrt_w * (t - pb.y) / pb.scale]
+    if pb.comm_rows.any():
+        rows = pb.comm_rows
+        tc = pb.X[rows, :pb.nc] @ coef[:pb.nc]
+        parts.append(est.comm_weight * pb.sqrt_w[rows] * ((t[rows] - tc) - pb.comm[rows]) / pb.scale[rows])
+    if pb.probe_y.size:
+        parts.append((pb.probe_X[:, pb.nc:] @ coef[pb.nc:] - pb.probe_y) / pb.probe_y)
+    if pb.prior_pos.size:
+        x = v[pb.prior_pos]
+        x = np.where(pb.prior_log, np.log(np.maximum(x, 1e-300)), x)
+        parts.append(pb.prior_k * (x - pb.prior_mean))
+    return np.concatenate(parts)
+
+
+def _jacobian(pb: _Problem, est, v):
+    coef, g = pb.unpack(v)
+    d_coef, d_g = gradient(pb.X, coef, g, pb.nc)
+    rows = [(pb.sqrt_w / pb.scale)[:, None] * np.column_stack([d_coef[:, pb.free], d_g])]
+    if pb.comm_rows.any():
+        k = (est.comm_weight * pb.sqrt_w / pb.scale)[pb.comm_rows][:, None]
+        dc = d_coef[pb.comm_rows].copy()
+        dc[:, :pb.nc] -= pb.X[pb.comm_rows, :pb.nc]
+        rows.append(k * np.column_stack([dc[:, pb.free], d_g[pb.comm_rows]]))
+    if pb.probe_y.size:
+        dp = np.zeros_like(pb.probe_X)
+        dp[:, pb.nc:] = pb.probe_X[:, pb.nc:] / pb.probe_y[:, None]
+        rows.append(np.column_stack([dp[:, pb.free], np.zeros(len(pb.probe_y))]))
+    if pb.prior_pos.size:
+        dprior = np.zeros((pb.prior_pos.size, pb.free.size + 1))
+        x = v[pb.prior_pos]
+        dprior[np.arange(pb.prior_pos.size), pb.prior_pos] = np.where(pb.prior_log, pb.prior_k / np.maximum(x, 1e-300),
+                                                                      pb.prior_k)
+        rows.append(dprior)
+    J = np.vstack(rows)
+    return J if pb.fit_gamma else J[:, :-1]
+
+
+def _start(pb: _Problem, est, w: np.ndarray, init):
+    """Starting point: `init` (warm start), else additive non-negative least squares on relative errors."""
+    from scipy.optimize import nnls
+
+    if init is not None:
+        coef0, g0 = np.asarray(init[0], float), float(init[1])
+    else:
+        sw = np.sqrt(w) / pb.scale
+        target = pb.y - pb.X @ pb.base
+        theta = nnls(pb.X[:, pb.free] * sw[:, None], target * sw)[0] if pb.free.size and pb.y.size else np.zeros(pb.free.size)
+        coef0 = pb.base.copy()
+        coef0[pb.free] = theta
+        g0 = 1.5
+    for pos, is_log, mean in zip(pb.prior_pos, pb.prior_log, pb.prior_mean):  # unidentified columns start at the prior
+        if pos < pb.free.size and coef0[pb.free[pos]] == 0 and is_log:
+            coef0[pb.free[pos]] = np.exp(mean)
+    v0 = np.clip(coef0[pb.free], pb.lo[: pb.free.size], pb.hi[: pb.free.size])
+    if pb.fit_gamma:
+        lo_g, hi_g = pb.gamma_bounds
+        v0 = np.append(v0, min(max(g0, lo_g + 1e-9), hi_g - 1e-9))
+    return v0
+
+
+class OverlapModel:
+    """Bounded compute + communication model with fitted overlap γ and optional Gaussian priors.
 
     Parameters
     ----------
@@ -80,29 +205,26 @@ class OverlapRegressor(RegressorMixin, BaseEstimator):
     comm_weight : float
         Weight of the exposed-communication residuals against step-time residuals.
     fixed : tuple of (column, value)
-        Coefficients held at a value (a link no measurement crossed: declared speed, 1.0).
-    prior : tuple of (column, kind)
-        Weak priors, one residual row each (Pollux fits with priors, OSDI'21 §3.2): kind "zero"
-        pulls a seconds-valued term towards 0, in units of the share of the median step it
-        explains at its largest; kind "declared" pulls a factor on a declared speed towards 1.0.
-        With few measured counts many coefficient sets fit exactly; the prior picks the physical
-        one (compute explains what communication at declared speed does not) instead of letting
-        an unidentified term (host contention, a sync constant) soak up the step time and then
-        explode when extrapolated. With hundreds of rows it is negligible.
-    prior_weight : float
-        Weight of each prior row against one relative step-time residual.
+        Coefficients held at a value.
+    lower : tuple of (column, value)
+        Lower bounds above 0 (physical floors: 1/MFU >= 1, a link no faster than declared).
+    prior : tuple of (column, kind, mean, sd)
+        Gaussian priors, "lin" on θ or "log" on ln θ (column "gamma" for γ); see the module docstring.
+    noise : float
+        Relative noise of one step-time row (one sigma): the weight of the data against the priors.
     """
 
     def __init__(self, n_compute=None, gamma_bounds=(1.0, 10.0), loss="soft_l1", f_scale=0.1,
-                 comm_weight=0.5, fixed=(), prior=(), prior_weight=0.05):
+                 comm_weight=0.5, fixed=(), lower=(), prior=(), noise=0.05):
         self.n_compute = n_compute
         self.gamma_bounds = gamma_bounds
         self.loss = loss
         self.f_scale = f_scale
         self.comm_weight = comm_weight
         self.fixed = fixed
+        self.lower = lower
         self.prior = prior
-        self.prior_weight = prior_weight
+        self.noise = noise
 
     def _split(self, n_features: int) -> int:
         nc = n_features if self.n_compute is None else int(self.n_compute)
@@ -117,139 +239,128 @@ class OverlapRegressor(RegressorMixin, BaseEstimator):
             return np.maximum(tc, 0.0)
         return combine(tc, X[:, nc:] @ coef[nc:], gamma)
 
-    def fit(self, X, y, sample_weight=None, comm=None, probe_X=None, probe_y=None, init=None):
-        """Fit coefficients and γ. `init` = (coef, gamma) warm-starts (bootstrap refits)."""
-        from scipy.optimize import least_squares, nnls
+    def _weights(self, sample_weight, X):
+        if sample_weight is None:
+            return np.ones(len(X))
+        w = np.asarray(sample_weight, dtype=np.float64)
+        w = np.full(len(X), float(w)) if w.ndim == 0 else w
+        if w.shape != (len(X),):
+            raise ValueError(f"sample_weight.shape == {w.shape}, expected {(len(X),)}")
+        if (w < 0).any():
+            raise ValueError("negative sample weights are not allowed")
+        if not (w > 0).any():
+            raise ValueError("all sample weights are zero")
+        return w
 
-        X, y = _validate_data(self, X, y, y_numeric=True, dtype=np.float64)
+    def _problem(self, X, y, w, comm, probe_X, probe_y) -> _Problem:
         n, p = X.shape
         nc = self._split(p)
-        if sample_weight is None:
-            w = np.ones(n)
-        else:
-            from sklearn.utils.validation import _check_sample_weight
-
-            w = _check_sample_weight(sample_weight, X, dtype=np.float64)
-            if (w < 0).any():
-                raise ValueError("negative sample weights are not allowed")
-            if not (w > 0).any():
-                raise ValueError("all sample weights are zero")
-        scale = np.maximum(np.abs(y), max(1e-12, 1e-9 * float(np.max(np.abs(y)))) if n else 1.0)
+        scale = np.maximum(np.abs(y), max(1e-12, 1e-9 * float(np.max(np.abs(y))))) if n else np.ones(0)
         fixed = dict(self.fixed)
         free = np.array([j for j in range(p) if j not in fixed], dtype=int)
         base = np.zeros(p)
         for j, v in fixed.items():
             base[j] = v
+        lower = np.zeros(p)
+        for j, v in self.lower:
+            lower[j] = v
         has_comm = nc < p
-        lo_g, hi_g = (float(self.gamma_bounds[0]), float(self.gamma_bounds[1])) if has_comm else (1.0, 1.0)
-
-        if init is not None:
-            coef0, g0 = np.asarray(init[0], float), float(init[1])
-        else:
-            # Additive (γ = 1) non-negative least squares on relative errors: a sound start.
-            sw = np.sqrt(w) / scale
-            target = y - X @ base
-            theta, _ = nnls(X[:, free] * sw[:, None], target * sw) if free.size else (np.zeros(0), 0.0)
-            coef0 = base.copy()
-            coef0[free] = theta
-            g0 = min(max(1.5, lo_g), hi_g)
-
+        g_lo, g_hi = (float(self.gamma_bounds[0]), float(self.gamma_bounds[1])) if has_comm else (1.0, 1.0)
+        fit_gamma = has_comm and g_hi > g_lo
+        lo = np.append(lower[free], g_lo if fit_gamma else [])
+        hi = np.append(np.full(free.size, np.inf), g_hi if fit_gamma else [])
         comm_rows = np.zeros(n, bool)
+        comm_arr = np.zeros(n)
         if comm is not None and has_comm:
-            comm = np.asarray(comm, float)
-            comm_rows = np.isfinite(comm)
-        probe = probe_X is not None and len(probe_X) and has_comm
-        if probe:
-            probe_X = np.asarray(probe_X, float)
-            probe_y = np.asarray(probe_y, float)
+            comm_arr = np.asarray(comm, float)
+            comm_rows = np.isfinite(comm_arr)
+        use_probe = probe_X is not None and len(probe_X) and has_comm
+        pX = np.asarray(probe_X, float) if use_probe else np.zeros((0, p))
+        py = np.asarray(probe_y, float) if use_probe else np.zeros(0)
+        pos, logs, means, ks = _priors(self, free, lower, p, fit_gamma)
+        return _Problem(X, y, scale, np.sqrt(w), nc, free, base, lo, hi, fit_gamma, (g_lo, g_hi), comm_arr, comm_rows,
+                        pX, py, pos, logs, means, ks)
 
-        sqrt_w = np.sqrt(w)
+    def fit(self, X, y, sample_weight=None, comm=None, probe_X=None, probe_y=None, init=None):
+        """Fit coefficients and γ (MAP). `init` = (coef, gamma) warm-starts (refits on subsets)."""
+        X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        if X.ndim != 2 or y.shape != (len(X),) or not len(X):
+            raise ValueError(f"X must be 2-D with one row per y (got X {X.shape}, y {y.shape})")
+        self.n_features_in_ = X.shape[1]
+        return self._fit_arrays(X, y, sample_weight, comm, probe_X, probe_y, init)
 
-        # Prior rows: (θ_j - mean_j) / scale_j · prior_weight, for free columns only.
-        prior_cols, prior_mean, prior_scale = [], [], []
-        y_typical = float(np.median(np.abs(y))) if n else 1.0
-        for j, kind in self.prior:
-            if j in fixed or not 0 <= j < p:
-                continue
-            if kind == "zero":
-                reach = float(np.max(np.abs(X[:, j]))) if n else 0.0
-                if reach <= 0 or y_typical <= 0:
-                    continue
-                prior_cols.append(j), prior_mean.append(0.0), prior_scale.append(y_typical / reach)
-            elif kind == "declared":
-                prior_cols.append(j), prior_mean.append(1.0), prior_scale.append(1.0)
-            else:
-                raise ValueError(f"unknown prior kind {kind!r}")
-        free_pos = {j: i for i, j in enumerate(free)}
-        prior_pos = np.array([free_pos[j] for j in prior_cols], dtype=int)
-        prior_mean = np.array(prior_mean, float)
-        prior_k = float(self.prior_weight) / np.array(prior_scale, float)
+    def _fit_arrays(self, X, y, sample_weight, comm, probe_X, probe_y, init):
+        w = self._weights(sample_weight, X)
+        pb = self._problem(X, y, w, comm, probe_X, probe_y)
+        v = _start(pb, self, w, init)
+        if v.size:
+            from scipy.optimize import least_squares
 
-        def unpack(v):
-            coef = base.copy()
-            coef[free] = v[: free.size]
-            return coef, (v[free.size] if has_comm and hi_g > lo_g else lo_g)
-
-        def residuals(v):
-            coef, g = unpack(v)
-            t = self._predict_with(X, coef, g)
-            parts = [sqrt_w * (t - y) / scale]
-            if comm_rows.any():
-                tc = X[comm_rows, :nc] @ coef[:nc]
-                parts.append(self.comm_weight * sqrt_w[comm_rows] * ((t[comm_rows] - tc) - comm[comm_rows]) / scale[comm_rows])
-            if probe:
-                ts = probe_X[:, nc:] @ coef[nc:]
-                parts.append((ts - probe_y) / probe_y)
-            if prior_pos.size:
-                parts.append(prior_k * (v[prior_pos] - prior_mean))
-            return np.concatenate(parts)
-
-        def jacobian(v):
-            coef, g = unpack(v)
-            d_coef, d_g = gradient(X, coef, g, nc)
-            rows = [(sqrt_w / scale)[:, None] * np.column_stack([d_coef[:, free], d_g])]
-            if comm_rows.any():
-                k = (self.comm_weight * sqrt_w / scale)[comm_rows][:, None]
-                dc = d_coef[comm_rows].copy()
-                dc[:, :nc] -= X[comm_rows, :nc]
-                rows.append(k * np.column_stack([dc[:, free], d_g[comm_rows]]))
-            if probe:
-                dp = np.zeros_like(probe_X)
-                dp[:, nc:] = probe_X[:, nc:] / probe_y[:, None]
-                rows.append(np.column_stack([dp[:, free], np.zeros(len(probe_y))]))
-            if prior_pos.size:
-                dprior = np.zeros((prior_pos.size, free.size + 1))
-                dprior[np.arange(prior_pos.size), prior_pos] = prior_k
-                rows.append(dprior)
-            J = np.vstack(rows)
-            return J if (has_comm and hi_g > lo_g) else J[:, :-1]
-
-        v0 = list(np.maximum(coef0[free], 0.0))
-        lo = [0.0] * free.size
-        hi = [np.inf] * free.size
-        if has_comm and hi_g > lo_g:
-            v0.append(min(max(g0, lo_g + 1e-9), hi_g - 1e-9))
-            lo.append(lo_g)
-            hi.append(hi_g)
-        if len(v0) == 0:
-            coef, gamma = base, lo_g
-        else:
-            sol = least_squares(residuals, np.array(v0), jac=jacobian, bounds=(np.array(lo), np.array(hi)),
-                                loss=self.loss, f_scale=self.f_scale, max_nfev=200 * len(v0))
-            coef, gamma = unpack(sol.x)
+            sol = least_squares(lambda x: _residuals(pb, self, x), v, jac=lambda x: _jacobian(pb, self, x),
+                                bounds=(pb.lo, pb.hi), loss=self.loss, f_scale=self.f_scale, max_nfev=100 * v.size)
+            v = sol.x
+        coef, gamma = pb.unpack(v)
         self.coef_ = np.asarray(coef, float)
         self.gamma_ = float(gamma)
+        self.free_ = pb.free
+        self.cov_ = self._laplace(pb, v)
+        self.log_params_ = self._log_mask(pb)
+        self.bounds_ = (pb.lo, pb.hi)
         return self
 
+    @staticmethod
+    def _log_mask(pb: _Problem) -> np.ndarray:
+        """Which entries of the parameter vector (free coefficients, then γ) have a log prior."""
+        mask = np.zeros(pb.free.size + int(pb.fit_gamma), bool)
+        mask[pb.prior_pos[pb.prior_log]] = True
+        return mask
+
+    def set_prior_state(self, n_features: int) -> "OverlapModel":
+        """Fitted attributes at the prior alone (no measured run): coefficients at the prior medians,
+        `cov_` the prior's (linearised, as the Laplace covariance of a fit is)."""
+        X = np.zeros((0, n_features))
+        pb = self._problem(X, np.zeros(0), np.zeros(0), None, None, None)
+        v = np.append(np.maximum(pb.base[pb.free], pb.lo[: pb.free.size]), [2.0] if pb.fit_gamma else [])
+        sd = np.zeros(v.size)
+        for pos, is_log, mean, k in zip(pb.prior_pos, pb.prior_log, pb.prior_mean, pb.prior_k):
+            v[pos] = np.exp(mean) if is_log else mean
+            sd[pos] = float(self.noise) / k * (v[pos] if is_log else 1.0)
+        v = np.clip(v, pb.lo, pb.hi)
+        coef, gamma = pb.unpack(v)
+        self.coef_, self.gamma_, self.free_ = np.asarray(coef, float), float(gamma), pb.free
+        self.cov_ = np.diag(sd**2)
+        self.hessians_ = (np.zeros((sd.size, sd.size)), np.diag(np.where(sd > 0, float(self.noise) ** 2 / np.maximum(sd, 1e-300) ** 2, 0.0)))
+        self.log_params_ = self._log_mask(pb)
+        self.bounds_ = (pb.lo, pb.hi)
+        self.n_features_in_ = n_features
+        return self
+
+    def _laplace(self, pb: _Problem, v) -> np.ndarray:
+        """Posterior covariance of the free parameters (and γ when fitted): noise² (JᵀJ)⁻¹ at the optimum.
+        Keeps the data and prior parts of JᵀJ (`hessians_`) so that `covariance` can reweigh the data
+        once their own noise is known."""
+        k = v.size
+        if k == 0:
+            self.hessians_ = (np.zeros((0, 0)), np.zeros((0, 0)))
+            return np.zeros((0, 0))
+        J = _jacobian(pb, self, v)
+        n_prior = pb.prior_pos.size
+        Jd, Jp = J[: len(J) - n_prior], J[len(J) - n_prior:]
+        self.hessians_ = (Jd.T @ Jd, Jp.T @ Jp)
+        return self.covariance(1.0)
+
+    def covariance(self, data_weight: float) -> np.ndarray:
+        """noise² (w·J_dataᵀJ_data + J_priorᵀJ_prior)⁻¹: the Laplace covariance with the data's weight
+        scaled by `data_weight` = (noise / the data's own noise)², the prior's unchanged."""
+        Hd, Hp = self.hessians_
+        k = Hd.shape[0]
+        if k == 0:
+            return np.zeros((0, 0))
+        H = data_weight * Hd + Hp
+        # Bounded or unidentified directions: a ridge keeps the inverse finite; the prior usually does.
+        H = H + 1e-9 * max(float(np.trace(H)) / k, 1e-12) * np.eye(k)
+        return float(self.noise) ** 2 * np.linalg.pinv(H)
+
     def predict(self, X):
-        check_is_fitted(self, "coef_")
-        X = _validate_data(self, X, reset=False, dtype=np.float64)
+        X = np.asarray(X, dtype=np.float64)
         return self._predict_with(X, self.coef_, self.gamma_)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.regressor_tags.poor_score = True  # physical model: bounded, not a general learner
-        return tags
-
-    def _more_tags(self):  # scikit-learn < 1.6
-        return {"poor_score": True}

@@ -1,24 +1,20 @@
 """Model families and their design matrices: which physical terms each one fits.
 
+- `topology` (the model; docs/model.md writes its equation term by term): compute at peak FLOP/s
+  plus per-micro-batch host contention (both scale with the work per GPU), per-step constants
+  (overhead, host sharing, sync), overlapped with communication on the bottleneck link: bus volume
+  over declared bandwidth and latency hops, with separate coefficients for one node and across
+  nodes (the bottleneck link changes), inter-node hops of NCCL's tree (2·log2 N).
+- `topology-ring`: the same with ring hops 2(N-1) across nodes (NCCL's ring algorithm).
 - `amdahl`: t0 + c·W. Per-step overhead plus compute; communication is ignored (the naive view).
 - `ernest`: θ0 + θ1·W + θ2·log N + θ3·N (Venkataraman et al., NSDI'16), W = per-GPU compute in
   place of Ernest's input/machines; non-negative.
-- `topology`: the model of DESIGN.md §5. Compute (overhead, FLOPs at peak, host contention) overlapped with communication on the bottleneck link: a per-step sync overhead, bus
-  volume over declared bandwidth, and latency hops, with separate coefficients for one node and
-  across nodes (the bottleneck link changes), inter-node hops of NCCL's tree (2·log2 N).
-- `topology-ring`: the same with ring hops 2(N-1) across nodes (NCCL's ring algorithm).
 
-On the Pollux traces (benchmarks/accuracy.py) the tree hops extrapolate 16 -> 64 GPUs best; the two
-cannot be told apart within 16 GPUs, so both stay available (`--model`).
-
-Gradient accumulation needs no term of its own: W counts the FLOPs of every micro-batch and the
-communication terms are once per step. (A per-micro-batch overhead was tried and dropped: under a
-fixed global batch the micro-batch count is proportional to 1/N, like W, so no calibration can
-separate the two, and the arbitrary split changed predictions once the count bottoms out at 1.)
-
-When no measured run crossed nodes, the inter-node coefficients cannot be fitted: the sync
-overhead is shared by both links and the inter-node bandwidth and latency terms are held at the
-declared speeds (coefficient 1.0) unless collective probes across nodes pin them.
+Gradient accumulation: W counts the FLOPs of every micro-batch and the communication terms are
+once per step. A loss between 1 and a few GPUs on one node is host sharing; the `contention`
+column makes it a share of the work (it shrinks with the work per GPU), while `contention_step`
+is a per-step constant that the priors hold small unless the data demand it. The bounds and
+priors of every column live in `advisor.scaling.fitting.constraints`, by column name.
 """
 
 from __future__ import annotations
@@ -111,18 +107,20 @@ def _ernest(w, gpus, nodes, batch, cov) -> Design:
 
 def _topology(inter_hops: str):
     def build(w, gpus, nodes, batch, cov: Coverage) -> Design:
+        compute = F.compute_seconds(w, gpus, batch)
+        extra = F.gpus_per_node_used(gpus, nodes) - 1
         cols = [Column("overhead", "s", "fixed time per step"),
-                Column("compute", _compute_unit(w), "per-GPU FLOPs per step at peak")]
-        arrays = [np.ones_like(gpus), F.compute_seconds(w, gpus, batch)]
-        cols.append(Column("contention", "s per extra GPU on a node", "host CPU/PCIe sharing: GPUs per node - 1"))
-        arrays.append(F.gpus_per_node_used(gpus, nodes) - 1)
+                Column("compute", _compute_unit(w), "per-GPU FLOPs per step at peak"),
+                Column("contention", "x peak-time per extra GPU on a node",
+                       "per micro-batch host sharing (CPU, PCIe, memory, clocks): compute x (GPUs per node - 1)"),
+                Column("contention_step", "s per extra GPU on a node", "per-step host sharing: GPUs per node - 1")]
+        arrays = [np.ones_like(gpus), compute, compute * extra, extra]
         n_compute = len(cols)
 
         multi = nodes > 1
         single = (~multi) & (gpus > 1)
-        bw = F.volume_bytes(w, gpus) / F.bus_bandwidth(w, nodes)
+        bw = F.comm_seconds_at_declared(w, gpus, nodes)
         lat = F.hop_latency_seconds(w, gpus, nodes, inter_hops)
-        fixed = []
         if cov.steps_crossed_nodes:
             cols.append(Column("intra_sync", "s", "per-step synchronisation overhead in one node"))
             arrays.append(single.astype(float))
@@ -138,9 +136,7 @@ def _topology(inter_hops: str):
         cols += [Column("inter_bandwidth", "x declared", "bus volume / declared inter-node bandwidth"),
                  Column("inter_latency", "x declared", f"{inter_hops} hops x declared inter-node latency")]
         arrays += [np.where(multi, bw, 0.0), np.where(multi, lat, 0.0)]
-        if not (cov.steps_crossed_nodes or cov.probes_crossed_nodes):
-            fixed = [(len(cols) - 2, 1.0), (len(cols) - 1, 1.0)]
-        return Design(np.column_stack(arrays), tuple(cols), n_compute, tuple(fixed))
+        return Design(np.column_stack(arrays), tuple(cols), n_compute)
 
     return build
 
@@ -159,6 +155,3 @@ FAMILIES: dict[str, Family] = {
     "topology-ring": Family("topology-ring", "as topology, ring hops 2(N-1) across nodes", _topology("ring"), has_overlap=True),
 }
 
-
-def family(name: str) -> Family:
-    return FAMILIES[name]

@@ -5,7 +5,7 @@ dimensionless factor on a physical quantity (1.0 = as fast as declared) and its 
 something. Functions take numpy arrays of GPU counts `gpus`, node counts `nodes` and samples per
 step `global_batch` (rows may differ) and are vectorised over them.
 
-Formulas (DESIGN.md §5):
+Formulas (docs/model.md):
 - compute: W = training FLOPs per sample x samples per GPU per step (6·P·T + attention, PaLM
   App. B), as seconds at the GPU's peak. Gradient accumulation: W covers every micro-batch, and
   communication happens once per step.
@@ -16,8 +16,9 @@ Formulas (DESIGN.md §5):
   per NIC, so bus bandwidth approaches the node's total NIC bandwidth, capped by the intra-node link.
 - latency hops: ring 2(N-1) steps inside a node; across nodes NCCL's double binary tree
   (NCCL >= 2.4, `src/graph/tuning.cc`) ~2·log2(N). The ring alternative is kept as a family.
-- contention: GPUs on one host share its CPU, PCIe and NIC; per step a term in (GPUs per node - 1)
-  (the Pollux traces: yolov3 compute 0.41 s alone, 0.53 s with 4 GPUs per node).
+- contention: GPUs on one host share its CPU, PCIe, memory bandwidth and power; a term in (GPUs per
+  node - 1), per micro-batch (times the compute) and per step (the Pollux traces: yolov3 compute
+  0.41 s alone, 0.53 s with 4 GPUs per node).
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ def volume_bytes(workload: "Workload", gpus: np.ndarray) -> np.ndarray:
     n = np.asarray(gpus, float)
     factor = VOLUME_FACTOR[workload.parallelism.strategy]
     return factor * (n - 1) / n * workload.model.gradient_bytes
+
+
+def comm_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """Seconds per step to move the parallelism's bytes per GPU over the bottleneck link at its declared
+    bus bandwidth. The one place where the strategy's traffic meets the topology: per-link volumes of
+    other layouts (advisor.layouts) replace `volume_bytes` / `bus_bandwidth` here."""
+    return volume_bytes(workload, gpus) / bus_bandwidth(workload, nodes)
 
 
 def bus_bandwidth(workload: "Workload", nodes: np.ndarray) -> np.ndarray:

@@ -1,173 +1,180 @@
-"""90% prediction intervals: bootstrap for the fit, out-of-sample residuals for the noise.
+"""90% prediction intervals: the posterior of the coefficients, plus noise and model error.
 
 Two independent sources of error, combined in log space (errors are multiplicative):
-- parameter uncertainty: refit on bootstrap resamples, stratified by placement: runs resampled
-  within each (gpus, nodes) group, steps resampled within each run (a calibration run's timed
-  steps; a CSV row is one run of one step), so no count ever drops out of a resample;
+- parameter uncertainty: the Laplace posterior of the MAP fit (`OverlapModel.cov_`; log-normal for
+  the coefficients with a log prior, so a factor on a declared speed never turns negative), clipped
+  to the physical bounds, walked along its principal axes at every row (`sigma_spread`). With no
+  measurement it is the prior's spread (MFU, achieved bandwidth, overlap); each measured count
+  narrows it. No refit is needed (the bootstrap it replaces ran 40 least-squares solves per fit);
 - noise and model error: log(measured/predicted) of held-out runs in leave-one-count-out CV
-  (empirical quantiles with >= 20 residuals, else a Student-t whose spread pools them with an
-  assumed 5% prior noise, PRIOR_NOISE), scaled by
-  1 + κ·log2(distance past the data), distance = max(N / largest count, nodes / largest node count).
+  (empirical quantiles with >= 20 residuals, else a Student-t whose spread pools them and the
+  in-sample residuals with the prior's run-to-run noise, conjugate pooling of variances), grown by
+  `priors.widening` (relative, 0.5 = +50%) per doubling of the distance past the data, distance =
+  max(N / largest count, nodes / largest node count). The posterior's data weight is reset to the
+  data's own noise (in-sample residuals pooled with the prior's), so a DGX table's 1% readings and
+  a cloud trace's 10% scatter each get their own width.
 
-- structure: families whose cross-validation error is within ALTERNATIVE_MARGIN of the chosen
-  one's fit the measured range equally well; where they disagree (typically past the data: tree
-  vs ring hops across nodes) the disagreement is added to the interval.
-
-The fit's spread is the 5-95% range of the bootstrap refits evaluated at each row
-(`bootstrap_spread`, vectorised so sweeps over 65,536 counts stay fast). Half-widths add in
-quadrature (independent errors). Coverage is measured, not assumed:
-benchmarks/accuracy.py reports how often held-out Pollux measurements fall inside.
+Half-widths add in quadrature (independent errors). Coverage is measured leave-one-series-out on
+the corpus, per extrapolation distance (benchmarks/accuracy.py, docs/validation.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
-from advisor.measurements import Measurements
-from advisor.scaling.fitting import FitData, FittedFamily, fit_family
-
 LEVEL = 0.90
 MIN_EMPIRICAL = 20
+#: z of the two-sided LEVEL interval (scipy.stats.norm.ppf(0.95)).
+Z = 1.6448536269514722
 
-#: Prior run-to-run noise (one sigma of log step time) and its weight in pseudo-residuals. With
-#: a handful of residuals their spread is shrunk towards this (conjugate pooling of variances),
-#: so two published points never yield a zero-width interval. An assumption between the
-#: spread of repeated published measurements (NVIDIA's BERT 8-GPU rows, 1.2% apart) and the
-#: run-to-run noise of a shared cloud cluster (Pollux traces, ~10% in range); the fit output
-#: says when it dominates.
-PRIOR_NOISE = 0.05
+#: Weight (in pseudo-residuals) of the prior run-to-run noise when pooling a few residuals.
 PRIOR_WEIGHT = 5
-
-#: Families whose CV error is within this factor of the best are "indistinguishable" (intervals).
-ALTERNATIVE_MARGIN = 1.1
-
-class Resampler:
-    """Stratified bootstrap resamples of runs and steps, as run medians (vectorised)."""
-
-    def __init__(self, m: Measurements):
-        runs = m.runs
-        groups: dict[tuple, list[int]] = {}
-        for i, r in enumerate(runs):
-            groups.setdefault((r.gpus, r.nodes), []).append(i)
-        self.strata = [np.array(v) for v in groups.values()]
-        self.lengths = np.array([len(r.step_seconds) for r in runs])
-        width = int(self.lengths.max())
-        self.steps = np.full((len(runs), width), np.nan)
-        self.comm = np.full((len(runs), width), np.nan)
-        for i, r in enumerate(runs):
-            self.steps[i, :len(r.step_seconds)] = r.step_seconds
-            if r.comm_seconds is not None:
-                self.comm[i, :len(r.comm_seconds)] = r.comm_seconds
-        self.gpus, self.nodes, self.batch = m.gpus, m.nodes, m.global_batch
-
-    def draw(self, rng: np.random.Generator) -> FitData:
-        picked = np.concatenate([rng.choice(idx, size=idx.size, replace=True) if idx.size > 1 else idx
-                                 for idx in self.strata])
-        width = self.steps.shape[1]
-        if width == 1:
-            step, comm = self.steps[picked, 0], self.comm[picked, 0]
-        else:
-            n = self.lengths[picked][:, None]
-            cols = np.minimum((rng.random((picked.size, width)) * n).astype(int), n - 1)
-            valid = np.arange(width)[None, :] < n
-            rows = picked[:, None]
-            step = np.nanmedian(np.where(valid, self.steps[rows, cols], np.nan), axis=1)
-            with np.errstate(all="ignore"):
-                import warnings
-
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: no comm measured
-                    comm = np.nanmedian(np.where(valid, self.comm[rows, cols], np.nan), axis=1)
-        return FitData(self.gpus[picked], self.nodes[picked], self.batch[picked], step, comm)
 
 
 @dataclass(frozen=True)
-class Bootstrap:
+class Draws:
     coefs: np.ndarray  # (B, p)
     gammas: np.ndarray  # (B,)
 
 
-def bootstrap(base: FittedFamily, m: Measurements, probes: list, n: int, seed: int) -> Bootstrap:
-    rng = np.random.default_rng(seed)
-    init = (base.estimator.coef_, base.estimator.gamma_)
-    resampler = Resampler(m) if n else None
-    coefs, gammas = [], []
-    for _ in range(n):
-        f = fit_family(base.family, base.workload, resampler.draw(rng), probes, base.coverage, init)
-        coefs.append(f.estimator.coef_)
-        gammas.append(f.estimator.gamma_)
-    return Bootstrap(np.array(coefs, float).reshape(n, len(init[0])), np.array(gammas, float))
+def pooled_noise(r: np.ndarray, prior_noise: float) -> float:
+    """Root mean square of log residuals `r` pooled with PRIOR_WEIGHT pseudo-residuals of `prior_noise`
+    (conjugate pooling of variances)."""
+    return float(np.sqrt((float(np.sum(r**2)) + PRIOR_WEIGHT * prior_noise**2) / (r.size + PRIOR_WEIGHT)))
+
+
+def posterior_draws(est, n: int, seed: int) -> Draws:
+    """`n` coefficient vectors from the estimator's Laplace posterior (log-normal where the prior is)."""
+    if n < 2 or est.free_.size == 0:
+        return Draws(np.tile(est.coef_, (max(n, 0), 1)), np.full(max(n, 0), est.gamma_))
+    k = est.cov_.shape[0]
+    v = np.append(est.coef_[est.free_], [est.gamma_] if k > est.free_.size else [])
+    logs = est.log_params_
+    d = np.where(logs, 1.0 / np.maximum(v, 1e-300), 1.0)
+    cov = est.cov_ * d[:, None] * d[None, :]
+    vals, vecs = np.linalg.eigh((cov + cov.T) / 2)
+    root = vecs * np.sqrt(np.maximum(vals, 0.0))
+    u = np.where(logs, np.log(np.maximum(v, 1e-300)), v)
+    z = np.random.default_rng(seed).standard_normal((n, k))
+    draws = u[None, :] + z @ root.T
+    draws = np.where(logs[None, :], np.exp(np.minimum(draws, 700)), draws)
+    lo, hi = est.bounds_
+    draws = np.clip(draws, lo, hi)
+    coefs = np.tile(est.coef_, (n, 1))
+    coefs[:, est.free_] = draws[:, : est.free_.size]
+    gammas = draws[:, -1] if k > est.free_.size else np.full(n, est.gamma_)
+    return Draws(coefs, gammas)
 
 
 @dataclass(frozen=True)
 class NoiseModel:
-    """Lower and upper log-residual quantiles at LEVEL, and widening κ per doubling past the data."""
+    """Lower and upper log-residual quantiles at LEVEL, and model-error growth per doubling past the data."""
 
     lower: float
     upper: float
-    kappa: float
-    kappa_measured: bool
+    widening: float
     n_residuals: int
+    prior_noise: float = 0.05
 
     @classmethod
-    def from_residuals(cls, r: np.ndarray, kappa: float, kappa_measured: bool) -> "NoiseModel":
+    def from_residuals(cls, r: np.ndarray, widening: float, prior_noise: float,
+                       in_sample: Optional[np.ndarray] = None) -> "NoiseModel":
+        """Quantiles of the out-of-sample residuals `r` with >= MIN_EMPIRICAL of them; else a Student-t
+        whose spread pools `r`, the in-sample residuals and PRIOR_WEIGHT pseudo-residuals of
+        `prior_noise` (a cloud trace's 10% scatter shows in-sample even with one count measured)."""
         tail = (1 - LEVEL) / 2
         if r.size >= MIN_EMPIRICAL:
             lo, hi = np.quantile(r, [tail, 1 - tail])
         else:
-            from scipy.stats import t
+            from scipy.special import stdtrit  # Student-t quantile (scipy.stats costs ~0.6 s to import)
 
-            pooled = np.sqrt((float(np.sum(r**2)) + PRIOR_WEIGHT * PRIOR_NOISE**2) / (r.size + PRIOR_WEIGHT))
-            q = t.ppf(1 - tail, df=r.size + PRIOR_WEIGHT - 1) * pooled
+            both = r if in_sample is None else np.r_[r, in_sample]
+            n = both.size
+            pooled = pooled_noise(both, prior_noise)
+            q = float(stdtrit(n + PRIOR_WEIGHT - 1, 1 - tail)) * pooled
             lo, hi = -q, q
-        return cls(float(min(lo, 0.0)), float(max(hi, 0.0)), float(kappa), kappa_measured, int(r.size))
+        return cls(float(min(lo, 0.0)), float(max(hi, 0.0)), float(widening), int(r.size), float(prior_noise))
 
     @property
     def prior_dominated(self) -> bool:
         return self.n_residuals < PRIOR_WEIGHT
 
-def bootstrap_spread(X: np.ndarray, n_compute: int, median: np.ndarray, boot: Bootstrap) -> tuple[np.ndarray, np.ndarray]:
-    """(down, up): log half-widths of the bootstrap refits' 90% range of step time, per row.
 
-    Every bootstrap refit is evaluated at every row, vectorised as two matrix products (rows x p
-    by p x B) and one elementwise overlap: a 65,536-count sweep with B = 40 costs tens of
-    milliseconds. (A delta-method linearisation was tried first and dropped: with few counts the
-    coefficients swing along directions the data cannot identify, bounded at zero, and the
-    linearised spread became absurd, e.g. 0.003-134 s around a 0.6 s step.)
+def draw_spread(X: np.ndarray, n_compute: int, draws: Draws) -> np.ndarray:
+    """Log half-width at LEVEL of the step time over the posterior draws, per row.
+
+    Every draw is evaluated at every row, vectorised as two matrix products (rows x p by p x B)
+    and one elementwise overlap: a 65,536-count sweep with B = 64 costs tens of milliseconds.
+    Log-normal summary (z x standard deviation of log T over draws): a per-row sort for empirical
+    quantiles doubled the cost of a sweep.
     """
-    if len(boot.coefs) < 2:
-        zero = np.zeros_like(median)
+    if len(draws.coefs) < 2:
+        return np.zeros(len(X))
+    t = _evaluate(X, n_compute, draws.coefs, draws.gammas)
+    return Z * np.log(np.maximum(t, 1e-300)).std(axis=1)
+
+
+def sigma_spread(X: np.ndarray, est) -> tuple[np.ndarray, np.ndarray]:
+    """(down, up): log half-widths at LEVEL of the step time under the posterior, per row, from sigma points.
+
+    The posterior (log space for the log-prior parameters, where it is close to Gaussian) is walked
+    z·sqrt(λ) along each principal axis of its covariance, both ways; the step time's log change
+    along each axis adds in quadrature, ups to the upper side, downs to the lower. Exact for a
+    linear model, it keeps what a linearisation at the median loses: a link whose prior allows it to
+    be 10x slower than declared adds little at the median, where compute hides it, and a lot in the
+    tail, where it does not (BERT at 256 GPUs: linearised +7%, measured +15%). 2k evaluations per
+    row for k parameters, no sampling noise; `draw_spread` samples the same posterior for checks.
+    """
+    k = est.cov_.shape[0]
+    if k == 0 or len(X) == 0:
+        zero = np.zeros(len(X))
         return zero, zero
+    v = np.append(est.coef_[est.free_], [est.gamma_] if k > est.free_.size else [])
+    logs = est.log_params_
+    d = np.where(logs, 1.0 / np.maximum(v, 1e-300), 1.0)
+    cov = est.cov_ * d[:, None] * d[None, :]
+    vals, vecs = np.linalg.eigh((cov + cov.T) / 2)
+    keep = vals > 1e-12 * max(float(vals.max()), 1e-300)
+    steps = (vecs[:, keep] * (Z * np.sqrt(vals[keep]))).T  # (axes, k), in the prior's space
+    u = np.where(logs, np.log(np.maximum(v, 1e-300)), v)
+    pts = np.vstack([u + steps, u - steps])
+    pts = np.where(logs[None, :], np.exp(np.minimum(pts, 700)), pts)
+    lo, hi = est.bounds_
+    pts = np.clip(pts, lo, hi)
+    coefs = np.tile(est.coef_, (len(pts), 1))
+    coefs[:, est.free_] = pts[:, : est.free_.size]
+    gammas = pts[:, -1] if k > est.free_.size else np.full(len(pts), est.gamma_)
+    # float32: half the memory traffic of a 65,536-row sweep, and 7 digits are plenty for a spread.
+    f = np.float32
+    t = _evaluate(X.astype(f), est._split(X.shape[1]), coefs.astype(f), gammas.astype(f))
+    t0 = np.maximum(est._predict_with(X, est.coef_, est.gamma_), 1e-300).astype(f)
+    tiny = np.finfo(f).tiny
+    dl = (np.log(np.maximum(t, tiny)) - np.log(np.maximum(t0, tiny))[:, None]).astype(float)  # (rows, 2 x axes)
+    up = np.sqrt(np.sum(np.maximum(dl, 0.0) ** 2, axis=1))
+    down = np.sqrt(np.sum(np.minimum(dl, 0.0) ** 2, axis=1))
+    return down, up
+
+
+def _evaluate(X: np.ndarray, nc: int, coefs: np.ndarray, gammas: np.ndarray) -> np.ndarray:
+    """Step time of every coefficient vector (rows of `coefs`) at every row of X: (rows, vectors)."""
     from advisor.scaling.estimator import combine
 
-    nc = n_compute
-    tc = X[:, :nc] @ boot.coefs[:, :nc].T
+    tc = X[:, :nc] @ coefs[:, :nc].T
     if nc < X.shape[1]:
-        t = combine(tc, X[:, nc:] @ boot.coefs[:, nc:].T, boot.gammas[None, :])
-    else:
-        t = np.maximum(tc, 0.0)
-    # Log-normal summary (z x standard deviation of log T over refits): a per-row sort for
-    # empirical quantiles doubled the cost of a 65,536-count sweep.
-    from scipy.stats import norm
-
-    z = norm.ppf(1 - (1 - LEVEL) / 2)
-    half = z * np.log(np.maximum(t, 1e-300)).std(axis=1)
-    return half, half
+        return combine(tc, X[:, nc:] @ coefs[:, nc:].T, gammas[None, :])
+    return np.maximum(tc, 0.0)
 
 
-def interval(median: np.ndarray, spread, noise: NoiseModel, distance: np.ndarray,
-             alternatives: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) around `median`, in quadrature: the fit's spread (`(down, up)` log half-widths at
-    LEVEL from `bootstrap_spread`, or one array for both sides), noise, and the disagreement of
-    `alternatives` (step times of families cross-validation could not tell apart)."""
-    down, up = spread if isinstance(spread, tuple) else (spread, spread)
-    scale = 1.0 + noise.kappa * np.log2(np.maximum(distance, 1.0))
-    down2 = down**2 + (noise.lower * scale) ** 2
-    up2 = up**2 + (noise.upper * scale) ** 2
-    for alt in alternatives:
-        d = np.log(np.maximum(alt, 1e-300) / np.maximum(median, 1e-300))
-        down2 = down2 + np.minimum(d, 0.0) ** 2
-        up2 = up2 + np.maximum(d, 0.0) ** 2
-    return median * np.exp(-np.sqrt(down2)), median * np.exp(np.sqrt(up2))
+def interval(median: np.ndarray, spread, noise: NoiseModel, distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) around `median`: the posterior spread (`(down, up)` log half-widths, or one array for
+    both) and the noise in quadrature, the noise grown by
+    `noise.widening` per doubling of the distance past the data (model error scales with how noisy
+    the job is: the Pollux cloud's 10% scatter grows into 20% misses at 4x, a DGX table's 1% into 2%)."""
+    s_down, s_up = spread if isinstance(spread, tuple) else (spread, spread)
+    grow = 1.0 + noise.widening * np.log2(np.maximum(distance, 1.0))
+    down = np.sqrt(s_down**2 + (noise.lower * grow) ** 2)
+    up = np.sqrt(s_up**2 + (noise.upper * grow) ** 2)
+    return median * np.exp(-down), median * np.exp(up)

@@ -6,20 +6,23 @@
     median, low, high = model.step_time(gpus, nodes)   # numpy arrays, seconds per step
     table = model.predict([8, 16, 64], [1, 2, 8])      # throughput, speedup, efficiency, MFU, 90% band
 
-`build_model(workload, calibration=None, measurements=None, family="auto", n_bootstrap=40, seed=0)
+`build_model(workload, calibration=None, measurements=None, family="auto", n_bootstrap=64, seed=0)
 -> ScalingModel`: `calibration` is a `Calibration` or a path, `measurements` a `Measurements` or a
-CSV path; with neither, the workload's `calibrations/NAME*.toml` are used.
+CSV path; with neither, the workload's `calibrations/NAME*.toml` are used, and with none of those
+the prior-only model answers (`calibrated` False: a first estimate from the spec alone).
 
 `ScalingModel.step_time(gpus, nodes=None, global_batch=None) -> (median, low, high)`: vectorised
 over arrays of any length (a sweep of 65,536 counts takes milliseconds); `nodes` defaults to
 filled nodes (ceil(gpus / gpus_per_node)), `global_batch` to the workload's batch policy;
 low/high bound a 90% prediction interval.
 
-How it fits (DESIGN.md §5): every family of `advisor.scaling.families` is fitted with non-negative
-coefficients, compared by leave-one-count-out cross-validation, and the best one kept (or the one
-`family` names); intervals come from `advisor.scaling.intervals`. Speedup and efficiency are relative
-to the smallest measured count (`baseline_gpus`); MFU is achieved FLOP/s per GPU over the GPU's
-peak (PaLM, Chowdhery et al. 2022, App. B), None when the peak is unknown.
+How it fits (docs/model.md): the topology family of `advisor.scaling.families`, maximum a
+posteriori with physical bounds and the priors learned from published series
+(`advisor.scaling.priors`); intervals from its posterior (`advisor.scaling.intervals`).
+`n_bootstrap` is the number of posterior draws (the name is kept for callers). Speedup and
+efficiency are relative to the smallest measured count (`baseline_gpus`, 1 when uncalibrated); MFU
+is achieved FLOP/s per GPU over the GPU's peak (PaLM, Chowdhery et al. 2022, App. B), None when
+the peak is unknown, and never above 100% (the compute coefficient is bounded).
 """
 
 from __future__ import annotations
@@ -33,9 +36,12 @@ import numpy as np
 from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration, read_measurements_csv
 from advisor.scaling.families import FAMILIES
-from advisor.scaling.fitting import FitData, coverage_of, fit_family, naive_step
-from advisor.scaling.intervals import ALTERNATIVE_MARGIN, NoiseModel, bootstrap, bootstrap_spread, interval
-from advisor.scaling.selection import CrossValidation, leave_one_count_out, widening_per_doubling
+from advisor.scaling.features import bus_bandwidth, flops_per_gpu
+from advisor.scaling.fitting import FIT_NOISE, FitData, Problem, fit_family, naive_step
+from advisor.scaling.intervals import NoiseModel, interval, pooled_noise, posterior_draws, sigma_spread
+from advisor.scaling.priors import LEARNED, LINK_TOLERANCE, Priors
+from advisor.scaling.selection import leave_one_count_out
+from advisor.text import plural
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration
@@ -43,7 +49,7 @@ if TYPE_CHECKING:
 
 FAMILY_CHOICES = ("auto", *FAMILIES)
 
-#: Warn when predicting past this multiple of the largest measured GPU count (DESIGN.md §5).
+#: Warn when predicting past this multiple of the largest measured GPU count.
 EXTRAPOLATION_WARN = 4.0
 
 #: Warn when a collective probe's bus bandwidth is below this fraction of the declared link: far
@@ -53,19 +59,20 @@ BUSBW_WARN_FRACTION = 0.25
 
 
 def load_measurements(workload: "Workload", calibration: Union["Calibration", str, Path, None] = None,
-                      measurements: Union[Measurements, str, Path, None] = None) -> Measurements:
-    """The measurements to fit: a CSV, a calibration file, or the workload's checked-in calibration."""
-    from advisor.calibration_data import Calibration, load_calibration, load_workload_calibration
+                      measurements: Union[Measurements, str, Path, None] = None,
+                      required: bool = True) -> Optional[Measurements]:
+    """The measurements to fit: a CSV, a calibration file, or the workload's checked-in calibration.
+    None when there is none and `required` is false (the model then answers from its prior)."""
+    from advisor.calibration_data import load_workload_calibration
 
-    if calibration is not None and measurements is not None:
-        raise InputError.at("--calibration", "", "give --calibration or --measurements, not both")
-    if measurements is not None:
-        return measurements if isinstance(measurements, Measurements) else read_measurements_csv(measurements, workload)
-    if calibration is not None:
-        cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration, workload.name)
-        return from_calibration(cal, workload)
+    if calibration or measurements is not None:  # several files and/or a CSV combine (docs/formats.md)
+        from advisor.measurements import combine_sources
+
+        return combine_sources(workload, calibration, measurements)
     cal = load_workload_calibration(workload.name, workload.source)
     if cal is None:
+        if not required:
+            return None
         where = workload.source or workload.name
         raise InputError.at(where, "", f"no calibration data (calibrations/{workload.name}*.toml); run `advisor calibrate` "
                                        "or pass --calibration FILE.toml or --measurements FILE.csv")
@@ -73,9 +80,11 @@ def load_measurements(workload: "Workload", calibration: Union["Calibration", st
 
 
 def build_model(workload: "Workload", calibration=None, measurements=None, family: str = "auto",
-                n_bootstrap: int = 40, seed: int = 0) -> "ScalingModel":
-    """Fit the scaling model of `workload` (see the module docstring)."""
-    return ScalingModel(workload, load_measurements(workload, calibration, measurements), family, n_bootstrap, seed)
+                n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED) -> "ScalingModel":
+    """Fit the scaling model of `workload` (see the module docstring); with no calibration data at
+    all, the prior-only model (`calibrated` False)."""
+    m = load_measurements(workload, calibration, measurements, required=False)
+    return ScalingModel(workload, m, family, n_bootstrap, seed, priors)
 
 
 @dataclass
@@ -98,7 +107,7 @@ class Prediction:
     warnings: list[str] = field(default_factory=list)
 
     def rows(self) -> list[dict]:
-        """One dict per placement with the JSON fields of DESIGN.md §4 (and a few more)."""
+        """One dict per placement with the JSON fields of docs/model.md ("Outputs")."""
         out = []
         for i in range(len(self.gpus)):
             out.append({
@@ -115,75 +124,56 @@ class Prediction:
         return out
 
 
-#: Fewest measured GPU counts for choosing a family by leave-one-count-out CV; below it the
-#: topology-aware model (the physics of DESIGN.md §5) is used.
-MIN_COUNTS_TO_SELECT = 4
+#: The model `auto` uses: the physical topology family with learned priors (docs/model.md). Choosing
+#: among families by leave-one-count-out CV was dropped: with 3-4 counts the node-unaware families
+#: won on luck (the emulated cluster picked Ernest, 48% off at 8@4), and it cost 4x the solves.
+DEFAULT_FAMILY = "topology"
+
+#: Warn when a fitted coefficient sits within this factor of its physical bound (the fit leans on it).
+BOUND_WARN = 1.02
 
 
 class ScalingModel:
-    """A fitted scaling curve for one workload, with intervals and the evidence behind it."""
+    """A fitted (or, without measurements, prior-only) scaling curve for one workload, with intervals."""
 
-    def __init__(self, workload: "Workload", measurements: Measurements, family: str = "auto",
-                 n_bootstrap: int = 40, seed: int = 0):
+    def __init__(self, workload: "Workload", measurements: Optional[Measurements], family: str = "auto",
+                 n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED):
         if family not in FAMILY_CHOICES:
             raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", family)
-        # One count fixes compute only; collective probes can pin communication instead of a second count.
-        counts = sorted({int(g) for g in measurements.gpus})
-        if len(counts) < 2 and not measurements.probes:
-            raise InputError.at(measurements.source or "<measurements>", "runs",
-                                "measure at least 2 GPU counts (or 1 with collective probes) to fit a scaling curve; "
-                                "3+ across 2+ nodes to extrapolate across nodes", counts)
         from threadpoolctl import threadpool_limits
 
-        # Hundreds of small least-squares problems: multi-threaded BLAS only adds contention
-        # (one fit on 540 runs: 0.5 s with 2 threads on a busy 2-core host, 0.02 s with one).
+        # Small least-squares problems: multi-threaded BLAS only adds contention, and one thread
+        # makes the solver's arithmetic the same on every machine.
         with threadpool_limits(limits=1):
-            self._fit(workload, measurements, family, n_bootstrap, seed)
+            self._fit(workload, measurements, family, n_bootstrap, seed, priors)
 
-    def _fit(self, workload, measurements, family, n_bootstrap, seed) -> None:
+    def _fit(self, workload, measurements, family, n_draws, seed, priors) -> None:
         self.workload = workload
         self.measurements = measurements
-        self.data = FitData.of(measurements)
-        self.coverage = coverage_of(measurements)
-        probes = list(measurements.probes)
-        names = list(FAMILIES) if family == "auto" else [family]
-        full = {n: fit_family(FAMILIES[n], workload, self.data, probes, self.coverage) for n in names}
-        self.cv: dict[str, CrossValidation] = {
-            n: leave_one_count_out(FAMILIES[n], workload, self.data, probes, self.coverage,
-                                   init=(f.estimator.coef_, f.estimator.gamma_))
-            for n, f in full.items()
-        }
-        self.naive_cv_mape = self._naive_cv()
-        # Choosing by CV needs enough held-out counts: with 3, each fit sees two points and the
-        # node-unaware families win on luck (the emulated cluster picked Ernest, 48% off at 8@4).
-        n_counts = np.unique(self.data.gpus).size
-        scored = [n for n in names if self.cv[n].mape is not None and n_counts >= MIN_COUNTS_TO_SELECT]
-        if family != "auto":
-            chosen = family
-        elif scored:
-            chosen = min(scored, key=lambda n: self.cv[n].mape)
-        else:
-            chosen = "topology"
-        self.family = chosen
-        self.fitted = full[chosen]
+        self.calibrated = measurements is not None
+        self.problem = Problem.of(workload, measurements, priors)
+        self.data = self.problem.data
+        self.coverage = self.problem.coverage
         self.requested_family = family
-        best = self.cv[chosen].mape
-        self.alternatives = [full[n] for n in scored if n != chosen and best is not None
-                             and self.cv[n].mape <= ALTERNATIVE_MARGIN * best]
-
-        cv = self.cv[chosen]
-        residuals = cv.log_residuals  # empty without CV: the prior noise carries the interval
-        rms = float(np.sqrt(np.mean(residuals**2))) if residuals.size else 0.0
-        kappa, kappa_measured = widening_per_doubling(FAMILIES[chosen], workload, self.data, probes, self.coverage, rms,
-                                                      init=(self.fitted.estimator.coef_, self.fitted.estimator.gamma_))
-        self.noise = NoiseModel.from_residuals(residuals, kappa, kappa_measured)
-        self.boot = bootstrap(self.fitted, measurements, probes, n_bootstrap, seed)
-
-        self.baseline_gpus = int(self.data.gpus.min())
-        base_rows = self.data.gpus == self.baseline_gpus
-        self.baseline_nodes = int(self.data.nodes[base_rows].min())
-        self.max_gpus_measured = int(self.data.gpus.max())
-        self.max_nodes_measured = int(self.data.nodes.max())
+        self.family = DEFAULT_FAMILY if family == "auto" else family
+        fam = FAMILIES[self.family]
+        self.fitted = fit_family(fam, self.problem)
+        est = self.fitted.estimator
+        self.cv = {self.family: leave_one_count_out(fam, self.problem, init=(est.coef_, est.gamma_))}
+        self.naive_cv_mape = self._naive_cv()
+        in_sample = self._log_residuals()
+        self.noise = NoiseModel.from_residuals(self.cv[self.family].log_residuals, priors.widening, priors.noise, in_sample)
+        if self.calibrated:  # the posterior at the data's own noise (the fit weighed them at FIT_NOISE)
+            est.cov_ = est.covariance((FIT_NOISE / pooled_noise(in_sample, priors.noise)) ** 2)
+        self.draws = posterior_draws(est, n_draws, seed)
+        if self.calibrated:
+            self.baseline_gpus = int(self.data.gpus.min())
+            self.baseline_nodes = int(self.data.nodes[self.data.gpus == self.baseline_gpus].min())
+            self.max_gpus_measured = int(self.data.gpus.max())
+            self.max_nodes_measured = int(self.data.nodes.max())
+        else:
+            self.baseline_gpus = self.baseline_nodes = 1
+            self.max_gpus_measured = self.max_nodes_measured = 0
         self.fit_warnings = self._fit_warnings()
 
     # ---- predictions -------------------------------------------------------------------------
@@ -198,16 +188,19 @@ class ScalingModel:
         batch = self.workload.global_batch(gpus) if global_batch is None else np.broadcast_to(np.asarray(global_batch, float), gpus.shape)
         return gpus, np.asarray(nodes, float), np.asarray(batch, float)
 
+    def distance(self, gpus, nodes) -> np.ndarray:
+        """How far past the data each placement is: max(N / largest count, nodes / largest node count), >= 1."""
+        if not self.calibrated:
+            return np.ones_like(np.asarray(gpus, float))
+        return np.maximum(np.maximum(gpus / self.max_gpus_measured, nodes / self.max_nodes_measured), 1.0)
+
     def step_time(self, gpus, nodes=None, global_batch=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(median, low, high) seconds per optimizer step; low/high bound a 90% prediction interval."""
         gpus, nodes, batch = self._placements(gpus, nodes, global_batch)
         d = self.fitted.design(gpus, nodes, batch)
-        est = self.fitted.estimator
-        median = est.predict(d.X)
-        spread = bootstrap_spread(d.X, d.n_compute, median, self.boot)
-        distance = np.maximum(gpus / self.max_gpus_measured, nodes / self.max_nodes_measured)
-        alternatives = tuple(a.predict(gpus, nodes, batch) for a in self.alternatives)
-        low, high = interval(median, spread, self.noise, distance, alternatives)
+        median = self.fitted.estimator.predict(d.X)
+        spread = sigma_spread(d.X, self.fitted.estimator)
+        low, high = interval(median, spread, self.noise, self.distance(gpus, nodes))
         return median, low, high
 
     def predict(self, gpus, nodes=None, global_batch=None) -> Prediction:
@@ -224,18 +217,26 @@ class ScalingModel:
         thr = batch / t
         speedup = thr / (base_batch / t_base)
         peak = self.workload.peak_flops
-        mfu = None
-        if peak:
-            from advisor.scaling.features import flops_per_gpu
-
-            mfu = flops_per_gpu(self.workload, gpus, batch) / t / peak
+        mfu = flops_per_gpu(self.workload, gpus, batch) / t / peak if peak else None
         return Prediction(gpus, nodes, batch, t, lo, hi, thr, batch / hi, batch / lo, speedup,
-                          speedup * self.baseline_gpus / gpus, mfu, batch / naive_step(self.data, gpus, batch),
+                          speedup * self.baseline_gpus / gpus, mfu, batch / self.naive_step(gpus, batch),
                           self.fit_warnings + self.extrapolation_warnings(gpus, nodes))
+
+    def naive_step(self, gpus, batch) -> np.ndarray:
+        """The naive linear guess: per-GPU throughput of the largest measured count held (of the
+        prior's one-GPU prediction before any measurement)."""
+        if self.calibrated:
+            return naive_step(self.data, gpus, batch)
+        one = np.ones(1)
+        b1 = np.asarray(batch, float) / np.asarray(gpus, float)
+        t1 = self.fitted.predict(np.ones_like(b1), np.ones_like(b1), b1)
+        return naive_step(FitData(np.ones_like(b1), np.ones_like(b1), b1, t1, np.full_like(b1, np.nan), one), gpus, batch)
 
     # ---- evidence ----------------------------------------------------------------------------
 
     def extrapolation_warnings(self, gpus, nodes) -> list[str]:
+        if not self.calibrated:
+            return []
         out = []
         far = gpus > EXTRAPOLATION_WARN * self.max_gpus_measured
         if far.any():
@@ -243,36 +244,51 @@ class ScalingModel:
                        f"largest measured count ({self.max_gpus_measured}): treat as an estimate, see the interval")
         wide = nodes > self.max_nodes_measured
         if wide.any():
-            out.append(f"predicting up to {int(nodes[wide].max())} nodes, past the largest measured node count "
+            out.append(f"predicting up to {plural(int(nodes[wide].max()), 'node')}, past the largest measured node count "
                        f"({self.max_nodes_measured})")
         return out
 
     def _fit_warnings(self) -> list[str]:
-        out = []
         w = self.workload
+        if not self.calibrated:
+            return [(f"uncalibrated: no measurement of {w.name}; every number is the prior's first estimate from the "
+                     "spec (MFU, achieved bandwidth and overlap as seen across published jobs), with wide intervals; "
+                     "run `advisor calibrate` or pass --calibration/--measurements")]
+        out = []
         if FAMILIES[self.family].has_overlap and not (self.coverage.steps_crossed_nodes or self.coverage.probes_crossed_nodes):
-            out.append(f"no measurement crossed nodes: the inter-node terms use the declared inter_node_bandwidth "
+            out.append(f"no measurement crossed nodes: the inter-node terms come from the declared inter_node_bandwidth "
                        f"({w.cluster.inter_node_bandwidth / 1e9:g} GB/s per node) and inter_node_latency "
-                       f"({w.cluster.inter_node_latency * 1e6:g} us), not a measurement; calibrating across >= 3 nodes "
-                       f"is what makes extrapolation work")
+                       f"({w.cluster.inter_node_latency * 1e6:g} us) with the prior's achieved share, not a measurement; "
+                       "calibrating across >= 3 nodes is what makes extrapolation work")
         n_counts = np.unique(self.data.gpus).size
-        if self.requested_family == "auto" and n_counts < MIN_COUNTS_TO_SELECT:
-            out.append(f"{n_counts} measured GPU counts: too few to choose a model family by cross-validation "
-                       f"(needs {MIN_COUNTS_TO_SELECT}); using the physical model '{self.family}'")
+        if n_counts < 3:
+            out.append(f"{plural(n_counts, 'measured GPU count')}: the prior carries what the data cannot pin; 3+ counts "
+                       "across 2+ nodes narrow the interval")
         if self.noise.prior_dominated:
-            from advisor.scaling.intervals import PRIOR_NOISE
-
-            out.append(f"only {self.noise.n_residuals} out-of-sample residual(s): intervals lean on an assumed "
-                       f"{PRIOR_NOISE:.0%} run-to-run noise")
-        if not self.noise.kappa_measured:
-            out.append(f"too few counts to measure how error grows past the data: intervals widen by an assumed "
-                       f"{self.noise.kappa:.0%} per doubling")
+            out.append(f"only {plural(self.noise.n_residuals, 'out-of-sample residual')}: intervals lean on an assumed "
+                       f"{self.noise.prior_noise:.0%} run-to-run noise")
+        out.extend(self._bound_warnings())
         out.extend(self._busbw_warnings())
         return out
 
-    def _busbw_warnings(self) -> list[str]:
-        from advisor.scaling.features import bus_bandwidth
+    def _bound_warnings(self) -> list[str]:
+        """Say when the fit leans on a physical bound: the data asked for more than physics allows."""
+        est = self.fitted.estimator
+        lo = dict(est.lower)
+        out = []
+        for j, col in enumerate(self.fitted.columns):
+            if j not in lo or col.name.endswith("_latency") or est.coef_[j] > BOUND_WARN * lo[j]:
+                continue
+            if col.name == "compute":
+                out.append("the fit leans on MFU <= 100%: measured steps are as fast as the declared peak_flops "
+                           f"({self.workload.peak_flops:.3g} FLOP/s) allows; check peak_flops and the model's FLOPs")
+            else:
+                link = col.name.split("_")[0]
+                out.append(f"the fit leans on the {link}-node link bound: it asked for a link faster than declared "
+                           f"(> {1 + LINK_TOLERANCE:.2f}x); check {link}_node_bandwidth")
+        return out
 
+    def _busbw_warnings(self) -> list[str]:
         out = []
         largest: dict[tuple, object] = {}
         for p in self.measurements.probes:
@@ -281,11 +297,15 @@ class ScalingModel:
                 largest[key] = p
         for (op, gpus, nodes), p in sorted(largest.items()):
             declared = float(bus_bandwidth(self.workload, np.array([nodes]))[0]) / 1e9
+            link = "inter-node" if nodes > 1 else "intra-node"
             if p.busbw < BUSBW_WARN_FRACTION * declared:
-                link = "inter-node" if nodes > 1 else "intra-node"
-                out.append(f"{op} on {gpus} GPUs over {nodes} node(s) reached {p.busbw:.3g} GB/s bus bandwidth, "
+                out.append(f"{op} on {plural(gpus, 'GPU')} over {plural(nodes, 'node')} reached {p.busbw:.3g} GB/s bus bandwidth, "
                            f"{p.busbw / declared:.0%} of the declared {link} {declared:.3g} GB/s: likely a misconfiguration "
                            "(e.g. NCCL falling back to TCP) or a wrong declared bandwidth")
+            elif p.busbw > (1 + LINK_TOLERANCE) * declared:
+                out.append(f"{op} on {plural(gpus, 'GPU')} over {plural(nodes, 'node')} measured {p.busbw:.3g} GB/s bus bandwidth, above the "
+                           f"declared {link} {declared:.3g} GB/s: the declaration contradicts the measurement; "
+                           "raise the declared bandwidth")
         return out
 
     def _naive_cv(self) -> Optional[float]:
@@ -301,57 +321,75 @@ class ScalingModel:
             errors.append(np.abs(pred - d.step[test]) / d.step[test])
         return float(np.mean(np.concatenate(errors)) * 100)
 
-    def residuals(self) -> list[dict]:
-        """In-sample fit per measured run: measured and fitted median step seconds."""
+    def _log_residuals(self) -> np.ndarray:
         d = self.data
+        if d.empty:
+            return np.zeros(0)
+        return np.log(d.step / np.maximum(self.fitted.predict(d.gpus, d.nodes, d.batch), 1e-300))
+
+    def residuals(self) -> list[dict]:
+        """In-sample fit per measured placement: measured and fitted median step seconds."""
+        d = self.data
+        if d.empty:
+            return []
         fitted = self.fitted.predict(d.gpus, d.nodes, d.batch)
         return [{"gpus": int(g), "nodes": int(n), "global_batch": float(b), "measured": float(m), "fitted": float(f),
                  "error": float((f - m) / m)} for g, n, b, m, f in zip(d.gpus, d.nodes, d.batch, d.step, fitted)]
 
     def describe(self) -> dict:
-        """The chosen family, coefficients with units and bootstrap 90% ranges, CV errors, residuals."""
+        """Calibrated or not, the family, coefficients with units and posterior 90% ranges, CV errors."""
         est = self.fitted.estimator
-        lo, hi = (np.quantile(self.boot.coefs, [0.05, 0.95], axis=0) if len(self.boot.coefs) >= 2
+        lo, hi = (np.quantile(self.draws.coefs, [0.05, 0.95], axis=0) if len(self.draws.coefs) >= 2
                   else (est.coef_, est.coef_))
         fixed = dict(est.fixed)
         coefficients = [{"name": c.name, "value": float(est.coef_[j]), "unit": c.unit, "meaning": c.meaning,
                          "low": float(lo[j]), "high": float(hi[j]), "fixed": j in fixed}
                         for j, c in enumerate(self.fitted.columns)]
+        m = self.measurements
         out = {
             "name": self.family,
+            "calibrated": self.calibrated,
             "requested": self.requested_family,
             "summary": FAMILIES[self.family].summary,
             "cv_mape": self.cv[self.family].mape,
             "families": [{"name": n, "cv_mape": cv.mape, "summary": FAMILIES[n].summary} for n, cv in self.cv.items()],
             "naive_linear_cv_mape": self.naive_cv_mape,
             "coefficients": coefficients,
-            "interval": {"level": 0.9, "bootstrap": int(len(self.boot.coefs)), "residuals": self.noise.n_residuals,
-                         "alternatives": [a.family.name for a in self.alternatives],
-                         "widening_per_doubling": self.noise.kappa, "widening_measured": self.noise.kappa_measured},
-            "measured": {"runs": len(self.measurements.runs), "steps": self.measurements.n_steps,
+            "priors": self.problem.priors.as_dict(),
+            "interval": {"level": 0.9, "posterior_draws": int(len(self.draws.coefs)), "residuals": self.noise.n_residuals,
+                         "widening_per_doubling": self.noise.widening},
+            "measured": {"runs": len(m.runs) if m else 0, "steps": m.n_steps if m else 0,
                          "gpus": sorted({int(g) for g in self.data.gpus}), "max_nodes": self.max_nodes_measured,
-                         "probes": len(self.measurements.probes), "source": self.measurements.source},
+                         "probes": len(m.probes) if m else 0, "source": m.source if m else None},
         }
         if FAMILIES[self.family].has_overlap:
             out["overlap_gamma"] = est.gamma_
         return out
 
 
+#: Fewest measured GPU counts a backtest fits on: one count fixes compute only, and a backtest
+#: that scores the prior alone would report the prior's error as the model's.
+MIN_BACKTEST_COUNTS = 2
+
+
 def backtest(workload: "Workload", measurements: Measurements, fit_max_gpus: int, family: str = "auto",
-             n_bootstrap: int = 40, seed: int = 0) -> dict:
+             n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED) -> dict:
     """Fit on runs with gpus <= fit_max_gpus, predict the others: per-point error, MAPE, coverage.
 
-    JSON fields (DESIGN.md §4): {"points": [{"gpus", "nodes", "measured", "predicted", "error"}],
-    "mape"}, plus the interval per point, its coverage, and the fitted family.
+    JSON fields: {"points": [{"gpus", "nodes", "measured", "predicted", "error", "low", "high",
+    "inside"}], "mape", "coverage", "naive_linear_mape"}, and the fitted family.
     """
     train = measurements.gpus <= fit_max_gpus
     where = measurements.source or "--measurements"
-    if not train.any():
-        raise InputError.at("--fit-max-gpus", "", f"no measured run at or below this count in {where}", fit_max_gpus)
+    counts = sorted({int(g) for g in measurements.gpus[train]})
+    if len(counts) < MIN_BACKTEST_COUNTS:
+        raise InputError.at("--fit-max-gpus", "", f"a backtest fits on at least {MIN_BACKTEST_COUNTS} measured GPU counts; "
+                            f"{where} has {counts or 'none'} at or below this count: raise --fit-max-gpus or measure "
+                            "more counts", fit_max_gpus)
     if train.all():
         raise InputError.at("--fit-max-gpus", "", f"every measured run is at or below this count in {where}: nothing to predict",
                             fit_max_gpus)
-    model = ScalingModel(workload, measurements.subset(train), family, n_bootstrap, seed)
+    model = ScalingModel(workload, measurements.subset(train), family, n_bootstrap, seed, priors)
     test = measurements.subset(~train)
     measured = test.step
     pred, lo, hi = model.step_time(test.gpus, test.nodes, test.global_batch)
@@ -363,7 +401,7 @@ def backtest(workload: "Workload", measurements: Measurements, fit_max_gpus: int
     return {
         "workload": workload.name,
         "fit_max_gpus": int(fit_max_gpus),
-        "model": {"name": model.family, "cv_mape": model.cv[model.family].mape},
+        "model": {"name": model.family, "calibrated": True, "cv_mape": model.cv[model.family].mape},
         "points": points,
         "mape": float(np.mean(np.abs(pred - measured) / measured) * 100),
         "coverage": float(inside.mean() * 100),

@@ -1,10 +1,12 @@
 """The scaling plot: measured points, fitted curve with its 90% band, ideal linear, node boundary.
 
 Left: throughput (samples/s) against GPUs on log-log axes: the model's median and 90% band, the
-measured runs, the ideal line (linear from the baseline) and the naive guess (per-GPU
-throughput of the largest measured count held constant), a dotted line where jobs leave one node and a dashed one at the
-largest measured count. Right: scaling efficiency and, where the peak is known, MFU. matplotlib
-is imported lazily with the Agg backend (no display needed); the PNG is written atomically.
+requested predictions, the measured runs drawn on top, the ideal line (linear from the baseline)
+and the naive guess (per-GPU throughput of the largest measured count held constant), a dotted
+line where jobs leave one node and a dashed one at the largest measured count. Right: scaling
+efficiency (model and measured) and, where the peak is known, MFU, in percent as the tables print
+them. GPU axes are labelled 8, 16, ..., 1,024; every axis has labelled ticks (advisor.plot_axes).
+matplotlib is imported lazily with the Agg backend (no display needed); the PNG is written atomically.
 """
 
 from __future__ import annotations
@@ -27,43 +29,84 @@ def plot_scaling(model: "ScalingModel", requested: "Prediction", path: str | Pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    w = model.workload
     top = max(float(requested.gpus.max()), float(model.max_gpus_measured))
     grid = np.unique(np.round(np.geomspace(model.baseline_gpus, top, 200)))
     curve = model.predict(grid)
-    d = model.data
-
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
-    ax.fill_between(grid, curve.throughput_low, curve.throughput_high, alpha=0.25, label="90% interval")
-    ax.plot(grid, curve.throughput, label=f"model ({model.family})")
-    base = curve.throughput[0]
-    ax.plot(grid, base * grid / grid[0], "k:", lw=1, label="ideal linear")
-    ax.plot(grid, curve.naive_throughput, color="grey", ls="--", lw=1, label="naive (per-GPU throughput held)")
-    ax.scatter(d.gpus, d.batch / d.step, s=12, color="C3", zorder=3, label="measured")
-    ax.scatter(requested.gpus, requested.throughput, marker="x", color="C2", zorder=4, label="requested")
-    for a in (ax, ax2):
-        a.axvline(w.cluster.gpus_per_node, color="k", ls=":", lw=0.8)
-        a.axvline(model.max_gpus_measured, color="C3", ls="--", lw=0.8)
-        a.set_xscale("log", base=2)
-        a.set_xlabel("GPUs")
-        a.grid(alpha=0.3)
-    ax.text(w.cluster.gpus_per_node, 0.98, f" {w.cluster.gpus_per_node} GPUs: one node full", rotation=90, va="top",
-            fontsize=8, transform=ax.get_xaxis_transform())
-    ax.text(model.max_gpus_measured, 0.02, " largest measured", rotation=90, va="bottom", fontsize=8, color="C3",
-            transform=ax.get_xaxis_transform())
-    ax.set_yscale("log")
-    ax.set_ylabel("throughput (samples/s)")
-    ax.set_title(f"{w.name}: throughput")
-    ax.legend(fontsize=8, loc="lower right")
-
-    ax2.plot(grid, curve.efficiency, label=f"efficiency vs {model.baseline_gpus} GPU(s)")
-    if curve.mfu is not None:
-        ax2.plot(grid, curve.mfu, label="MFU")
-    ax2.set_ylim(0, max(1.05, float(np.nanmax(curve.efficiency)) * 1.05))
-    ax2.set_title("efficiency and MFU (dashed red: largest measured count)")
-    ax2.legend(fontsize=8)
+    _throughput_panel(ax, model, requested, grid, curve)
+    _efficiency_panel(ax2, model, grid, curve)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
     atomic_write_bytes(path, buf.getvalue())
+
+
+def _measured(model: "ScalingModel") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Measured runs: GPUs, throughput (samples/s), efficiency against the median at the baseline count."""
+    d = model.data
+    throughput = d.batch / d.step
+    base = float(np.median(throughput[d.gpus == model.baseline_gpus]))
+    return d.gpus, throughput, (throughput / d.gpus) / (base / model.baseline_gpus)
+
+
+def _gpu_axis(a, model: "ScalingModel", top: float) -> None:
+    """GPUs across on a log-2 axis, plain labels (8, 16, ..., 1,024), the node boundary and the largest
+    measured count as labelled vertical lines."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    from advisor.text import plural
+
+    per_node = model.workload.cluster.gpus_per_node
+    a.axvline(per_node, color="k", ls=":", lw=0.8, label=f"one node full ({plural(per_node, 'GPU')})")
+    a.axvline(model.max_gpus_measured, color="C3", ls="--", lw=0.8,
+              label=f"largest measured ({plural(model.max_gpus_measured, 'GPU')})")
+    a.set_xscale("log", base=2)
+    low = min(model.baseline_gpus, per_node)
+    ticks = [2.0**k for k in range(int(np.floor(np.log2(low))), int(np.ceil(np.log2(top))) + 1)]
+    a.xaxis.set_major_locator(FixedLocator(ticks[:: -(-len(ticks) // 10)]))  # at most 10 labels
+    a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    a.xaxis.set_minor_formatter(NullFormatter())
+    a.set_xlabel("GPUs")
+    a.grid(alpha=0.3)
+
+
+def _throughput_panel(ax, model, requested, grid, curve) -> None:
+    from advisor.plot_axes import padded, set_log_axis
+
+    gpus, throughput, _ = _measured(model)
+    ax.fill_between(grid, curve.throughput_low, curve.throughput_high, alpha=0.25, label="90% interval")
+    ax.plot(grid, curve.throughput, label=f"model ({model.family})", zorder=2)
+    ax.plot(grid, curve.throughput[0] * grid / grid[0], "k:", lw=1, label="ideal linear")
+    ax.plot(grid, curve.naive_throughput, color="grey", ls="--", lw=1, label="naive (per-GPU throughput held)")
+    ax.scatter(requested.gpus, requested.throughput, marker="x", s=30, color="C2", zorder=4,
+               label="predicted (requested)")
+    ax.scatter(gpus, throughput, s=28, color="C3", edgecolors="black", linewidths=0.6, zorder=6, label="measured")
+    _gpu_axis(ax, model, float(grid.max()))
+    ax.set_yscale("log")
+    values = np.concatenate([curve.throughput_low, curve.throughput_high, throughput, requested.throughput])
+    low, high = padded(float(values.min()), float(values.max()))
+    ax.set_ylim(low, high)
+    set_log_axis(ax.yaxis, low, high)
+    ax.set_ylabel("samples/s (throughput)")
+    ax.set_title(f"{model.workload.name}: throughput, 90% interval")
+    ax.legend(fontsize=7, loc="upper left")
+
+
+def _efficiency_panel(ax2, model, grid, curve) -> None:
+    from advisor.plot_axes import percent_axis
+    from advisor.text import plural
+
+    gpus, _, efficiency = _measured(model)
+    ax2.plot(grid, curve.efficiency, label=f"efficiency vs {plural(model.baseline_gpus, 'GPU')} (model)")
+    ax2.scatter(gpus, efficiency, s=28, color="C3", edgecolors="black", linewidths=0.6, zorder=6,
+                label="efficiency measured")
+    if curve.mfu is not None:
+        ax2.plot(grid, curve.mfu, label="MFU (model)")
+    _gpu_axis(ax2, model, float(grid.max()))
+    shown = [curve.efficiency, efficiency] + ([curve.mfu] if curve.mfu is not None else [])
+    ax2.set_ylim(0, max(1.05, float(np.nanmax(np.concatenate(shown))) * 1.05))  # an MFU above 100% stays visible
+    percent_axis(ax2.yaxis)
+    ax2.set_ylabel("efficiency, MFU (%)")
+    ax2.set_title("efficiency and MFU")
+    ax2.legend(fontsize=7, loc="lower left")

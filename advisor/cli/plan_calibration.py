@@ -1,0 +1,107 @@
+"""`advisor plan-calibration`: which calibration runs to rent, what they cost, and the commands.
+
+Thin skin over advisor.calibrate.design. Table (or `--json`) on stdout; exit 2 when no plan that
+identifies the inter-node terms fits the budget (the message gives the cheapest one's cost).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from advisor.cli.app import app
+from advisor.cli.options import JsonOpt, WorkloadArg
+from advisor.cli.output import console as _console
+from advisor.cli.output import current
+
+
+@app.command(name="plan-calibration")
+def plan_calibration_command(
+    workload: WorkloadArg,
+    budget: Annotated[
+        Optional[float],
+        typer.Option(
+            "--budget",
+            min=0,
+            help="Most USD to spend on calibration runs (default: only the runs needed to identify every term).",
+        ),
+    ] = None,
+    max_nodes: Annotated[
+        Optional[int],
+        typer.Option("--max-nodes", min=1, help="Largest node count to rent (default 8, capped by cluster.max_gpus)."),
+    ] = None,
+    tier: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tier",
+            help="Billing tier to price the runs at (default: the first without minimum hours or preemptions).",
+        ),
+    ] = None,
+    target: Annotated[
+        Optional[str],
+        typer.Option(
+            "--target", help="Placement whose prediction the plan should pin, N or N@M (default: cluster.max_gpus)."
+        ),
+    ] = None,
+    startup: Annotated[
+        str,
+        typer.Option(
+            "--startup", help="Start-up per rented run before the first step (provisioning, image, init, probes)."
+        ),
+    ] = "10 min",
+    as_json: JsonOpt = False,
+) -> None:
+    """Plan calibration runs (N@M) that identify intra- and inter-node terms within a budget."""
+    from advisor.calibrate.design import commands, plan_calibration, plan_dict
+    from advisor.errors import InputError
+    from advisor.placement import parse_placements
+    from advisor.spec import load_workload
+    from advisor.units import parse_duration
+
+    w = load_workload(workload)
+    place = None
+    if target is not None:
+        places = parse_placements(target, w.cluster.gpus_per_node, "--target")
+        if len(places) != 1:
+            raise InputError.at("--target", "", "give one placement", target)
+        place = places[0]
+    try:
+        startup_s = float(parse_duration(startup))
+    except (ValueError, TypeError) as exc:
+        raise InputError.at("--startup", "", f"expected a duration such as '10 min' ({exc})", startup) from None
+    plan = plan_calibration(w, budget, max_nodes, tier, place, startup_s)
+    if as_json:
+        current().result(plan_dict(plan))
+        return
+    from rich.table import Table
+
+    t = Table(
+        title=f"{w.name}: calibration runs on '{plan.tier.name}' at ${plan.tier.usd_per_gpu_hour:g}/GPU-h "
+        f"(step times from {plan.step_source})"
+    )
+    for col in ("GPUs", "nodes", "billed GPUs", "step s", "hours", "GPU-hours", "$"):
+        t.add_column(col, justify="right")
+    for r in plan.runs:
+        t.add_row(
+            str(r.gpus),
+            str(r.nodes),
+            str(r.billed_gpus),
+            f"{r.step_seconds:.3g}",
+            f"{r.hours:.2f}",
+            f"{r.gpu_hours:.1f}",
+            f"{r.usd:,.0f}",
+        )
+    con = _console()
+    con.print(t)
+    budget_text = f" of ${plan.budget:,.0f}" if plan.budget is not None else ""
+    con.print(
+        f"total ${plan.usd:,.0f}{budget_text} over node counts {plan.node_counts}; 90% interval at "
+        f"{plan.target[0]} GPUs ({plan.target[1]} nodes): ±{plan.interval_now:.0%} now -> ±{plan.interval_after:.0%} "
+        "with these runs (design-time estimate)",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+    for line in commands(plan):
+        con.print(line, highlight=False, markup=False, soft_wrap=True)

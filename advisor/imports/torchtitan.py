@@ -1,0 +1,150 @@
+"""Read torchtitan training logs: the metrics line each logged step prints becomes one measured run.
+
+torchtitan (pytorch/torchtitan, torchtitan/components/metrics.py `MetricsProcessor.log`; train.py
+before 2025) logs, every `metrics.log_freq` steps, a line like
+
+    [rank0]:[titan] 2025-07-21 15:57:46,090 - root - INFO - step: 10  loss:  3.9119  grad_norm:  1.6558
+        memory:  0.00GiB(0.00%)  tps: 34,574  tflops: 3.54  mfu: 0.36%
+
+(one line in the log, this one from pytorch/torchtitan#1437; ANSI colour codes around the fields;
+older releases print `wps:` instead of `tps:`). `tps` is
+tokens per second per GPU (tokens since the last log / seconds / non-data-parallel degree);
+`memory` is the peak reserved device memory in GiB. With the workload's declared batch policy and
+sequence length, one optimizer step over N GPUs processes global_batch x seq_len tokens, so
+
+    step_seconds = global_batch x seq_len / (tps x N)
+
+Steps up to the spec's `calibration.warmup_steps` are left out (the first steps include
+compilation and allocator warm-up), like advisor's own calibration.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from advisor.errors import InputError
+from advisor.imports.common import build, not_this_format, read_log, target_file
+from advisor.text import plural
+
+if TYPE_CHECKING:
+    from advisor.calibration_data import Calibration, Run
+    from advisor.spec import Workload
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_STEP = re.compile(r"\bstep:\s*(\d+)\s+loss:\s*(\S+)\s+.*?\b(?:tps|wps):\s*([\d,]+(?:\.\d+)?)")
+_MEMORY = re.compile(r"\bmemory:\s*([\d.]+)\s*GiB")
+GIB = 2**30
+
+
+def read_torchtitan(path: str | Path) -> list[tuple[int, float, Optional[int], int]]:
+    """[(step, tokens per second per GPU, peak memory bytes or None, line number)] of one log."""
+    file = str(path)
+    text = read_log(path)
+    rows = []
+    seen: set[int] = set()
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = _ANSI.sub("", raw)
+        m = _STEP.search(line)
+        # Without `[rank0]:` filtering every rank prints the same step: keep its first line.
+        if not m or int(m.group(1)) in seen:
+            continue
+        seen.add(int(m.group(1)))
+        tps = float(m.group(3).replace(",", ""))
+        if tps <= 0:
+            raise InputError.at(
+                file, f"line {lineno}.tps", "must be a positive number of tokens per second", m.group(3)
+            )
+        mem = _MEMORY.search(line)
+        rows.append((int(m.group(1)), tps, int(float(mem.group(1)) * GIB) if mem else None, lineno))
+    if not rows:
+        raise not_this_format(
+            file, _ANSI.sub("", text), "not a torchtitan training log: no 'step: N  loss: ...  tps: ...' line"
+        )
+    return rows
+
+
+def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) -> "Run":
+    """One [[runs]] entry: the logged steps after warm-up, converted with the declared batch."""
+    from advisor.calibration_data import Run
+
+    file = str(path)
+    if workload.model.seq_len is None:
+        raise InputError.at(
+            workload.source or "<spec>",
+            "model.seq_len",
+            "needed to turn torchtitan's tokens per second into step seconds",
+        )
+    rows = read_torchtitan(path)
+    warm = workload.calibration.warmup_steps
+    kept = [r for r in rows if r[0] > warm]
+    if not kept:
+        raise InputError.at(
+            file,
+            f"line {rows[-1][3]}",
+            f"every logged step is within the first {warm} warm-up steps (calibration.warmup_steps); log a longer run",
+            rows[-1][0],
+        )
+    batch = int(workload.global_batch(gpus))
+    tokens = batch * workload.model.seq_len
+    steps = [tokens / (tps * gpus) for _, tps, _, _ in kept]
+    memories = [m for _, _, m, _ in kept if m is not None]
+    tps_median = sorted(t for _, t, _, _ in kept)[len(kept) // 2]
+    return build(
+        Run,
+        file,
+        kept[0][3],
+        gpus=gpus,
+        nodes=nodes,
+        step_seconds=steps,
+        global_batch=batch,
+        peak_memory_bytes=max(memories) if memories else None,
+        tokens_per_second=tps_median * gpus,
+        source=f"torchtitan log {Path(path).name}: steps {kept[0][0]}-{kept[-1][0]} "
+        f"(lines {kept[0][3]}-{kept[-1][3]}); step_seconds = {batch} samples x {workload.model.seq_len} tokens "
+        f"/ (tps x {gpus} GPUs)",
+    )
+
+
+def import_torchtitan(
+    workload_path: str | Path,
+    logs: list[str | Path],
+    placement: str,
+    out: Optional[str | Path] = None,
+    command: Optional[str] = None,
+) -> tuple["Calibration", Path, list[str]]:
+    """Add one run per torchtitan log (all at placement N@M) to a calibration file, under its lock."""
+    from advisor.calibration_data import update_calibration_file
+    from advisor.placement import parse_placements
+    from advisor.spec import load_workload
+
+    w = load_workload(workload_path)
+    places = parse_placements(placement, w.cluster.gpus_per_node)
+    if len(places) != 1:
+        raise InputError.at("--gpus", "", "give one placement N@M (the GPUs the logged job ran on)", placement)
+    gpus, nodes = places[0]
+    runs = [run_from_log(p, w, gpus, nodes) for p in logs]
+    notes = [
+        f"{p}: {plural(len(r.step_seconds), 'step')} at {plural(gpus, 'GPU')} over {plural(nodes, 'node')}, "
+        f"median step {sorted(r.step_seconds)[len(r.step_seconds) // 2]:.4g} s"
+        for p, r in zip(logs, runs)
+    ]
+    out, new = target_file(w, workload_path, out, "torchtitan", logs, "Runs", command)
+
+    # A calibration file holds one run per placement (its step_seconds hold every repeat): several
+    # logs of one placement become one run.
+    run = runs[0] if len(runs) == 1 else runs[0].model_copy(update={
+        "step_seconds": [t for r in runs for t in r.step_seconds],
+        "peak_memory_bytes": max((r.peak_memory_bytes for r in runs if r.peak_memory_bytes is not None), default=None),
+        "tokens_per_second": sorted(r.tokens_per_second for r in runs)[len(runs) // 2],
+        "source": "; ".join(r.source for r in runs)})
+
+    def change(cal: Calibration) -> Calibration:
+        if (gpus, nodes) in cal.measured_counts():
+            raise InputError.at(out, "runs", f"already holds a run at {plural(gpus, 'GPU')} over "
+                                f"{plural(nodes, 'node')}; import into another --out (several --calibration files "
+                                "combine)", f"{gpus}@{nodes}")
+        return cal.model_copy(update={"runs": sorted([*cal.runs, run], key=lambda r: (r.gpus, r.nodes))})
+
+    return update_calibration_file(out, w.name, new, change), out, notes

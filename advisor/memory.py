@@ -1,0 +1,216 @@
+"""Bytes one GPU holds while training: model state plus activations, per parallel layout.
+
+`bytes_per_gpu(workload, gpus, *, dp_shard=None, tp=1, pp=1, cp=1, activation_checkpoint=None)` is the
+total; `footprint(...)` the same with its parts. Degrees: N = dp · tp · pp · cp GPUs (data, tensor,
+pipeline, context parallel); `dp_shard` is how many data-parallel ranks shard the state (FSDP: all of
+them by default; DDP: 1; HSDP: the shard group). Every argument broadcasts over numpy arrays.
+
+Model state (Rajbhandari et al. 2020, "ZeRO", §3.1): mixed-precision Adam keeps 16 bytes per
+parameter: 2 (bf16/fp16 weights) + 2 (gradients) + 12 (fp32 master weights, momentum, variance); fp32
+training keeps 4 + 4 + 8, also 16. Tensor and pipeline parallelism split the parameters (P / (tp·pp)
+per GPU, Shoeybi et al. 2019; Narayanan et al. 2021); FSDP / ZeRO-3 shards all 16 bytes over the
+shard group (dp_shard · cp ranks, torchtitan's "dp_shard_cp" mesh: context-parallel ranks hold the same
+weights). A sharded layer is gathered before use: FSDP keeps the gathered weights of the running and
+the prefetched unit plus the running unit's unsharded gradient (Zhao et al. 2023, "PyTorch FSDP",
+VLDB, §3.3-3.4: one unit at a time, backward prefetch): 3 · (P / layers / tp) · bytes per element.
+
+Activations (transformers; Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+Transformer Models", §4, 16-bit activations): per layer and micro-batch of b samples, sequence s,
+hidden h, heads a, with tensor-parallel degree t and sequence parallelism (their eq. 4 / Table 2):
+  none:      s·b·h·(34 + 5·a·s/h) / t bytes
+  selective: s·b·h·34 / t (the attention scores, 5·a·s²·b, recomputed: their §5, eq. 6)
+  full:      2·s·b·h / t (only each layer's input; their §4.2) plus one layer's "none" activations,
+             rebuilt while its backward runs.
+Context parallelism splits the sequence: s/cp tokens per rank, the score term keeps the full key
+length (s/cp · s). With pp stages a rank holds L/pp layers but, in 1F1B, its first stage keeps up to
+pp micro-batches in flight (Korthikanti §4.2.3; Narayanan et al. 2021), so up to L layers' worth
+(fewer when a step has fewer than pp micro-batches).
+The output layer and cross entropy keep 4·s·b·v/t bytes of fp32 logits (Korthikanti §4.3, vocabulary
+v; `model.vocab`, default 32000 as for the proxy), on the last stage. fp32 training doubles the
+activation bytes. Models without a transformer shape: activations are unknown and counted as 0 (the
+footprint is then a lower bound, `activations_known` False).
+
+Not counted: the CUDA context and allocator fragmentation (a few GB); a calibration's measured peak
+(`measured_offset`) carries them where one exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional, Sequence
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from advisor.calibration_data import Calibration
+    from advisor.spec import Workload
+
+#: Bytes of model state per parameter in mixed-precision Adam training (ZeRO §3.1: 2 + 2 + 12).
+STATE_BYTES_PER_PARAM = 16
+
+#: Bytes per token per hidden unit one layer keeps with no recomputation, besides the attention
+#: scores (Korthikanti et al. 2022, eq. 1: 34·s·b·h), and the scores' coefficient (5·a·s²·b).
+ACTIVATION_LINEAR = 34
+ACTIVATION_SCORES = 5
+
+#: Bytes per token per hidden unit a layer keeps under full recomputation: its 16-bit input (§4.2).
+FULL_RECOMPUTE_INPUT = 2
+
+#: Bytes per logit kept for the cross entropy: fp32 (Korthikanti §4.3, 4·s·b·v).
+LOGIT_BYTES = 4
+
+#: Gathered units FSDP holds at once: running weights + prefetched weights + running gradient.
+FSDP_GATHERED_UNITS = 3
+
+#: Vocabulary assumed when the spec gives none (spec.ModelSpec.vocab's default for the proxy).
+DEFAULT_VOCAB = 32000
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """Bytes per GPU (numpy arrays broadcast over the counts): state, gathered FSDP units, activations."""
+
+    state: "np.ndarray"
+    gathered: "np.ndarray"
+    activations: "np.ndarray"
+    activations_known: bool
+
+    @property
+    def total(self) -> "np.ndarray":
+        return self.state + self.gathered + self.activations
+
+
+def gpu_memory_bytes(w: "Workload") -> Optional[float]:
+    """Memory per GPU: `[cluster] gpu_memory`, else the catalog's, else None (unknown: nothing is ruled out)."""
+    from advisor.catalog import find_gpu
+
+    if w.cluster.gpu_memory is not None:
+        return float(w.cluster.gpu_memory)
+    gpu = find_gpu(w.cluster.gpu)
+    return None if gpu is None else gpu.memory_bytes
+
+
+def footprint(w: "Workload", gpus, *, dp_shard=None, tp=1, pp=1, cp=1, activation_checkpoint: Optional[str] = None,
+              micro_samples=None) -> Footprint:
+    """State, gathered units and activations per GPU (see the module docstring).
+
+    `micro_samples` overrides the micro-batch per GPU (default: advisor.planning.batch.micro_batch at
+    the data-parallel size); `activation_checkpoint` overrides the spec's none/selective/full.
+    """
+    import numpy as np
+
+    gpus = np.asarray(gpus, dtype=float)
+    model_parallel = np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float)
+    dp = gpus / (model_parallel * np.asarray(cp, dtype=float))
+    if dp_shard is None:
+        dp_shard = dp if w.parallelism.strategy == "fsdp" else 1.0
+    shard = np.asarray(dp_shard, dtype=float) * (
+        np.asarray(cp, dtype=float) if w.parallelism.strategy == "fsdp" else 1.0
+    )
+    state = STATE_BYTES_PER_PARAM * w.model.params / model_parallel / shard
+    gathered = np.zeros(np.broadcast(gpus, shard).shape)
+    if w.model.layers:
+        unit = w.model.params / w.model.layers / np.asarray(tp, dtype=float) * w.model.bytes_per_element
+        gathered = np.where(shard > 1, FSDP_GATHERED_UNITS * unit, 0.0) + gathered
+    from advisor.planning.batch import micro_batch, per_gpu_batch
+
+    if micro_samples is None:
+        micro_samples = micro_batch(w, dp)
+    micro_samples = np.asarray(micro_samples, dtype=float)
+    micro_batches = np.maximum(np.ceil(per_gpu_batch(w, dp) / micro_samples), 1.0)  # per step, per data-parallel rank
+    mode = activation_checkpoint or w.parallelism.activation_checkpoint
+    acts = activation_bytes(w, micro_samples, tp=tp, pp=pp, cp=cp, activation_checkpoint=mode,
+                            micro_batches=micro_batches)
+    state, gathered, acts = np.broadcast_arrays(state, gathered, acts + 0 * gpus)
+    return Footprint(state, gathered, acts, w.model.is_transformer)
+
+
+def activation_bytes(w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activation_checkpoint: str = "none",
+                     micro_batches=None) -> "np.ndarray":
+    """Activation bytes one GPU keeps for its micro-batches in flight (Korthikanti et al. 2022; 0 without a shape).
+
+    `micro_batches` per step caps the micro-batches a pipeline's first stage holds (default: pp of them)."""
+    import numpy as np
+
+    b = np.asarray(micro_samples, dtype=float)
+    m = w.model
+    if not m.is_transformer:
+        return np.zeros(b.shape)
+    t, p, c = (np.asarray(x, dtype=float) for x in (tp, pp, cp))
+    s_local = m.seq_len / c
+    sbh = s_local * b * m.hidden / t
+    scale = m.bytes_per_element / 2  # the paper's counts are for 16-bit activations
+    none = sbh * (ACTIVATION_LINEAR + ACTIVATION_SCORES * m.heads * m.seq_len / m.hidden) * scale
+    if activation_checkpoint == "none":
+        per_layer, working = none, 0.0
+    elif activation_checkpoint == "selective":
+        per_layer, working = sbh * ACTIVATION_LINEAR * scale, 0.0
+    elif activation_checkpoint == "full":
+        per_layer, working = sbh * FULL_RECOMPUTE_INPUT * scale, none
+    else:
+        raise ValueError(f"activation_checkpoint must be none, selective or full (got {activation_checkpoint!r})")
+    layers_per_stage = m.layers / p
+    # 1F1B: the first stage holds pp micro-batches, or all of the step's when it has fewer
+    in_flight = p if micro_batches is None else np.minimum(p, np.asarray(micro_batches, dtype=float))
+    first_stage = layers_per_stage * in_flight * per_layer + working
+    logits = LOGIT_BYTES * s_local * b * (m.vocab or DEFAULT_VOCAB) / t
+    last_stage = layers_per_stage * per_layer + working + logits
+    return np.where(p > 1, np.maximum(first_stage, last_stage), first_stage + logits)
+
+
+def bytes_per_gpu(w: "Workload", gpus, *, dp_shard=None, tp=1, pp=1, cp=1, activation_checkpoint: Optional[str] = None,
+                  micro_samples=None) -> "np.ndarray":
+    """Training state + activation bytes per GPU at `gpus` GPUs in the given layout (see `footprint`)."""
+    degrees = dict(dp_shard=dp_shard, tp=tp, pp=pp, cp=cp)
+    return footprint(w, gpus, **degrees, activation_checkpoint=activation_checkpoint, micro_samples=micro_samples).total
+
+
+@dataclass(frozen=True)
+class MeasuredPeak:
+    """A calibration run's measured peak device memory: the full model at `gpus` GPUs."""
+
+    gpus: int
+    peak_bytes: float
+    micro_samples: Optional[int]
+    where: str  # for messages: the file and the device it ran on
+
+
+def measured_peaks(cal: Optional["Calibration"]) -> list[MeasuredPeak]:
+    """Peaks of the runs that trained the full model (published figures, or a calibration whose proxy
+    had every layer); a proxy with fewer layers measured a smaller model, so its peak says nothing here."""
+    if cal is None:
+        return []
+    env = cal.environment or {}
+    proxy, full = env.get("proxy_layers"), env.get("model_layers")
+    if cal.provenance.source != "published" and (proxy is None or proxy != full):
+        return []
+    device = env.get("system") or env.get("device") or "its device"
+    where = f"{cal.path.name if cal.path else 'the calibration'} ({device})"
+    return [
+        MeasuredPeak(r.gpus, float(r.peak_memory_bytes), r.micro_samples, where)
+        for r in cal.runs
+        if r.peak_memory_bytes
+    ]
+
+
+def measured_offset(w: "Workload", gpus, peaks: Sequence[MeasuredPeak]) -> "np.ndarray":
+    """Bytes to add to the estimate at each count: measured peak minus the estimate at the nearest
+    measured count (nearest in log GPUs), so the estimate's shape across counts (state shrinking
+    under FSDP) is kept and the measured level (allocator, buffers, the real activations) replaces
+    the formula's. Zero without measured peaks."""
+    import numpy as np
+
+    gpus = np.asarray(gpus, dtype=float)
+    if not peaks:
+        return np.zeros(gpus.shape)
+    at = np.array([p.gpus for p in peaks], dtype=float)
+    offsets = np.array(
+        [
+            p.peak_bytes - float(bytes_per_gpu(w, np.array([p.gpus]), micro_samples=p.micro_samples)[0])
+            if p.micro_samples
+            else p.peak_bytes - float(bytes_per_gpu(w, np.array([p.gpus]))[0])
+            for p in peaks
+        ]
+    )
+    nearest = np.abs(np.log(gpus)[:, None] - np.log(at)[None, :]).argmin(axis=1)
+    return offsets[nearest]

@@ -1,0 +1,78 @@
+"""The batch a plan trains with at N GPUs: global batch, per-GPU batch, micro-batch, and which counts
+can run the spec's recipe at all.
+
+- fixed-global (strong scaling): the global batch B is the recipe. A count N that does not divide B
+  would give some GPUs one more sample than others (every step waits for them) or change B; neither
+  is the declared job, so such counts are left out (`divides`), and so are counts with N > B.
+- fixed-per-gpu (weak scaling): B(N) = per_gpu · N. With `batch.max_global_samples` M, once
+  per_gpu · N > M the per-GPU batch shrinks to floor(M / N) (strong scaling from there on), so the
+  global batch N · floor(M / N) never exceeds M and always divides evenly; a count with
+  floor(M / N) = 0 has under one sample per GPU and is left out.
+- micro-batch: `batch.micro_samples` where the per-GPU batch holds it, else the whole per-GPU batch
+  (no accumulation): what one forward/backward holds in activation memory (advisor.memory).
+
+Everything broadcasts over numpy arrays of GPU counts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from advisor.spec import Workload
+
+
+def per_gpu_batch(w: "Workload", gpus) -> "np.ndarray":
+    """Samples per optimizer step on one GPU (float; fractional under fixed-global when N does not divide B)."""
+    import numpy as np
+
+    gpus = np.asarray(gpus, dtype=float)
+    b = w.batch
+    if b.policy == "fixed-global":
+        return b.global_samples / gpus
+    share = np.full(gpus.shape, float(b.per_gpu_samples))
+    if b.max_global_samples is not None:
+        share = np.minimum(share, np.floor(b.max_global_samples / gpus))
+    return share
+
+
+def global_batch(w: "Workload", gpus) -> "np.ndarray":
+    """Samples per optimizer step across all GPUs at each count (float array)."""
+    import numpy as np
+
+    gpus = np.asarray(gpus, dtype=float)
+    if w.batch.policy == "fixed-global":
+        return np.full(gpus.shape, float(w.batch.global_samples))
+    return per_gpu_batch(w, gpus) * gpus
+
+
+def capped(w: "Workload", gpus) -> "np.ndarray":
+    """Where `batch.max_global_samples` has shrunk the per-GPU batch below the declared one."""
+    import numpy as np
+
+    gpus = np.asarray(gpus, dtype=float)
+    if w.batch.policy != "fixed-per-gpu" or w.batch.max_global_samples is None:
+        return np.zeros(gpus.shape, dtype=bool)
+    return per_gpu_batch(w, gpus) < w.batch.per_gpu_samples
+
+
+def divides(w: "Workload", gpus) -> "np.ndarray":
+    """At least one whole sample per GPU and, under fixed-global, N divides the global batch."""
+    import numpy as np
+
+    gpus = np.asarray(gpus, dtype=np.int64)
+    if w.batch.policy == "fixed-global":
+        return (gpus <= w.batch.global_samples) & (w.batch.global_samples % gpus == 0)
+    return per_gpu_batch(w, gpus) >= 1
+
+
+def micro_batch(w: "Workload", gpus) -> "np.ndarray":
+    """Samples in one micro-batch on one GPU (at least 1; the last micro-batch may be smaller)."""
+    import numpy as np
+
+    share = np.maximum(np.ceil(per_gpu_batch(w, gpus)), 1.0)
+    if w.batch.micro_samples is None:
+        return share
+    return np.minimum(share, float(w.batch.micro_samples))

@@ -1,0 +1,93 @@
+"""What a recommendation is asked for: the objective (a type, not a string) and the limits it must meet.
+
+Objectives:
+- `worth-the-cost` (the default without limits): walk the cost-time frontier from its cheapest plan
+  towards faster ones, taking a step while the relative time it saves is at least the relative cost it
+  adds, and stop where the next step is not worth its cost (advisor.planning.recommend.worth_the_cost);
+- `speedup-per-dollar`: the literal ratio speedup / cost, kept by name (it drifts to the largest count
+  whenever efficiency falls slower than 1/N);
+- with `--budget`: the fastest plan within budget; with `--deadline`: the cheapest plan that finishes in
+  time; with both: the cheapest plan meeting both.
+
+`Limits` is the one value budget (USD), deadline (hours) and confidence (0-1) travel in.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from advisor.errors import InputError
+
+
+class Objective(str, enum.Enum):
+    WORTH_THE_COST = "worth-the-cost"
+    SPEEDUP_PER_DOLLAR = "speedup-per-dollar"
+    FASTEST_WITHIN_BUDGET = "fastest-within-budget"
+    CHEAPEST_WITHIN_DEADLINE = "cheapest-within-deadline"
+    CHEAPEST_WITHIN_BOTH = "cheapest-within-budget-and-deadline"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def needs_limits(self) -> bool:
+        return self in (
+            Objective.FASTEST_WITHIN_BUDGET,
+            Objective.CHEAPEST_WITHIN_DEADLINE,
+            Objective.CHEAPEST_WITHIN_BOTH,
+        )
+
+
+#: Below this probability of meeting the limits, the output names the plan that meets them with 90% odds.
+LIKELY = 0.8
+
+#: The objectives a user may name without limits (`--objective`); with limits the limits decide.
+FREE_OBJECTIVES = (Objective.WORTH_THE_COST, Objective.SPEEDUP_PER_DOLLAR)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Budget in USD, deadline in hours, and the probability (0-1) of meeting them a plan needs
+    (None: a plan qualifies on its median prediction)."""
+
+    budget: Optional[float] = None
+    deadline: Optional[float] = None
+    confidence: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        for flag, value in (("--budget", self.budget), ("--deadline", self.deadline)):
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise InputError.at(flag, "", "must be a positive number", value)
+        if self.confidence is not None and not (0 < self.confidence < 1):
+            raise InputError.at("--confidence", "", "must be between 0 and 1 (exclusive)", self.confidence)
+        if self.confidence is not None and not self.any:
+            raise InputError.at(
+                "--confidence", "", "needs --budget or --deadline (the odds are of meeting them)", self.confidence
+            )
+
+    @property
+    def any(self) -> bool:
+        return self.budget is not None or self.deadline is not None
+
+    def objective(self, free: Optional[Objective] = None) -> Objective:
+        """The objective these limits imply; `free` (default worth-the-cost) when there are none."""
+        if free is not None and free not in FREE_OBJECTIVES:
+            raise InputError.at(
+                "--objective", "", f"choose from {', '.join(o.value for o in FREE_OBJECTIVES)}", free.value
+            )
+        if self.budget is not None and self.deadline is not None:
+            chosen = Objective.CHEAPEST_WITHIN_BOTH
+        elif self.budget is not None:
+            chosen = Objective.FASTEST_WITHIN_BUDGET
+        elif self.deadline is not None:
+            chosen = Objective.CHEAPEST_WITHIN_DEADLINE
+        else:
+            return free or Objective.WORTH_THE_COST
+        if free is not None:
+            raise InputError.at(
+                "--objective", "", f"applies only without --budget/--deadline (with them: {chosen.value})", free.value
+            )
+        return chosen

@@ -1,0 +1,163 @@
+"""advisor.memory against footprints worked by hand for named models (Llama-3.1-8B as in
+workloads/llm7b.toml, a 13B model on A100-40GB), every degree parameter, and measured peaks.
+
+Formulas (written out here, independently of the code): state 16 bytes/parameter (ZeRO §3.1) over
+tp·pp and the FSDP shard group; FSDP's gathered units 3 x params/layers/tp x 2 bytes; activations per
+layer (Korthikanti et al. 2022) s·b·h·(34 + 5·a·s/h)/t (none), 34·s·b·h/t (selective), 2·s·b·h/t plus
+one "none" layer (full); logits 4·s·b·v/t.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from advisor.catalog import find_gpu
+from advisor.memory import bytes_per_gpu, footprint, gpu_memory_bytes, measured_offset, measured_peaks
+from advisor.spec import load_workload, workload_from_dict
+from conftest import ROOT, WORKLOADS
+
+# Llama-3.1-8B: s = 8192, b = 2 (micro), h = 4096, a = 32, L = 32, v = 128256, P = 8.0e9
+S, B, H, A, L, V, P = 8192, 2, 4096, 32, 32, 128256, 8.0e9
+SBH = S * B * H                                  # 67,108,864
+LOGITS = 4 * S * B * V                           # 8,405,385,216 bytes
+GATHERED = 3 * (P / L) * 2                       # 1.5e9 bytes
+NONE_LAYER = SBH * (34 + 5 * A * S / H)          # 67,108,864 x 354 = 23,756,537,856 bytes
+
+
+def llm7b(**parallelism):
+    w = load_workload(WORKLOADS / "llm7b.toml")
+    return w.model_copy(update={"parallelism": w.parallelism.model_copy(update=parallelism)})
+
+
+@pytest.mark.parametrize("mode, per_layer, working", [
+    ("none", NONE_LAYER, 0.0),
+    ("selective", SBH * 34, 0.0),                # 2,281,701,376 bytes per layer
+    ("full", SBH * 2, NONE_LAYER),
+])
+def test_llm7b_footprint_at_8_gpus_by_hand(mode, per_layer, working):
+    f = footprint(llm7b(activation_checkpoint=mode), np.array([8]))
+    assert f.state[0] == pytest.approx(16 * P / 8)             # 16 GB
+    assert f.gathered[0] == pytest.approx(GATHERED)
+    assert f.activations[0] == pytest.approx(L * per_layer + working + LOGITS)
+    # selective: 16 + 1.5 + 73.01 + 8.41 = 98.92 GB
+    if mode == "selective":
+        assert f.total[0] == pytest.approx(98.92e9, rel=1e-3)
+
+
+def test_degrees_split_what_they_split():
+    w = llm7b(activation_checkpoint="selective")
+    per_layer = SBH * 34
+    # tp = 2 on 16 GPUs: dp = 8 shards of P/2; activations and logits halve; a gathered unit halves too
+    f = footprint(w, np.array([16]), tp=2)
+    assert f.state[0] == pytest.approx(16 * P / 2 / 8)
+    assert f.gathered[0] == pytest.approx(GATHERED / 2)
+    assert f.activations[0] == pytest.approx((L * per_layer + LOGITS) / 2)
+    # pp = 4 on 32 GPUs (dp 8), 8 samples per rank in micro-batches of 2 (4 per step): state P/4 over 8; first stage
+    # 8 layers x 4 micro-batches in flight vs last stage 8 layers + logits: max(32·x, 8·x + logits) = 32·x
+    big = w.model_copy(update={"batch": w.batch.model_copy(update={"per_gpu_samples": 8})})
+    f = footprint(big, np.array([32]), pp=4)
+    assert f.state[0] == pytest.approx(16 * P / 4 / 8)
+    assert f.activations[0] == pytest.approx(max(L * per_layer, L / 4 * per_layer + LOGITS))
+    # cp = 2 on 16 GPUs: half the tokens per rank; FSDP shards over dp_shard x cp = 16
+    f = footprint(w, np.array([16]), cp=2)
+    assert f.state[0] == pytest.approx(16 * P / 16)
+    assert f.activations[0] == pytest.approx(L * (S / 2) * B * H * 34 + 4 * (S / 2) * B * V)
+    # HSDP: shard over 8 of 64 data-parallel ranks
+    assert footprint(w, np.array([64]), dp_shard=8).state[0] == pytest.approx(16 * P / 8)
+    # the attention-score term keeps the full key length under cp: none, cp = 2
+    f = footprint(llm7b(activation_checkpoint="none"), np.array([16]), cp=2)
+    assert f.activations[0] == pytest.approx(L * (S / 2) * B * H * (34 + 5 * A * S / H) + 4 * (S / 2) * B * V)
+    # the total is the sum, and broadcasts over counts
+    total = bytes_per_gpu(w, np.array([8, 16]))
+    assert total.shape == (2,) and total[0] - total[1] == pytest.approx(16 * P / 8 - 16 * P / 16)
+
+
+def test_ddp_keeps_the_whole_state_and_a_cnn_has_no_activation_estimate():
+    w = load_workload(WORKLOADS / "resnet50.toml")
+    f = footprint(w, np.array([1, 64]))
+    assert f.state.tolist() == pytest.approx([16 * 25.6e6] * 2) and not f.activations_known
+    assert f.activations.tolist() == [0.0, 0.0] and f.gathered.tolist() == [0.0, 0.0]
+
+
+def thirteen_b(checkpoint, gpu="A100-40GB"):
+    return workload_from_dict({
+        "name": "b13", "model": {"params": "13B", "layers": 40, "hidden": 5120, "heads": 40, "seq_len": 4096},
+        "batch": {"policy": "fixed-global", "global_samples": 1024, "micro_samples": 1},
+        "parallelism": {"strategy": "fsdp", "activation_checkpoint": checkpoint},
+        "cluster": {"gpu": gpu, "max_gpus": 256, "inter_node_bandwidth": "800 Gbit/s"},
+        "job": {"samples": "10M"}, "tiers": [{"name": "on-demand", "usd_per_gpu_hour": 1.5}],
+    })
+
+
+def test_a100_40gb_is_not_the_80gb_entry():
+    assert find_gpu("A100-40GB").memory_bytes == 40e9
+    assert find_gpu("A100-80GB").memory_bytes == 80e9
+    for name in ("A100-PCIe", "H100-NVL", "GH200", "L4", "A10G", "MI300X"):
+        gpu = find_gpu(name)
+        assert gpu is not None and gpu.memory_bytes > 0 and gpu.source
+
+
+@pytest.mark.parametrize("checkpoint, smallest", [("none", None), ("selective", 32), ("full", 8)])
+def test_13b_fsdp_on_a100_40gb(checkpoint, smallest):
+    # full, 8 GPUs: state 13e9 x 16 / 8 = 26 GB, gathered 3 x 13e9/40 x 2 = 1.95 GB, inputs 2 x 4096 x 5120 x 40
+    # = 1.68 GB, one rebuilt layer 4096 x 5120 x (34 + 5 x 40 x 4096/5120) = 4.07 GB, logits 4 x 4096 x 32000
+    # = 0.52 GB: 34.2 GB <= 40. 4 GPUs: the state alone is 52 GB.
+    # selective: activations 34 x 4096 x 5120 x 40 = 28.5 GB + 0.52 GB logits + gathered 1.95 GB; with state
+    # 13e9 x 16 / N: N = 16 gives 13 + 31 = 44 GB > 40, N = 32 gives 6.5 + 31 = 37.5 GB.
+    from advisor.planning.billing import sweep
+    from recommend_inputs import Amdahl
+
+    w = thirteen_b(checkpoint)
+    if checkpoint == "full":
+        assert bytes_per_gpu(w, np.array([8]))[0] == pytest.approx(34.22e9, rel=2e-3)
+    sw = sweep(w, Amdahl())
+    fits = sw.gpus[sw.available[0]]
+    assert (fits.min() if fits.size else None) == smallest
+    assert not fits.size or fits.min() >= 8
+
+
+def test_measured_peak_moves_the_estimate_and_flags_a_smaller_gpu():
+    from advisor.calibration_data import load_workload_calibration
+
+    w = llm7b(activation_checkpoint="selective")
+    peaks = measured_peaks(load_workload_calibration("llm7b", WORKLOADS / "llm7b.toml"))
+    assert [(p.gpus, p.peak_bytes) for p in peaks] == [(8, 88476326298.0), (128, 71940702208.0)]
+    offset = measured_offset(w, np.array([8, 16, 24, 128]), peaks)
+    estimate = bytes_per_gpu(w, np.array([8, 16, 24, 128]))
+    # at a measured count the footprint is the measurement; elsewhere the estimate moved by the nearest offset
+    assert estimate[0] + offset[0] == pytest.approx(88476326298.0)
+    assert estimate[3] + offset[3] == pytest.approx(71940702208.0)
+    # 16 GPUs: 88.48 - (16 - 8) GB of state = 80.48 GB > 80; 24 GPUs: 88.48 - 16 + 5.33 = 77.81 GB
+    assert estimate[1] + offset[1] == pytest.approx(88476326298.0 - 8e9)
+    assert estimate[2] + offset[2] == pytest.approx(88476326298.0 - 16e9 + 16 * P / 24)
+
+
+def test_gpu_memory_overrides_the_catalog():
+    w = llm7b()
+    assert gpu_memory_bytes(w) == 96e9
+    w = w.model_copy(update={"cluster": w.cluster.model_copy(update={"gpu_memory": None})})
+    assert gpu_memory_bytes(w) == 80e9
+
+
+def test_a_proxy_calibration_peak_is_not_used():
+    from advisor.calibration_data import load_calibration
+
+    cal = load_calibration(ROOT / "calibrations" / "tiny-cpu_cpu_2026-11-30.toml", "tiny-cpu")
+    cal = cal.model_copy(update={"environment": {**cal.environment, "proxy_layers": 2, "model_layers": 4},
+                                 "runs": [r.model_copy(update={"peak_memory_bytes": 10**9}) for r in cal.runs]})
+    assert measured_peaks(cal) == []
+    full = cal.model_copy(update={"environment": {**cal.environment, "proxy_layers": 4, "model_layers": 4}})
+    assert [p.peak_bytes for p in measured_peaks(full)] == [1e9] * len(cal.runs)
+
+
+def test_a_pipeline_holds_no_more_micro_batches_than_a_step_has():
+    # llm7b: 2 samples per GPU, micro-batch 2 -> one micro-batch per step: with pp = 4 the first stage holds one
+    # micro-batch of its 8 layers, not 4; the last stage's 8 layers plus logits are then the larger
+    w = llm7b(activation_checkpoint="selective")
+    per_layer = SBH * 34
+    f = footprint(w, np.array([32]), pp=4)
+    assert f.activations[0] == pytest.approx(L / 4 * per_layer + LOGITS)
+    # micro-batch 1: two micro-batches per step, the first stage holds 2 x 8 layers of half the size
+    f = footprint(w, np.array([32]), pp=4, micro_samples=1)
+    assert f.activations[0] == pytest.approx(max(2 * L / 4 * per_layer / 2, L / 4 * per_layer / 2 + LOGITS / 2))

@@ -1,0 +1,72 @@
+"""Numbers and nouns in sentences: "1 run", "over 1 point", intervals in plain notation."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor.text import count, interval, number, plural
+
+
+@pytest.mark.parametrize("n, noun, text", [(1, "run", "1 run"), (2, "run", "2 runs"), (0, "node", "0 nodes"),
+                                           (1, "GPU", "1 GPU"), (1024, "GPU", "1,024 GPUs"), (1.0, "point", "1 point"),
+                                           (2, "process", "2 processes")])
+def test_plural(n, noun, text):
+    assert plural(n, noun, "processes" if noun == "process" else None) == text
+
+
+@pytest.mark.parametrize("x, text", [(1330.2, "1,330"), (1534, "1,530"), (0.0123, "0.0123"), (2.5, "2.5"),
+                                     (0, "0"), (-42.42, "-42.4"), (999.96, "1,000"), (1e-7, "1e-07")])
+def test_number(x, text):
+    assert number(x) == text
+
+
+def test_interval_is_plain():
+    assert interval(1.33e3, 1.53e3) == "1,330–1,530"  # before: 1.33e+03–1.53e+03
+    assert interval(0.231, 0.541) == "0.231–0.541"
+
+
+@settings(max_examples=500, deadline=None)
+@given(x=st.floats(min_value=1e-4, max_value=9.99e14) | st.floats(min_value=-9.99e14, max_value=-1e-4))
+def test_number_is_plain_and_keeps_three_digits(x):
+    text = number(x)
+    assert "e" not in text
+    assert float(text.replace(",", "")) == pytest.approx(x, rel=5e-3)
+
+
+def test_count_is_whole_with_separators():
+    assert count(65536) == "65,536" and count(2.5) == "2.5"
+
+
+def test_no_printed_sentence_hedges_a_plural_or_prints_an_interval_in_e_notation():
+    """Source scan: "node(s)" is `plural(n, "node")`; "{low:.3g}–{high:.3g}" (1.33e+03–1.53e+03) is
+    `interval(low, high)`. Catches a merge that brings an old spelling back."""
+    import re
+
+    from conftest import ROOT
+
+    hedge = re.compile(r"[A-Za-z]\(s\)")
+    e_interval = re.compile(r"g\}\s*[–-]\s*\{[^}]*:\.\d+g\}")
+    found = []
+    for path in sorted((ROOT / "advisor").rglob("*.py")):
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if ('"' in code or "'" in code) and (hedge.search(code) or e_interval.search(code)):
+                found.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_json_output_is_strict():
+    import io
+    import json
+    import math
+    from contextlib import redirect_stdout
+
+    from advisor.cli.output import Output
+
+    buffer = io.StringIO()
+    with redirect_stdout(buffer):
+        Output(json=True).result({"a": math.nan, "b": [1.5, math.inf, {"c": -math.inf}], "d": "x"})
+    assert json.loads(buffer.getvalue(), parse_constant=lambda c: 1 / 0) == {"a": None, "b": [1.5, None, {"c": None}],
+                                                                              "d": "x"}

@@ -139,9 +139,16 @@ class CalibrationInterrupted(KeyboardInterrupt):
 
 
 def command_hint(*words: object) -> str:
-    """A command line to print for the user, every word shell-quoted (shlex.quote; to be replaced
-    by advisor.calibrate.emit's quoting function once that module provides one)."""
-    return shlex.join(["advisor", *map(str, words)])
+    """A command line to print for the user, every word quoted by emit's one quoting function; a
+    word with a control character (which emit refuses) is still quoted safely by shlex.quote, so a
+    hint never aborts the run that prints it."""
+    from advisor.calibrate.emit import join_words
+
+    line = ["advisor", *map(str, words)]
+    try:
+        return join_words(line)
+    except InputError:
+        return shlex.join(line)
 
 
 def _prepare_out(out: Path) -> None:

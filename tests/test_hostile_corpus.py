@@ -419,3 +419,25 @@ def test_calibrate_out_onto_a_special_file_is_refused_before_measuring(tmp_path,
 def test_bad_options_name_the_option(args, option):
     code, out, err = invoke(*args)
     assert code == 2 and out == "" and "Traceback" not in err and option in err, err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
+def test_imported_logs_go_through_the_one_reader(tmp_path, specials, kind):
+    path = specials[kind]
+    rental = WORKLOADS / "rental-ethernet.toml"
+    for args in (["import", "nccl-tests", rental, path], ["import", "torchtitan", rental, path, "--gpus", "8@1"]):
+        code, out, err = _cli(*args, "--out", tmp_path / "c.toml", cwd=tmp_path)
+        assert_clean(code, out, err, f"{path}: ", "not a regular file")
+
+
+def test_init_writes_with_the_umask_and_never_onto_a_special_file(tmp_path):
+    code = ("import os, sys; os.umask(0o002); from advisor.cli import main; "
+            "main(['init', '--out', sys.argv[1]])")
+    for target in ("/dev/null", str(tmp_path)):
+        r = subprocess.run([sys.executable, "-c", code, target], cwd=tmp_path, env=cli_env(), capture_output=True,
+                           text=True, timeout=60)
+        assert_clean(r.returncode, r.stdout, r.stderr, f"{target}: ")
+    r = subprocess.run([sys.executable, "-c", code, "job.toml"], cwd=tmp_path, env=cli_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert oct(os.stat(tmp_path / "job.toml").st_mode & 0o777) == oct(0o664)  # mkstemp alone would give 0600

@@ -370,7 +370,7 @@ def test_sigkilled_cli_leftovers_are_removed_by_the_next_run(tmp_path):
     assert len(left) == 1 and (out.parent / "cal.toml.lock").exists()  # a stale lock too
     r = run_cli("calibrate", spec, "--gpus", "1", "--steps", "1", *CPU, "--out", out, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert f"removed 1 result folder(s) left by calibrations that were killed: {left[0]}" in r.stderr
+    assert f"removed 1 result folder left by calibrations that were killed: {left[0]}" in r.stderr
     assert _leftovers(scratch) == [] and _saved_counts(out) == [1]
 
 

@@ -50,8 +50,16 @@ def _alive(owner: dict) -> bool:
 
 def new_folder(name: str, gpus: int) -> Path:
     """A fresh folder for one count's results, marked with this process as its owner."""
-    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{name}-{gpus}-"))
-    (folder / OWNER).write_text(json.dumps({"pid": os.getpid(), "started": _start_time(os.getpid())}))
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{name}-{gpus}-"))
+    except OSError as exc:
+        raise InputError.at(tempfile.gettempdir(), "", f"cannot create a result folder for N={gpus}: "
+                            f"{exc.strerror} (set TMPDIR to a writable folder)") from None
+    try:
+        (folder / OWNER).write_text(json.dumps({"pid": os.getpid(), "started": _start_time(os.getpid())}))
+    except OSError as exc:
+        remove(folder)
+        raise InputError.at(folder, "", f"cannot write: {exc.strerror} (set TMPDIR to a writable folder)") from None
     return folder
 
 

@@ -380,9 +380,10 @@ def test_failed_count_keeps_only_its_named_logs(tmp_path):
     env["GLOO_SOCKET_IFNAME"] = "advisor-no-such-if0"
     r = run_cli("calibrate", spec, "--gpus", "2", *CPU, "--out", tmp_path / "cal.toml", env=env)
     assert r.returncode == 1, r.stderr
-    named = re.search(r"\(logs: (\S+)\)", r.stderr).group(1)
-    assert _leftovers(scratch) == [Path(named)] and (Path(named) / ".kept").exists()
-    assert (Path(named) / "rank0.log").exists()
+    named = Path(re.search(r"\(logs: (\S+)\)", r.stderr).group(1))
+    assert named.parent == tmp_path / "cal.toml.logs" and named.name.startswith("N2-")
+    assert "advisor-no-such-if0" in (named / "rank0.log").read_text() + (named / "rank1.log").read_text()
+    assert _leftovers(scratch) == []  # no temporary folder stays behind
 
 
 def test_changed_spec_under_resume_is_refused_naming_the_field(tmp_path):

@@ -231,8 +231,8 @@ def _measure_count(w: Workload, workload_path: Path, n: int, run: dict, cal: Cal
         result = launch_local(workload_path.resolve(), n, run["device"], run["steps"], run["warmup"], folder,
                               run["timeout"], on_progress=lambda text: event("progress", text))
     except CalibrationFailed as exc:
-        scratch.keep(folder)  # its rank logs are named in the message
-        raise CalibrationFailed(str(exc), out=out, saved=saved) from None
+        logs = scratch.move_logs(folder, out, n)  # named in the message instead of the temp folder
+        raise CalibrationFailed(str(exc).replace(str(folder), str(logs)), out=out, saved=saved) from None
     except KeyboardInterrupt:
         finished = _finished_result(folder)
         if finished is None:

@@ -34,6 +34,18 @@ def _not_bool(value: object) -> object:
     return value
 
 
+def _plain_text(value: object) -> object:
+    """Names and descriptions are printed in tables and messages: a control character (an ANSI
+    escape, a carriage return) would rewrite the user's terminal, so none is accepted."""
+    if isinstance(value, str) and any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
+        raise ValueError("must not contain control characters (escapes, newlines, tabs)")
+    return value
+
+
+#: One line of printable text.
+Text = Annotated[str, BeforeValidator(_plain_text)]
+
+
 #: A whole number: `true` is not 1 (pydantic would read it so), `8.5` is refused, `8.0` reads as 8.
 Int = Annotated[int, BeforeValidator(_not_bool)]
 
@@ -161,7 +173,7 @@ class ParallelismSpec(_Section):
 
 
 class ClusterSpec(_Section):
-    gpu: Annotated[str, Field(min_length=1)]
+    gpu: Annotated[Text, Field(min_length=1, max_length=200)]
     """GPU model, free text; a catalog entry (`advisor gpus`) supplies peak FLOP/s for MFU and defaults."""
     gpus_per_node: Annotated[Int, Field(gt=0, le=MAX_GPUS_PER_NODE)] = 8
     """GPUs in one node (one NVLink/NVSwitch domain)."""
@@ -191,7 +203,7 @@ class JobSpec(_Section):
 
 
 class Tier(_Section):
-    name: Annotated[str, Field(min_length=1)]
+    name: Annotated[Text, Field(min_length=1, max_length=200)]
     """Billing tier name, unique within the spec (on-demand, spot, reserved-1mo, ...)."""
     usd_per_gpu_hour: Annotated[float, Field(ge=0, le=MAX_USD_PER_GPU_HOUR)]
     """Price per GPU-hour in USD."""
@@ -223,7 +235,7 @@ class CalibrationSpec(_Section):
 class Workload(_Section):
     name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=64)]
     """Workload name: lower-case letters, digits, '-' and '_'; used in file names."""
-    description: str = ""
+    description: Annotated[Text, Field(max_length=2000)] = ""
     """One line saying what is trained."""
     model: ModelSpec
     batch: BatchSpec

@@ -90,6 +90,9 @@ SPEC_VALUES = {
     "inter bandwidth 1e-300": ("cluster.inter_node_bandwidth", "1e-300 Gbit/s", "must be >= 1000"),
     "params 1e-300": ("model.params", 1e-300, "model.params: must be >= 1"),
     "steps 1e-300": ("job.steps", 1e-300, "job.steps: must be >= 1"),
+    "tier name with an ANSI escape": ("tiers.0.name", "spot\x1b[2J", "tiers[0].name: must not contain control characters"),
+    "gpu with a carriage return": ("cluster.gpu", "H100\rA100", "cluster.gpu: must not contain control characters"),
+    "description of 1 MB": ("description", "x" * 2**20, "description: must have at most 2,000 characters"),
     "model not a table": ("model", 5, "model"),
     "tiers not a list": ("tiers", "x", "tiers"),
 }

@@ -55,7 +55,7 @@ class ResultEnvironment(_Result):
     TOML-writable values (they are copied into the calibration file's [environment])."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
-    __pydantic_extra__: dict[str, EnvValue]
+    __pydantic_extra__: dict[str, Optional[EnvValue]]  # None (e.g. no CUDA version) is dropped
 
     hosts: list[Annotated[str, Field(max_length=255)]] = []
     backend: Optional[str] = None

@@ -160,29 +160,11 @@ def _validated(text: str, path: Path):
 
 
 def write_new(path: Path, text: str) -> None:
-    """Write `text` to `path` only if `path` does not exist, never half-written: a temporary file in
-    the same folder, fsynced, then hard-linked to `path` (link(2) fails if `path` exists, even when
-    another process created it a moment ago) and removed."""
-    import os
-    import tempfile
+    """Write `text` to `path` only if `path` does not exist, never half-written, with the umask's
+    mode (advisor.fileio.write_new_bytes: temp file, fsync, link(2))."""
+    from advisor.fileio import write_new_bytes
 
-    folder = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.link(tmp, path)
-    except FileExistsError:
-        raise InputError.at(path, "", "exists; advisor init never overwrites a file: choose another --out") from None
-    except OSError as exc:
-        raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
-    finally:
-        os.unlink(tmp)
+    write_new_bytes(path, text.encode("utf-8"), "exists; advisor init never overwrites a file: choose another --out")
 
 
 @app.command()

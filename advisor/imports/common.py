@@ -14,13 +14,10 @@ if TYPE_CHECKING:
 
 def read_log(path: str | Path) -> str:
     """A log's text (undecodable bytes replaced: logs mix in terminal output); InputError if unreadable."""
-    file = str(path)
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise InputError.at(file, "", "no such file") from None
-    except OSError as exc:
-        raise InputError.at(file, "", f"cannot read: {exc.strerror}") from None
+    from advisor.fileio import read_input_bytes
+
+    # advisor's one reader: regular files only (a FIFO or /dev/zero is refused, not read), size capped
+    return read_input_bytes(path, "a log file").decode("utf-8", errors="replace")
 
 
 def not_this_format(file: str, text: str, message: str) -> InputError:

@@ -61,11 +61,21 @@ def volume_bytes(workload: "Workload", gpus: np.ndarray) -> np.ndarray:
     return factor * (n - 1) / n * workload.model.gradient_bytes
 
 
-def comm_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    """Seconds per step to move the parallelism's bytes per GPU over the bottleneck link at its declared
-    bus bandwidth. The one place where the strategy's traffic meets the topology: per-link volumes of
-    other layouts (advisor.layouts) replace `volume_bytes` / `bus_bandwidth` here."""
-    return volume_bytes(workload, gpus) / bus_bandwidth(workload, nodes)
+def comm_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(intra-node, inter-node) seconds per step to move the parallelism's bytes per GPU over each link
+    at its declared bus bandwidth. The one place where the strategy's traffic meets the topology:
+    per-link volumes of other layouts (advisor.layouts) replace `volume_bytes` here.
+
+    A ring that crosses nodes still runs through the intra-node links, so the intra-node term is
+    there at every N > 1 and the inter-node term (over min(node NICs, intra)) adds to it across
+    nodes: whatever slows a job inside a node (found as an intra-node factor far above declared, as
+    Transformer-XL's 85 ms per step on one DGX-2H) still slows it across nodes, and a fit on one
+    node can no longer predict a step across nodes faster than its own one-node step."""
+    n = np.asarray(gpus, float)
+    volume = volume_bytes(workload, n)
+    intra = np.where(n > 1, volume / workload.intra_node_bandwidth, 0.0)
+    inter = np.where(np.asarray(nodes) > 1, volume / bus_bandwidth(workload, nodes), 0.0)
+    return intra, inter
 
 
 def bus_bandwidth(workload: "Workload", nodes: np.ndarray) -> np.ndarray:

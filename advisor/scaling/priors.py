@@ -79,9 +79,9 @@ DEFAULTS = Priors(log_inv_mfu=1.0, log_inv_mfu_sd=0.6, log_intra_bw=0.3, log_int
                   step_share_sd=0.02, noise=0.05, widening=0.5)
 
 #: Learned on the corpus (benchmarks/accuracy.py --learn): see the module docstring.
-LEARNED = Priors(log_inv_mfu=0.873, log_inv_mfu_sd=0.423, log_intra_bw=0.447, log_intra_bw_sd=0.624, log_inter_bw=1.0,
-                 log_inter_bw_sd=1.0, log_latency_sd=1.0, gamma=1.247, gamma_sd=1.0, contention_sd=0.05,
-                 step_share_sd=0.02, noise=0.013, widening=0.5)
+LEARNED = Priors(log_inv_mfu=1.078, log_inv_mfu_sd=0.717, log_intra_bw=0.684, log_intra_bw_sd=0.973, log_inter_bw=0.5,
+                 log_inter_bw_sd=0.7, log_latency_sd=1.0, gamma=1.217, gamma_sd=1.0, contention_sd=0.05,
+                 step_share_sd=0.02, noise=0.018, widening=0.5)
 
 #: Priors for learning (empirical Bayes): wide and neutral (declared speeds, γ = 2) on what is
 #: learned, so the data decide wherever they can; as in use on the per-step constants: in a

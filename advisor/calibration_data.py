@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 from advisor.errors import InputError, Problem
 from advisor.fileio import atomic_write_text, exclusive_lock
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
+from advisor.text import plural
 from advisor.validation import validation_error
 
 SCHEMA_VERSION = 1
@@ -149,8 +150,8 @@ def _run_problems(cal: Calibration, file: str) -> list[Problem]:
     for i, run in enumerate(cal.runs):
         key = (run.gpus, run.nodes)
         if key in seen:
-            out.append(Problem(file, f"runs[{i}]", f"repeats the placement of runs[{seen[key]}] ({run.gpus} GPUs over "
-                               f"{run.nodes} node(s)); keep one run per placement, its step_seconds "
+            out.append(Problem(file, f"runs[{i}]", f"repeats the placement of runs[{seen[key]}] ({plural(run.gpus, 'GPU')} over "
+                               f"{plural(run.nodes, 'node')}); keep one run per placement, its step_seconds "
                                "holding every repeat",
                                None, False))
         seen.setdefault(key, i)

@@ -21,21 +21,10 @@ from advisor.validation import validation_error
 
 
 
-def _in_range(parse):
-    """A unit parser whose arithmetic overflow (`"1e1000000 Gbit/s"`: decimal.Overflow) reads as a
-    one-line validation error instead of escaping as a traceback."""
-    def parse_in_range(value: object) -> float:
-        try:
-            return parse(value)
-        except ArithmeticError:
-            raise ValueError("number out of range") from None
-    return parse_in_range
-
-
-Count = Annotated[float, BeforeValidator(_in_range(parse_count))]
-Bandwidth = Annotated[float, BeforeValidator(_in_range(parse_bandwidth))]
-Duration = Annotated[float, BeforeValidator(_in_range(parse_duration))]
-Size = Annotated[float, BeforeValidator(_in_range(parse_size))]
+Count = Annotated[float, BeforeValidator(parse_count)]
+Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth)]
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Size = Annotated[float, BeforeValidator(parse_size)]
 
 
 def _not_bool(value: object) -> object:

@@ -14,11 +14,20 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from advisor.calibrate.environment import merge_environments
-from advisor.calibration_data import (MAX_BUSBW_GBPS, MAX_MESSAGE_BYTES, Calibration, Collective, Count, Positive,
-                                      Run, Steps)
+from advisor.calibration_data import (
+    MAX_BUSBW_GBPS,
+    MAX_MESSAGE_BYTES,
+    Calibration,
+    Collective,
+    Count,
+    Positive,
+    Run,
+    Steps,
+)
 from advisor.errors import InputError
 from advisor.fileio import load_json
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT, Workload
+from advisor.text import plural
 from advisor.validation import validation_error
 
 #: A value of the environment table: TOML-writable scalars, lists of them, or one level of table
@@ -111,7 +120,7 @@ def read_result_dir(folder: Path) -> dict:
     missing = [r for r in range(result["gpus"]) if not (folder / f"rank{r}.json").is_file()]
     if missing:
         shown = missing if len(missing) <= 8 else [*missing[:8], "..."]
-        raise InputError.at(folder, "", f"incomplete run: no rank<R>.json from {len(missing)} rank(s) {shown}")
+        raise InputError.at(folder, "", f"incomplete run: no rank<R>.json from {plural(len(missing), 'rank')} {shown}")
     return result
 
 

@@ -27,8 +27,14 @@ from advisor.calibrate import scratch
 from advisor.calibrate.launcher import CalibrationFailed, launch_local
 from advisor.calibrate.plan import UNSET, batch_plan, measurement_setup, setup_differences
 from advisor.calibrate.results import add_result, find_result_dirs, read_result_dir
-from advisor.calibration_data import (Calibration, Provenance, calibrations_dir, load_calibration, now_utc,
-                                      save_calibration)
+from advisor.calibration_data import (
+    Calibration,
+    Provenance,
+    calibrations_dir,
+    load_calibration,
+    now_utc,
+    save_calibration,
+)
 from advisor.errors import InputError, Problem
 from advisor.fileio import check_output_target, exclusive_lock, signals_deferred
 from advisor.placement import parse_placements
@@ -174,7 +180,7 @@ def _sweep(event: Callable[[str, str], None]) -> None:
     """Remove result folders of calibrations whose process died (SIGKILL); name unowned ones."""
     removed, unowned = scratch.sweep()
     if removed:
-        event("clean", f"removed {len(removed)} result folder(s) left by calibrations that were killed: "
+        event("clean", f"removed {plural(len(removed), 'result folder')} left by calibrations that were killed: "
                        + ", ".join(map(str, removed)))
     if unowned:
         event("warn", "result folders of an older advisor, not removed (delete them when no calibration "

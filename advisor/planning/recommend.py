@@ -327,14 +327,14 @@ class Recommendation:
             "frontier": [{"gpus": int(sw.gpus[c]), "tier": sw.tiers[t].name} for t, c in self.frontier],
             "spot": [
                 {
-                    "tier": s.tier,
-                    "stops_paying_off_gpus": s.stops_at_gpus,
-                    "nodes": s.nodes,
-                    "compared_with": s.compared_with,
-                    "never_pays_off": s.never_pays_off,
-                    "sentence": spot_sentence(s),
+                    "tier": payoff.tier,
+                    "stops_paying_off_gpus": payoff.stops_at_gpus,
+                    "nodes": payoff.nodes,
+                    "compared_with": payoff.compared_with,
+                    "never_pays_off": payoff.never_pays_off,
+                    "sentence": spot_sentence(payoff),
                 }
-                for s in self.spot
+                for payoff in self.spot
             ],
             "knife_edge": None
             if self.knife_edge is None

@@ -200,13 +200,13 @@ class ScalingModel:
         gpus, nodes, batch = self._placements(gpus, nodes, global_batch)
         d = self.fitted.design(gpus, nodes, batch)
         median = self.fitted.estimator.predict(d.X) * self.anchoring(gpus)
-        peak = self.workload.peak_flops
-        if peak:  # anchoring never lifts achieved FLOP/s above the peak
-            from advisor.scaling.features import compute_seconds
-
-            median = np.maximum(median, compute_seconds(self.workload, gpus, batch))
         spread = sigma_spread(d.X, self.fitted.estimator)
         low, high = interval(median, spread, self.noise, self.distance(gpus, nodes))
+        if self.workload.peak_flops:  # neither anchoring nor the band lifts achieved FLOP/s above the peak
+            from advisor.scaling.features import compute_seconds
+
+            floor = compute_seconds(self.workload, gpus, batch)
+            median, low, high = np.maximum(median, floor), np.maximum(low, floor), np.maximum(high, floor)
         return median, low, high
 
     def _anchor(self, in_sample: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

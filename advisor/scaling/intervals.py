@@ -33,6 +33,10 @@ Z = 1.6448536269514722
 #: Weight (in pseudo-residuals) of the prior run-to-run noise when pooling a few residuals.
 PRIOR_WEIGHT = 5
 
+#: Relative run-to-run noise before any data (priors.DEFAULTS.noise); kept for callers that plan
+#: calibrations (advisor.calibrate.design). A fitted model pools with its priors' `noise` instead.
+PRIOR_NOISE = 0.05
+
 
 @dataclass(frozen=True)
 class Draws:

@@ -1,6 +1,6 @@
 """The workload spec: what is trained, how it is batched and sharded, on what cluster, at what prices.
 
-A spec is a TOML file (contract: DESIGN.md §2). `load_workload(path)` parses and validates it
+A spec is a TOML file (contract: docs/formats.md, "Workload spec (TOML)"). `load_workload(path)` parses and validates it
 into a `Workload`; every problem becomes one line `FILE: dotted.path: message (got VALUE)` in an
 `InputError`. Quantities accept unit strings (see `advisor.units`). Field docstrings become the
 descriptions in `advisor schema`.

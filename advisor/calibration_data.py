@@ -26,11 +26,14 @@ SCHEMA_VERSION = 1
 #: longer than 10^6 s (11 days) is a typo; 10^6 timed steps per run; a collective message above
 #: 1 TiB or a bus bandwidth above 10^5 GB/s (100x NVLink 5's 900 GB/s) cannot be measured.
 MAX_SECONDS = 1e6
+#: No timed step or collective takes less than a nanosecond (one kernel launch takes microseconds);
+#: smaller positive values would make rates overflow to infinity in the fit.
+MIN_SECONDS = 1e-9
 MAX_STEPS_PER_RUN = 1_000_000
 MAX_MESSAGE_BYTES = 2**40
 MAX_BUSBW_GBPS = 1e5
 
-Positive = Annotated[float, Field(gt=0, le=MAX_SECONDS)]
+Positive = Annotated[float, Field(ge=MIN_SECONDS, le=MAX_SECONDS)]
 #: GPU and node counts: whole TOML integers (`true` is not 1), at most the spec's MAX_GPUS_LIMIT.
 Count = Annotated[int, Strict(), Field(gt=0, le=MAX_GPUS_LIMIT)]
 Steps = Annotated[list[Positive], Field(min_length=1, max_length=MAX_STEPS_PER_RUN)]

@@ -256,6 +256,34 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         raise
 
 
+def write_new_bytes(path: str | Path, data: bytes, exists: str = "exists; advisor never overwrites it") -> None:
+    """Create `path` with `data` only if it does not exist, never half-written: a temporary file in
+    the same folder (mode 0666 & ~umask), fsynced, then hard-linked to `path` (link(2) fails if
+    `path` exists, even when another process created it a moment ago) and removed."""
+    path = Path(path)
+    check_output_target(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)
+        _fsync_folder(folder)
+    except FileExistsError:
+        raise InputError.at(path, "", exists) from None
+    except OSError as exc:
+        raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
 def _fsync_folder(folder: Path) -> None:
     """Make the rename itself durable (a crash right after it must not bring the old file back)."""
     try:

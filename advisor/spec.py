@@ -1,6 +1,6 @@
 """The workload spec: what is trained, how it is batched and sharded, on what cluster, at what prices.
 
-A spec is a TOML file (contract: DESIGN.md §2). `load_workload(path)` parses and validates it
+A spec is a TOML file (contract: docs/formats.md, "Workload spec (TOML)"). `load_workload(path)` parses and validates it
 into a `Workload`; every problem becomes one line `FILE: dotted.path: message (got VALUE)` in an
 `InputError`. Quantities accept unit strings (see `advisor.units`). Field docstrings become the
 descriptions in `advisor schema`.
@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from advisor.catalog import find_gpu
 from advisor.errors import InputError, Problem
 from advisor.fileio import load_toml
+from advisor.text import plural
 from advisor.units import parse_bandwidth, parse_count, parse_duration, parse_size
 from advisor.validation import validation_error
 
@@ -32,6 +33,18 @@ def _not_bool(value: object) -> object:
     if isinstance(value, bool):
         raise ValueError("must be a whole number, not true/false")
     return value
+
+
+def _plain_text(value: object) -> object:
+    """Names and descriptions are printed in tables and messages: a control character (an ANSI
+    escape, a carriage return) would rewrite the user's terminal, so none is accepted."""
+    if isinstance(value, str) and any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
+        raise ValueError("must not contain control characters (escapes, newlines, tabs)")
+    return value
+
+
+#: One line of printable text.
+Text = Annotated[str, BeforeValidator(_plain_text)]
 
 
 #: A whole number: `true` is not 1 (pydantic would read it so), `8.5` is refused, `8.0` reads as 8.
@@ -67,6 +80,11 @@ MAX_FLOPS_PER_SAMPLE = 1e24
 #: Bytes/s of one link: NVLink 5 is 900 GB/s per GPU per direction, 8x800 Gbit/s NICs are 800 GB/s
 #: per node; 1e14 (100 TB/s) is ~100x either.
 MAX_BANDWIDTH = 1e14
+#: Lower bounds where a positive but tiny value would overflow the model to infinity: no link
+#: trains a model below 1 kB/s (8 kbit/s, a 1990s modem), no processor computes below 1 MFLOP/s,
+#: and a job has at least one parameter, one FLOP per sample, one step or sample.
+MIN_BANDWIDTH = 1e3
+MIN_PEAK_FLOPS = 1e6
 #: Per-hop latency: a minute is longer than any collective's timeout would allow.
 MAX_LATENCY = 60.0
 #: Peak dense FLOP/s per GPU: B200 is ~2.25e15 (bf16) / 4.5e15 (fp8); 1e17 is 20x that.
@@ -89,7 +107,7 @@ class _Section(BaseModel):
 
 
 class ModelSpec(_Section):
-    params: Annotated[Count, Field(gt=0, le=MAX_PARAMS)]
+    params: Annotated[Count, Field(gt=0, ge=1, le=MAX_PARAMS)]
     """Trainable parameters, e.g. "6.7B"."""
     layers: Optional[Annotated[Int, Field(gt=0, le=MAX_LAYERS)]] = None
     """Transformer layers. With hidden, heads and seq_len: builds the calibration proxy and adds the attention FLOPs."""
@@ -105,7 +123,7 @@ class ModelSpec(_Section):
     """Compute dtype; also sets gradient bytes (bf16/fp16: 2, fp32: 4)."""
     kv_heads: Optional[Annotated[Int, Field(gt=0, le=MAX_HEADS)]] = None
     """Key/value heads (grouped-query attention, GQA; default: heads). Must divide heads; sizes the K/V that context parallelism exchanges and the proxy's K/V projection."""
-    flops_per_sample: Optional[Annotated[float, Field(gt=0, le=MAX_FLOPS_PER_SAMPLE)]] = None
+    flops_per_sample: Optional[Annotated[float, Field(ge=1, le=MAX_FLOPS_PER_SAMPLE)]] = None
     """Training FLOPs per sample (forward + backward). Required without a transformer shape (a CNN, a recommender)."""
 
     @property
@@ -186,37 +204,37 @@ class ParallelismSpec(_Section):
 
 
 class ClusterSpec(_Section):
-    gpu: Annotated[str, Field(min_length=1)]
+    gpu: Annotated[Text, Field(min_length=1, max_length=200)]
     """GPU model, free text; a catalog entry (`advisor gpus`) supplies peak FLOP/s for MFU and defaults."""
     gpus_per_node: Annotated[Int, Field(gt=0, le=MAX_GPUS_PER_NODE)] = 8
     """GPUs in one node (one NVLink/NVSwitch domain)."""
     max_gpus: Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)]
     """Largest GPU count to consider."""
-    intra_node_bandwidth: Optional[Annotated[Bandwidth, Field(gt=0, le=MAX_BANDWIDTH)]] = None
+    intra_node_bandwidth: Optional[Annotated[Bandwidth, Field(ge=MIN_BANDWIDTH, le=MAX_BANDWIDTH)]] = None
     """Per-GPU one-direction bandwidth inside a node, e.g. "450 GB/s" (default: the catalog's)."""
     intra_node_latency: Annotated[Duration, Field(ge=0, le=MAX_LATENCY)] = 3e-6
     """Per-hop latency inside a node (default 3 us: order of NCCL's NVLink base latency, src/graph/tuning.cc)."""
-    inter_node_bandwidth: Annotated[Bandwidth, Field(gt=0, le=MAX_BANDWIDTH)]
+    inter_node_bandwidth: Annotated[Bandwidth, Field(ge=MIN_BANDWIDTH, le=MAX_BANDWIDTH)]
     """Per-node bandwidth between nodes, all NICs together, e.g. "3200 Gbit/s" (8 x 400 Gbit/s)."""
     inter_node_latency: Annotated[Duration, Field(ge=0, le=MAX_LATENCY)] = 10e-6
     """Per-hop latency between nodes (default 10 us: order of NCCL's network base latency)."""
-    peak_flops: Optional[Annotated[float, Field(gt=0, le=MAX_PEAK_FLOPS)]] = None
+    peak_flops: Optional[Annotated[float, Field(ge=MIN_PEAK_FLOPS, le=MAX_PEAK_FLOPS)]] = None
     """Peak dense FLOP/s per GPU at the spec's precision, for MFU (default: the catalog's)."""
     gpu_memory: Optional[Annotated[Size, Field(gt=0)]] = None
     """Memory per GPU, e.g. "96 GB" (default: the catalog's); plans whose footprint exceeds it are left out."""
 
 
 class JobSpec(_Section):
-    samples: Optional[Annotated[Count, Field(gt=0, le=MAX_JOB_SAMPLES)]] = None
+    samples: Optional[Annotated[Count, Field(ge=1, le=MAX_JOB_SAMPLES)]] = None
     """Total training samples, e.g. "250M"."""
-    steps: Optional[Annotated[Count, Field(gt=0, le=MAX_JOB_STEPS)]] = None
+    steps: Optional[Annotated[Count, Field(ge=1, le=MAX_JOB_STEPS)]] = None
     """Total optimizer steps (instead of samples)."""
     tokens: Optional[Annotated[Count, Field(gt=0)]] = None
     """Total training tokens, e.g. "2T" (instead of samples; needs model.seq_len): samples = tokens / seq_len."""
 
 
 class Tier(_Section):
-    name: Annotated[str, Field(min_length=1)]
+    name: Annotated[Text, Field(min_length=1, max_length=200)]
     """Billing tier name, unique within the spec (on-demand, spot, reserved-1mo, ...)."""
     usd_per_gpu_hour: Annotated[float, Field(ge=0, le=MAX_USD_PER_GPU_HOUR)]
     """Price per GPU-hour in USD."""
@@ -248,7 +266,7 @@ class CalibrationSpec(_Section):
 class Workload(_Section):
     name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=64)]
     """Workload name: lower-case letters, digits, '-' and '_'; used in file names."""
-    description: str = ""
+    description: Annotated[Text, Field(max_length=2000)] = ""
     """One line saying what is trained."""
     model: ModelSpec
     batch: BatchSpec
@@ -391,7 +409,7 @@ def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:
             if heads is not None and heads % tp:
                 out.append((at + "tensor_parallel_degree", f"must divide {key} ({heads})", tp))
         if pp * p.virtual_stages > m.layers:
-            out.append((at + "pipeline_parallel_degree", f"x {p.virtual_stages} model chunk(s) per GPU exceeds model.layers "
+            out.append((at + "pipeline_parallel_degree", f"x {plural(p.virtual_stages, 'model chunk')} per GPU exceeds model.layers "
                         f"({m.layers}): every stage needs a layer", pp))
         # torchtitan's load-balanced ring attention cuts each sequence into 2 x cp chunks.
         if cp > 1 and m.seq_len % (2 * cp):

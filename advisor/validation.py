@@ -55,6 +55,12 @@ def _problem_for(error: dict, file: str, root: type[BaseModel]) -> Problem:
         if isinstance(limit, float):  # 0, not 0.0; 1e+14, not 100000000000000
             limit = int(limit) if limit.is_integer() and abs(limit) < 1e6 else f"{limit:g}"
         message = f"must be {bounds[kind]} {limit}"
+    if kind in ("too_long", "too_short", "string_too_long", "string_too_short"):
+        from advisor.text import plural
+
+        bound = ctx.get("max_length", ctx.get("min_length"))
+        unit = "character" if isinstance(value, str) else "item"
+        message = f"must have at {'most' if 'long' in kind else 'least'} {plural(bound, unit)}"
     if kind == "value_error":
         message = message.removeprefix("Value error, ")
     if kind == "string_pattern_mismatch" and loc == ("name",):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -58,14 +57,22 @@ class Series:
     group: str  # "pollux", "published" or "measured"
     workload: object
     fit: object  # Measurements
-    test: Optional[object]  # Measurements or None (nothing past 16 GPUs)
+    test: object | None  # Measurements or None (nothing past 16 GPUs)
+
+
+#: Series of one testbed (name prefix, suffix) -> the testbed: one cluster and one benchmark sweep
+#: (benchmarks/data/CORPUS_ADDITIONS.md, "Grouping note").
+TESTBEDS = (("pollux-", "", "pollux-aws-t4"), ("mpt-", "-a100-roce", "llm-foundry-a100-roce"),
+            ("mpt-", "-h100", "llm-foundry-h100"), ("transformerxl-large-pyt-dgx2h", "", "dle-transformerxl-dgx2h"),
+            ("gpt3-5b-nemo-dgxa100", "", "nemo-superpod-a100"), ("bert-4b-nemo-dgxa100", "", "nemo-superpod-a100"))
 
 
 def cluster_of(name: str) -> str:
     """Series measured on one testbed share a cluster (learning counts each cluster once)."""
-    if name.startswith("pollux-"):
-        return "pollux-aws-t4"
-    return name.split("-seq")[0]  # one README's sequence-length variants ran on one system
+    for prefix, suffix, testbed in TESTBEDS:
+        if name.startswith(prefix) and name.endswith(suffix):
+            return testbed
+    return name.split("-seq")[0]  # one README's sequence-length (and precision) variants ran on one system
 
 
 def pollux_workload(model: str):
@@ -97,8 +104,8 @@ def pollux_measurements(folder: Path, test: bool = False):
     if test:
         for r in _read(folder / "scalability.csv"):
             g = int(r["num_replicas"])
-            runs.append(MeasuredRun(g, int(r["num_nodes"]), float(r["local_bsz"]) * g, np.array([float(r["step_time"])]),
-                                    np.array([float(r["sync_time"])])))
+            runs.append(MeasuredRun(g, int(r["num_nodes"]), float(r["local_bsz"]) * g,
+                                    np.array([float(r["step_time"])]), np.array([float(r["sync_time"])])))
         return Measurements(runs, [], str(folder / "scalability.csv"))
     for r in _read(folder / "placements.csv"):
         g = sum(int(c) for c in r["placement"])

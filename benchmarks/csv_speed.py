@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -68,6 +69,27 @@ def main() -> None:
             mib = statistics.median(r["extra_mib"] for r in runs)
             print(f"{function:24s} median {seconds:6.2f} s  ({args.rows / seconds:,.0f} rows/s)  "
                   f"peak RSS +{mib:,.0f} MiB ({mib / size:.1f}x the file)")
+        predict_end_to_end(csv_path, spec, args.repeats)
+
+
+def predict_end_to_end(csv_path: Path, spec: Path, repeats: int) -> None:
+    """`advisor predict SPEC --measurements CSV --gpus 8` as a user runs it: wall time and the
+    child's peak resident memory (issue 15 measured 258 s and 1.4 GB for 1M rows)."""
+    import time
+
+    walls, peaks = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        pid = subprocess.Popen([sys.executable, "-m", "advisor", "predict", str(spec), "--measurements", str(csv_path),
+                                "--gpus", "8"], cwd=ROOT, env={"PYTHONPATH": str(ROOT)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid
+        _, status, usage = os.wait4(pid, 0)
+        if status:
+            raise SystemExit(f"predict failed with status {status}")
+        walls.append(time.perf_counter() - start)
+        peaks.append(usage.ru_maxrss / 1024)
+    print(f"{'predict (whole command)':24s} median {statistics.median(walls):6.2f} s  peak RSS "
+          f"{statistics.median(peaks):,.0f} MiB")
 
 
 if __name__ == "__main__":

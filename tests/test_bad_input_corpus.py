@@ -38,7 +38,7 @@ CAL_CASES = {
     "another workload": (TORCHTITAN.replace('workload = "llm7b"', 'workload = "tiny-cpu"', 1),
                          "cal.toml: workload: calibration is for another workload, not 'llm7b' (got 'tiny-cpu')"),
     "negative step": (TORCHTITAN.replace("step_seconds = [", "step_seconds = [ -1.0, ", 1),
-                      "cal.toml: runs[0].step_seconds[0]: must be > 0 (got -1.0)"),
+                      "cal.toml: runs[0].step_seconds[0]: must be >= 1e-09 (got -1.0)"),
     "unknown key": (TORCHTITAN.replace("[provenance]", "[provenance]\nsourse = 1", 1),
                     "cal.toml: provenance.sourse: unknown key; did you mean 'source'? (got 1)"),
 }

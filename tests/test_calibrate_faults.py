@@ -41,7 +41,8 @@ def _saved_counts(path: Path) -> list[int]:
 def test_killed_worker_is_named_and_no_rank_survives(tmp_path):
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
-    cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", out)
+    env, scratch = _tmp_env(tmp_path)
+    cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", out, env=env)
     victim = _rank_pid(cli, 1)
     time.sleep(3)  # past start-up: rank 1 is in the training loop
     os.kill(victim, signal.SIGKILL)
@@ -50,6 +51,9 @@ def test_killed_worker_is_named_and_no_rank_survives(tmp_path):
     assert "N=2: rank 1 failed: killed by SIGKILL" in err and "Traceback" not in err
     assert_no_workers_left(cli.pid)
     assert not out.exists()  # no count finished: nothing written, nothing half-written
+    logs = Path(re.search(r"\(logs: (\S+)\)", err).group(1))
+    assert logs.parent == tmp_path / "cal.toml.logs" and (logs / "rank1.log").exists()
+    assert _leftovers(scratch) == []
 
 
 def test_hung_rank_is_killed_by_timeout_with_its_whole_group(tmp_path):
@@ -59,9 +63,11 @@ def test_hung_rank_is_killed_by_timeout_with_its_whole_group(tmp_path):
     # machine (if the ranks are still starting, they hang in the rendezvous instead).
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
-    r = run_cli("calibrate", spec, "--gpus", "1", "--steps", "2", *CPU, "--out", out, timeout=300)
+    env, scratch = _tmp_env(tmp_path)
+    r = run_cli("calibrate", spec, "--gpus", "1", "--steps", "2", *CPU, "--out", out, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
-    cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--timeout", "12", "--out", out, "--resume")
+    cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--timeout", "12", "--out", out, "--resume",
+                    env=env)
     hung = _rank_pid(cli, 1)
     os.kill(hung, signal.SIGSTOP)  # a real hang: rank 1 stops, rank 0 waits for it
     peers = list(workers_of(cli.pid))
@@ -73,17 +79,20 @@ def test_hung_rank_is_killed_by_timeout_with_its_whole_group(tmp_path):
     for pid in peers:  # the stopped rank too: SIGKILL ends stopped processes
         assert not Path(f"/proc/{pid}").exists() or b"Z" in Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1][:3]
     assert _saved_counts(out) == [1]
+    assert _leftovers(scratch) == []
 
 
 def test_sigint_keeps_finished_counts_then_resume_completes(tmp_path):
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
-    cli = start_cli("calibrate", spec, "--gpus", "1,2,4", "--steps", "2", *CPU, "--out", out)
+    env, scratch = _tmp_env(tmp_path)
+    cli = start_cli("calibrate", spec, "--gpus", "1,2,4", "--steps", "2", *CPU, "--out", out, env=env)
     wait_for(lambda: _saved_counts(out) == [1], 90, "N=1 saved", cli)
     _rank_pid(cli, 0)  # N=2 is running
     cli.send_signal(signal.SIGINT)
     _, err = cli.communicate(timeout=60)
     assert cli.returncode == 130, err
+    assert _leftovers(scratch) == []
     assert "interrupted" in err and f"finished counts kept in {out}: N=1" in err and "Traceback" not in err
     assert_no_workers_left(cli.pid)
     first = load_calibration(out)
@@ -370,7 +379,7 @@ def test_sigkilled_cli_leftovers_are_removed_by_the_next_run(tmp_path):
     assert len(left) == 1 and (out.parent / "cal.toml.lock").exists()  # a stale lock too
     r = run_cli("calibrate", spec, "--gpus", "1", "--steps", "1", *CPU, "--out", out, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert f"removed 1 result folder(s) left by calibrations that were killed: {left[0]}" in r.stderr
+    assert f"removed 1 result folder left by calibrations that were killed: {left[0]}" in r.stderr
     assert _leftovers(scratch) == [] and _saved_counts(out) == [1]
 
 
@@ -380,9 +389,10 @@ def test_failed_count_keeps_only_its_named_logs(tmp_path):
     env["GLOO_SOCKET_IFNAME"] = "advisor-no-such-if0"
     r = run_cli("calibrate", spec, "--gpus", "2", *CPU, "--out", tmp_path / "cal.toml", env=env)
     assert r.returncode == 1, r.stderr
-    named = re.search(r"\(logs: (\S+)\)", r.stderr).group(1)
-    assert _leftovers(scratch) == [Path(named)] and (Path(named) / ".kept").exists()
-    assert (Path(named) / "rank0.log").exists()
+    named = Path(re.search(r"\(logs: (\S+)\)", r.stderr).group(1))
+    assert named.parent == tmp_path / "cal.toml.logs" and named.name.startswith("N2-")
+    assert "advisor-no-such-if0" in (named / "rank0.log").read_text() + (named / "rank1.log").read_text()
+    assert _leftovers(scratch) == []  # no temporary folder stays behind
 
 
 def test_changed_spec_under_resume_is_refused_naming_the_field(tmp_path):

@@ -45,7 +45,7 @@ def _check(tmp_path, text: str) -> None:
         assert stdout == "" and not out.exists()
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(path=st.sampled_from(ALL_PATHS), action=st.sampled_from(["replace", "delete", "add"]), value=json_values)
 def test_any_mutated_result_exits_0_or_2(tmp_path, path, action, value):
     small_workload(tmp_path)

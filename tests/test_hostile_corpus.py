@@ -84,6 +84,15 @@ SPEC_VALUES = {
     "flops 1e300": ("model.flops_per_sample", 1e300, "must be <= 1e+24"),
     "noise scale 1e300": ("batch.gradient_noise_scale", 1e300, "must be <= 1e+14"),
     "deep value": ("model.params", _deep(), "nested more than 32 levels deep"),
+    # positive but so small the model would overflow to infinity
+    "peak_flops 1e-300": ("cluster.peak_flops", 1e-300, "cluster.peak_flops: must be >= 1e+06"),
+    "intra bandwidth 1e-300": ("cluster.intra_node_bandwidth", 1e-300, "must be >= 1000"),
+    "inter bandwidth 1e-300": ("cluster.inter_node_bandwidth", "1e-300 Gbit/s", "must be >= 1000"),
+    "params 1e-300": ("model.params", 1e-300, "model.params: must be >= 1"),
+    "steps 1e-300": ("job.steps", 1e-300, "job.steps: must be >= 1"),
+    "tier name with an ANSI escape": ("tiers.0.name", "spot\x1b[2J", "tiers[0].name: must not contain control characters"),
+    "gpu with a carriage return": ("cluster.gpu", "H100\rA100", "cluster.gpu: must not contain control characters"),
+    "description of 1 MB": ("description", "x" * 2**20, "description: must have at most 2,000 characters"),
     "model not a table": ("model", 5, "model"),
     "tiers not a list": ("tiers", "x", "tiers"),
 }
@@ -151,6 +160,8 @@ def _cal_case(name):
         "gpus true": ("runs.0.gpus", True, "runs[0].gpus: Input should be a valid integer"),
         "nodes 1e20": ("runs.0.nodes", 10**20, "runs[0].nodes: must be <= 1048576"),
         "step 1e300": ("runs.0.step_seconds", [1e300], "runs[0].step_seconds[0]: must be <= 1e+06"),
+        "step 1e-300": ("runs.0.step_seconds", [1e-300], "runs[0].step_seconds[0]: must be >= 1e-09"),
+        "probe seconds 1e-300": ("collectives.0.seconds", 1e-300, "collectives[0].seconds: must be >= 1e-09"),
         "comm length": ("runs.0.comm_seconds", [0.1] * 9, "runs[0].comm_seconds: one value per step"),
         "probe op": ("collectives.0.op", "all_to_all", "collectives[0].op"),
         "probe busbw negative": ("collectives.0.busbw", -1.0, "collectives[0].busbw: must be >= 0"),
@@ -169,7 +180,8 @@ def _cal_case(name):
 
 
 CAL_NAMES = ["more nodes than gpus", "one count twice", "probe more nodes than gpus", "gpus 1e20", "gpus true",
-             "nodes 1e20", "step 1e300", "comm length", "probe op", "probe busbw negative", "probe busbw 1e300",
+             "nodes 1e20", "step 1e300", "step 1e-300", "probe seconds 1e-300", "comm length", "probe op",
+             "probe busbw negative", "probe busbw 1e300",
              "probe gpus 1e12", "probe bytes float", "environment not a table", "setup not scalars",
              "runs not a list", "created true", "schema true", "deep environment"]
 
@@ -200,6 +212,7 @@ CSV_CASES = {
     "not UTF-8": (b"gpus,step_seconds\n1,\xff\n", "not UTF-8 text"),
     "quoted ragged": ('gpus,step_seconds\n"1,2",1\n2\n', "line 2.gpus: must be a number"),
     "throughput zero": ("gpus,throughput\n1,0\n2,1\n", "line 2.throughput: must be a positive number"),
+    "step 1e-300": ("gpus,step_seconds\n1,1e-300\n2,1\n", "line 2.step_seconds: must be >= 1e-09 s (no step is shorter)"),
 }
 
 
@@ -249,7 +262,7 @@ RESULT_EDITS = {
     "nodes more than gpus": ("nodes", 3, "nodes: more nodes than GPUs (2)"),
     "steps string": ("step_seconds", "x", "step_seconds"),
     "steps empty": ("step_seconds", [], "step_seconds"),
-    "steps negative": ("step_seconds", [-1], "step_seconds[0]: must be > 0"),
+    "steps negative": ("step_seconds", [-1], "step_seconds[0]: must be >= 1e-09"),
     "steps null": ("step_seconds", [None], "step_seconds[0]"),
     "steps object": ("step_seconds", {"a": 1}, "step_seconds"),
     "unknown op": ("collectives.0.op", "all_to_all", "collectives[0].op"),
@@ -409,3 +422,25 @@ def test_calibrate_out_onto_a_special_file_is_refused_before_measuring(tmp_path,
 def test_bad_options_name_the_option(args, option):
     code, out, err = invoke(*args)
     assert code == 2 and out == "" and "Traceback" not in err and option in err, err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
+def test_imported_logs_go_through_the_one_reader(tmp_path, specials, kind):
+    path = specials[kind]
+    rental = WORKLOADS / "rental-ethernet.toml"
+    for args in (["import", "nccl-tests", rental, path], ["import", "torchtitan", rental, path, "--gpus", "8@1"]):
+        code, out, err = _cli(*args, "--out", tmp_path / "c.toml", cwd=tmp_path)
+        assert_clean(code, out, err, f"{path}: ", "not a regular file")
+
+
+def test_init_writes_with_the_umask_and_never_onto_a_special_file(tmp_path):
+    code = ("import os, sys; os.umask(0o002); from advisor.cli import main; "
+            "main(['init', '--out', sys.argv[1]])")
+    for target in ("/dev/null", str(tmp_path)):
+        r = subprocess.run([sys.executable, "-c", code, target], cwd=tmp_path, env=cli_env(), capture_output=True,
+                           text=True, timeout=60)
+        assert_clean(r.returncode, r.stdout, r.stderr, f"{target}: ")
+    r = subprocess.run([sys.executable, "-c", code, "job.toml"], cwd=tmp_path, env=cli_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert oct(os.stat(tmp_path / "job.toml").st_mode & 0o777) == oct(0o664)  # mkstemp alone would give 0600

@@ -62,7 +62,8 @@ def merge_environments(old: dict, new: dict, gpus: int) -> dict:
     per-count values (OpenMP threads per rank, ranks per node, rank 0's host load average at the
     end of the run) keyed by GPU count."""
     merged = dict(old) if old else {k: v for k, v in new.items() if k not in ("hosts", *PER_COUNT)}
-    merged["hosts"] = sorted(set(old.get("hosts", [])) | set(new.get("hosts", [])))
+    hosts = [h for env in (old, new) if isinstance(env.get("hosts"), list) for h in env["hosts"]]
+    merged["hosts"] = sorted({str(h) for h in hosts})
     for key in PER_COUNT:
         if key in new:
             table = dict(merged.get(key, {}) if isinstance(merged.get(key), dict) else {})

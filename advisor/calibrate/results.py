@@ -6,6 +6,7 @@ holds rank 0's `result.json` (see advisor.calibrate.worker) and one `rank<R>.jso
 
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,24 @@ class ProbeResult(_Result):
     rank_seconds: Optional[list[Annotated[float, Field(ge=0, allow_inf_nan=False)]]] = None
 
 
+class ResultEnvironment(_Result):
+    """The environment a rank reports: the keys advisor reads are typed, others must be plain
+    TOML-writable values (they are copied into the calibration file's [environment])."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    __pydantic_extra__: dict[str, Optional[EnvValue]]  # None (e.g. no CUDA version) is dropped
+
+    hosts: list[Annotated[str, Field(max_length=255)]] = []
+    backend: Optional[str] = None
+    device: Optional[str] = None
+    strategy: Optional[str] = None
+    declared_precision: Optional[str] = None
+    declared_params: Optional[Annotated[int, Strict()]] = None
+    gpus_per_node: Optional[Count] = None
+    omp_threads: Optional[Annotated[int, Strict(), Field(ge=0, le=2**20)]] = None
+    load_average: Optional[list[Annotated[float, Field(ge=0)]]] = None
+
+
 class RankResult(_Result):
     """rank 0's result.json (advisor.calibrate.worker), validated before anything is taken from it."""
 
@@ -67,7 +86,7 @@ class RankResult(_Result):
     peak_memory_bytes: Optional[Annotated[int, Strict(), Field(ge=0, le=2**60)]] = None
     tokens_per_second: Optional[Annotated[float, Field(gt=0, le=1e18)]] = None
     collectives: list[ProbeResult] = []
-    environment: dict[str, EnvValue] = {}
+    environment: ResultEnvironment = ResultEnvironment()
     layout: Optional[Annotated[str, Field(max_length=200)]] = None
 
 
@@ -82,7 +101,9 @@ def parse_result(data: object, path: Path) -> dict:
         raise validation_error(exc, str(path), RankResult) from None
     if result.nodes > result.gpus:
         raise InputError.at(path, "nodes", f"more nodes than GPUs ({result.gpus})", result.nodes)
-    return result.model_dump()
+    if result.gpus == 1 and result.collectives:
+        raise InputError.at(path, "collectives", "a 1-GPU run has no collectives to probe")
+    return result.model_dump(exclude_none=True)
 
 
 def run_from_result(w: Workload, result: dict) -> tuple[Run, list[Collective]]:
@@ -125,7 +146,11 @@ def read_result_file(path: Path) -> dict:
 def read_result_dir(folder: Path) -> dict:
     """rank 0's result.json of one run, checked to have every rank's rank<R>.json beside it."""
     result = read_result_file(folder / "result.json")
-    missing = [r for r in range(result["gpus"]) if not (folder / f"rank{r}.json").is_file()]
+    try:
+        names = set(os.listdir(folder))
+    except OSError as exc:
+        raise InputError.at(folder, "", f"cannot read: {exc.strerror}") from None
+    missing = [r for r in range(result["gpus"]) if f"rank{r}.json" not in names]
     if missing:
         shown = missing if len(missing) <= 8 else [*missing[:8], "..."]
         raise InputError.at(folder, "", f"incomplete run: no rank<R>.json from {plural(len(missing), 'rank')} {shown}")
@@ -135,7 +160,8 @@ def read_result_dir(folder: Path) -> dict:
 def find_result_dirs(root: Path) -> list[Path]:
     """Every folder under `root` (itself included) holding a result.json, sorted."""
     if not root.is_dir():
-        raise InputError.at(root, "", "no such directory (--collect wants the --results folder of the emitted runs)")
+        what = "not a directory" if root.exists() else "no such directory"
+        raise InputError.at(root, "", f"{what} (--collect wants the --results folder of the emitted runs)")
     return sorted(p.parent for p in root.rglob("result.json"))
 
 

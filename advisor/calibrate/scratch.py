@@ -1,9 +1,10 @@
 """Temporary result folders of local calibration runs (`advisor-calibrate-NAME-N-*` in the temp dir).
 
 Each count's ranks write into a fresh folder. Its owner (the CLI process) removes it once the count
-is saved or interrupted. A folder is kept only when a message names it: a failed count's rank logs,
-or a finished measurement the disk refused to store (`--collect` adds it later); such a folder is
-marked `.kept`. A folder whose owner died without cleaning up (SIGKILL, power loss) is found by the
+is saved, interrupted or failed (a failed count's rank logs move beside the calibration file, to
+`OUT.logs/`, named in the message). A temp folder is kept only when a message names it: a finished
+measurement the disk refused to store (`--collect` adds it later), or a failed count's logs when
+`OUT.logs/` cannot be written; such a folder is marked `.kept`. A folder whose owner died without cleaning up (SIGKILL, power loss) is found by the
 next calibration through its `.owner` file (pid and process start time, so a reused pid does not
 count as alive) and removed; leftovers of older advisor versions without a marker are named, not
 guessed at.
@@ -15,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from advisor.errors import InputError
@@ -50,8 +52,16 @@ def _alive(owner: dict) -> bool:
 
 def new_folder(name: str, gpus: int) -> Path:
     """A fresh folder for one count's results, marked with this process as its owner."""
-    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{name}-{gpus}-"))
-    (folder / OWNER).write_text(json.dumps({"pid": os.getpid(), "started": _start_time(os.getpid())}))
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{name}-{gpus}-"))
+    except OSError as exc:
+        raise InputError.at(tempfile.gettempdir(), "", f"cannot create a result folder for N={gpus}: "
+                            f"{exc.strerror} (set TMPDIR to a writable folder)") from None
+    try:
+        (folder / OWNER).write_text(json.dumps({"pid": os.getpid(), "started": _start_time(os.getpid())}))
+    except OSError as exc:
+        remove(folder)
+        raise InputError.at(folder, "", f"cannot write: {exc.strerror} (set TMPDIR to a writable folder)") from None
     return folder
 
 
@@ -62,6 +72,24 @@ def keep(folder: Path) -> Path:
     except OSError:
         pass
     return folder
+
+
+def move_logs(folder: Path, out: Path, gpus: int) -> Path:
+    """A failed count's rank logs and error lines, moved beside the calibration file
+    (`OUT.logs/N<gpus>-<UTC time>/`) so no temporary folder stays behind; if that folder cannot be
+    written, the temp folder itself is kept (marked) instead. Returns where the logs are."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest = out.with_name(out.name + ".logs") / f"N{gpus}-{stamp}"
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        for item in folder.iterdir():
+            if item.suffix in (".log", ".error") and item.is_file() and not item.is_symlink():
+                shutil.copyfile(item, dest / item.name)
+    except OSError:
+        shutil.rmtree(dest, ignore_errors=True)
+        return keep(folder)
+    remove(folder)
+    return dest
 
 
 def remove(folder: Path) -> None:

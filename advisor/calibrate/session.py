@@ -41,6 +41,10 @@ from advisor.placement import parse_placements
 from advisor.spec import Workload, load_workload
 from advisor.text import plural
 
+#: Most ranks one local calibration starts: each is a process with its own torch import (~300 MB);
+#: 256 already needs ~75 GB of memory, more than any one host this is meant for.
+MAX_LOCAL_RANKS = 256
+
 #: Note added to provenance of CPU calibrations.
 CPU_NOTE = "CPU processes with gloo stand in for GPUs, one OpenMP thread each; the proxy ran in fp32 on CPU"
 
@@ -90,7 +94,7 @@ def local_counts(w: Workload, gpus: Optional[str], device: str, available: Optio
             counts = [n for n in counts if n <= available] or [available]
         return counts
     # A bare N here means N ranks on this machine (one node), whatever the cluster's node size:
-    # on CPU any N is allowed; on CUDA the visible GPUs cap it below.
+    # on CPU up to MAX_LOCAL_RANKS; on CUDA the visible GPUs cap it below.
     placements = parse_placements(gpus, gpus_per_node=sys.maxsize)
     if len({n for n, _ in placements}) != len(placements):
         raise InputError.at("--gpus", "", "counts must be unique", gpus)
@@ -99,6 +103,9 @@ def local_counts(w: Workload, gpus: Optional[str], device: str, available: Optio
             raise InputError.at("--gpus", "", f"{n}@{nodes} spans nodes: use --emit torchrun|slurm and --collect", gpus)
         if available is not None and n > available:
             raise InputError.at("--gpus", "", f"{n} GPUs asked, this machine has {available}", gpus)
+        if n > MAX_LOCAL_RANKS:
+            raise InputError.at("--gpus", "", f"{n} ranks on one host: at most {MAX_LOCAL_RANKS} (more ranks run "
+                                "as multi-node counts: --emit torchrun)", gpus)
     from advisor.layouts import build
 
     valid = build(w, [n for n, _ in placements]).valid
@@ -140,9 +147,16 @@ class CalibrationInterrupted(KeyboardInterrupt):
 
 
 def command_hint(*words: object) -> str:
-    """A command line to print for the user, every word shell-quoted (shlex.quote; to be replaced
-    by advisor.calibrate.emit's quoting function once that module provides one)."""
-    return shlex.join(["advisor", *map(str, words)])
+    """A command line to print for the user, every word quoted by emit's one quoting function; a
+    word with a control character (which emit refuses) is still quoted safely by shlex.quote, so a
+    hint never aborts the run that prints it."""
+    from advisor.calibrate.emit import join_words
+
+    line = ["advisor", *map(str, words)]
+    try:
+        return join_words(line)
+    except InputError:
+        return shlex.join(line)
 
 
 def _prepare_out(out: Path) -> None:
@@ -225,8 +239,8 @@ def _measure_count(w: Workload, workload_path: Path, n: int, run: dict, cal: Cal
         result = launch_local(workload_path.resolve(), n, run["device"], run["steps"], run["warmup"], folder,
                               run["timeout"], on_progress=lambda text: event("progress", text))
     except CalibrationFailed as exc:
-        scratch.keep(folder)  # its rank logs are named in the message
-        raise CalibrationFailed(str(exc), out=out, saved=saved) from None
+        logs = scratch.move_logs(folder, out, n)  # named in the message instead of the temp folder
+        raise CalibrationFailed(str(exc).replace(str(folder), str(logs)), out=out, saved=saved) from None
     except KeyboardInterrupt:
         finished = _finished_result(folder)
         if finished is None:

@@ -110,8 +110,6 @@ def calibrate_command(
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
-        from advisor.errors import InputError
-
         raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install -e '.[calibrate]' (from the advisor checkout) "
                             "(CPU-only machines: pip install torch==2.13.0); --emit needs no torch here")
     cal, path = _run_local(err, workload, gpus, device.value, steps, warmup, out, resume, timeout, notes, command)
@@ -122,7 +120,6 @@ def _run_local(err, workload, gpus, device, steps, warmup, out, resume, timeout,
     """calibrate() with progress on stderr; a failed count exits 1, Ctrl-C or SIGTERM 130."""
     from advisor.calibrate import CalibrationFailed, CalibrationInterrupted, calibrate
 
-    saved: list[str] = []
     quiet = current().quiet  # -q: no spinner, no progress lines; failures still print
     status = err.status("starting") if err.is_terminal and not quiet else None
 
@@ -131,8 +128,6 @@ def _run_local(err, workload, gpus, device, steps, warmup, out, resume, timeout,
             if status is not None:
                 status.update(text)
             return
-        if kind == "saved":
-            saved.append(text.split(":", 1)[0])
         if not quiet:
             _say(err, text)
 

@@ -98,7 +98,7 @@ def spec_text(path: Path, name: str, gpu: str, params: str, nodes_link: str, gpu
         ("micro_samples = 1", "per-GPU micro-batch; gradient accumulation follows"),
         "",
         "[parallelism]",
-        (f"strategy = {_toml(strategy)}", "ddp | fsdp"),
+        (f"strategy = {_toml(strategy)}", "ddp | fsdp | hsdp | auto (advisor schema: the degrees)"),
         "",
         "[cluster]",
         (f"gpu = {_toml(gpu)}", "`advisor gpus` lists the catalog"),
@@ -160,29 +160,11 @@ def _validated(text: str, path: Path):
 
 
 def write_new(path: Path, text: str) -> None:
-    """Write `text` to `path` only if `path` does not exist, never half-written: a temporary file in
-    the same folder, fsynced, then hard-linked to `path` (link(2) fails if `path` exists, even when
-    another process created it a moment ago) and removed."""
-    import os
-    import tempfile
+    """Write `text` to `path` only if `path` does not exist, never half-written, with the umask's
+    mode (advisor.fileio.write_new_bytes: temp file, fsync, link(2))."""
+    from advisor.fileio import write_new_bytes
 
-    folder = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.link(tmp, path)
-    except FileExistsError:
-        raise InputError.at(path, "", "exists; advisor init never overwrites a file: choose another --out") from None
-    except OSError as exc:
-        raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
-    finally:
-        os.unlink(tmp)
+    write_new_bytes(path, text.encode("utf-8"), "exists; advisor init never overwrites a file: choose another --out")
 
 
 @app.command()
@@ -194,7 +176,7 @@ def init(
     nodes_link: Annotated[str, Opt("--nodes-link", help=NODES_LINK_HELP)] = "8x400 Gbit/s",
     gpus_per_node: Annotated[int, Opt("--gpus-per-node", min=1, help="GPUs in one node.")] = 8,
     max_gpus: Annotated[int, Opt("--max-gpus", min=1, help="Largest GPU count to consider.")] = 1024,
-    strategy: Annotated[str, Opt("--strategy", help="ddp or fsdp.")] = "fsdp",
+    strategy: Annotated[str, Opt("--strategy", help="parallelism.strategy: ddp, fsdp, hsdp or auto.")] = "fsdp",
     seq_len: Annotated[int, Opt("--seq-len", min=1, help="Tokens per sample.")] = 4096,
     price: Annotated[float | None, Opt("--usd-per-gpu-hour", help="On-demand price (default: a placeholder).")] = None,
     intra: Annotated[str | None, Opt("--intra-node-bandwidth", help="Per GPU, in a node (default: catalog's).")] = None,

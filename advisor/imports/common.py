@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 
 from advisor.errors import InputError
 
@@ -14,13 +15,10 @@ if TYPE_CHECKING:
 
 def read_log(path: str | Path) -> str:
     """A log's text (undecodable bytes replaced: logs mix in terminal output); InputError if unreadable."""
-    file = str(path)
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise InputError.at(file, "", "no such file") from None
-    except OSError as exc:
-        raise InputError.at(file, "", f"cannot read: {exc.strerror}") from None
+    from advisor.fileio import read_input_bytes
+
+    # advisor's one reader: regular files only (a FIFO or /dev/zero is refused, not read), size capped
+    return read_input_bytes(path, "a log file").decode("utf-8", errors="replace")
 
 
 def not_this_format(file: str, text: str, message: str) -> InputError:
@@ -32,11 +30,11 @@ def not_this_format(file: str, text: str, message: str) -> InputError:
 def target_file(
     w: "Workload",
     workload_path: str | Path,
-    out: Optional[str | Path],
+    out: str | Path | None,
     tool: str,
     logs: list,
     what: str,
-    command: Optional[str],
+    command: str | None,
 ) -> tuple[Path, Callable[[], "Calibration"]]:
     """The calibration file to add to (default calibrations/NAME_TOOL.toml) and how to start a new one."""
     from advisor.calibration_data import Calibration, Provenance, calibrations_dir, now_utc

@@ -36,8 +36,9 @@ Not counted: the CUDA context and allocator fragmentation (a few GB); a calibrat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,7 +81,7 @@ class Footprint:
         return self.state + self.gathered + self.activations
 
 
-def gpu_memory_bytes(w: "Workload") -> Optional[float]:
+def gpu_memory_bytes(w: "Workload") -> float | None:
     """Memory per GPU: `[cluster] gpu_memory`, else the catalog's, else None (unknown: nothing is ruled out)."""
     from advisor.catalog import find_gpu
 
@@ -90,7 +91,8 @@ def gpu_memory_bytes(w: "Workload") -> Optional[float]:
     return None if gpu is None else gpu.memory_bytes
 
 
-def footprint(w: "Workload", gpus, *, dp_shard=None, tp=None, pp=None, cp=None, activation_checkpoint: Optional[str] = None,
+def footprint(w: "Workload", gpus, *, dp_shard=None, tp=None, pp=None, cp=None,
+              activation_checkpoint: str | None = None,
               micro_samples=None) -> Footprint:
     """State, gathered units and activations per GPU (see the module docstring).
 
@@ -166,10 +168,11 @@ def activation_bytes(w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activati
     return np.where(p > 1, np.maximum(first_stage, last_stage), first_stage + logits)
 
 
-def bytes_per_gpu(w: "Workload", gpus, *, dp_shard=None, tp=None, pp=None, cp=None, activation_checkpoint: Optional[str] = None,
+def bytes_per_gpu(w: "Workload", gpus, *, dp_shard=None, tp=None, pp=None, cp=None,
+                  activation_checkpoint: str | None = None,
                   micro_samples=None) -> "np.ndarray":
     """Training state + activation bytes per GPU at `gpus` GPUs in the given layout (see `footprint`)."""
-    degrees = dict(dp_shard=dp_shard, tp=tp, pp=pp, cp=cp)
+    degrees = {"dp_shard": dp_shard, "tp": tp, "pp": pp, "cp": cp}
     return footprint(w, gpus, **degrees, activation_checkpoint=activation_checkpoint, micro_samples=micro_samples).total
 
 
@@ -179,12 +182,12 @@ class MeasuredPeak:
 
     gpus: int
     peak_bytes: float
-    micro_samples: Optional[int]
+    micro_samples: int | None
     where: str  # for messages: the file and the device it ran on
-    layout: Optional[str] = None  # the run's parallel layout, as recorded (advisor.layouts label)
+    layout: str | None = None  # the run's parallel layout, as recorded (advisor.layouts label)
 
 
-def measured_peaks(cal: Optional["Calibration"]) -> list[MeasuredPeak]:
+def measured_peaks(cal: "Calibration" | None) -> list[MeasuredPeak]:
     """Peaks of the runs that trained the full model (published figures, or a calibration whose proxy
     had every layer); a proxy with fewer layers measured a smaller model, so its peak says nothing here."""
     if cal is None:

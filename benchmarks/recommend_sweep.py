@@ -84,7 +84,8 @@ def pollux_model():
         "job": {"samples": "115.3M"},
         "tiers": [
             {"name": "on-demand", "usd_per_gpu_hour": 0.98},
-            {"name": "spot", "usd_per_gpu_hour": 0.40, "preemptions_per_node_hour": 0.1, "restart": "5 min", "checkpoint": "30 s"},
+            {"name": "spot", "usd_per_gpu_hour": 0.40, "preemptions_per_node_hour": 0.1, "restart": "5 min",
+             "checkpoint": "30 s"},
             {"name": "reserved", "usd_per_gpu_hour": 0.62, "min_hours": 24},
         ],
     }, "<pollux imagenet>")
@@ -110,7 +111,8 @@ def main(repeats: int = 15) -> dict:
         return out
     w, model = fitted
     for per_node, key in ((1, "fitted_every_count_s"), (4, "fitted_whole_nodes_s")):
-        median, rec = time_recommend(with_cluster(w, per_node), model, max(3, repeats // 3), budget=100.0, deadline=10.0)
+        median, rec = time_recommend(with_cluster(w, per_node), model, max(3, repeats // 3), budget=100.0,
+                                     deadline=10.0)
         report(f"end to end with the fitted model (Pollux imagenet), {per_node} GPU(s) per node", median, rec,
                max(3, repeats // 3), per_node == 1)
         out[key] = median

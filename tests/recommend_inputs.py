@@ -14,7 +14,6 @@ import copy
 import math
 
 import numpy as np
-
 from scipy.optimize import minimize_scalar
 
 from advisor.spec import workload_from_dict
@@ -28,7 +27,8 @@ SPEC = {
     "job": {"steps": 3600},
     "tiers": [
         {"name": "on-demand", "usd_per_gpu_hour": 2.0},
-        {"name": "spot", "usd_per_gpu_hour": 1.0, "preemptions_per_node_hour": 0.5, "checkpoint": "72 s", "restart": "6 min"},
+        {"name": "spot", "usd_per_gpu_hour": 1.0, "preemptions_per_node_hour": 0.5, "checkpoint": "72 s",
+         "restart": "6 min"},
         {"name": "reserved", "usd_per_gpu_hour": 1.5, "min_hours": 2},
     ],
     "calibration": {"gpus": [1, 2, 4]},

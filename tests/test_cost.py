@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+
 from advisor.planning.billing import Preemption, gpu_counts, job_steps, sweep
 from recommend_inputs import Amdahl, exact_factor, workload
 
@@ -132,7 +133,7 @@ def simulate_wall_hours(rng, compute, tau, delta, restart, rate, jobs):
     """Wall hours of `jobs` runs of `compute` hours: segments of τ work + δ checkpoint, an exponential
     clock that strikes during work, checkpoints and restarts alike; a strike loses the segment."""
     out = np.empty(jobs)
-    segments = int(round(compute / tau))
+    segments = round(compute / tau)
     for j in range(jobs):
         wall = 0.0
         for _ in range(segments):

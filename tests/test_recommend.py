@@ -210,7 +210,7 @@ def test_statistical_efficiency_is_shown_when_used():
                     "batch.gradient_noise_scale": 100, "job.steps": None, "job.samples": 1_000_000})
     rec = recommend(w, Amdahl(), budget=1e6)
     assert rec.sweep.statistical_efficiency and rec.summary()["statistical_efficiency"]
-    t, c = rec.chosen
+    _, c = rec.chosen
     # the chosen count's steps from S = S_min (1 + 100 / (10 N)), S_min = 1e5 / 11
     n = int(rec.sweep.gpus[c])
     steps = math.ceil(1e5 / 11 * (1 + 100 / (10 * n)))

@@ -272,7 +272,8 @@ def test_a_prior_only_model_is_recommended_and_marked_in_process(project_without
     code, out, err = invoke("recommend", "--json")
     doc = json.loads(out)
     assert code == 0, err
-    assert [(w["workload"], w["model"]["calibrated"]) for w in doc["workloads"]] == [("llm7b", False), ("tiny-cpu", False)]
+    calibrated = [(w["workload"], w["model"]["calibrated"]) for w in doc["workloads"]]
+    assert calibrated == [("llm7b", False), ("tiny-cpu", False)]
     assert all(row["calibrated"] is False for row in doc["recommendations"] + doc["candidates"])
     assert "warning: llm7b: no calibration data" in err
     code, out, err = invoke("recommend", "workloads/tiny-cpu.toml")

@@ -14,7 +14,7 @@ Exit status: 0, a plan chosen for every workload; 3, for some workload no plan m
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -25,7 +25,7 @@ from advisor.errors import InputError
 from advisor.planning.limits import FREE_OBJECTIVES, Limits, Objective
 
 LayoutsOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--layouts",
         help="auto: try DDP, FSDP, HSDP (and tensor parallelism) at every count and keep the fastest that fits in "
@@ -34,15 +34,15 @@ LayoutsOpt = Annotated[
     ),
 ]
 BudgetOpt = Annotated[
-    Optional[float], typer.Option("--budget", help="USD: the fastest plan that costs at most this.", show_default=False)
+    float | None, typer.Option("--budget", help="USD: the fastest plan that costs at most this.", show_default=False)
 ]
 DeadlineOpt = Annotated[
-    Optional[float],
+    float | None,
     typer.Option("--deadline", help="Hours: the cheapest plan that finishes in time.", show_default=False),
 ]
-TierOpt = Annotated[Optional[str], typer.Option("--tier", help="Consider only this billing tier.", show_default=False)]
+TierOpt = Annotated[str | None, typer.Option("--tier", help="Consider only this billing tier.", show_default=False)]
 ConfidenceOpt = Annotated[
-    Optional[float],
+    float | None,
     typer.Option(
         "--confidence",
         help="Require this probability (0-1) of meeting --budget/--deadline (default: the median plan meets them).",
@@ -50,7 +50,7 @@ ConfidenceOpt = Annotated[
     ),
 ]
 ObjectiveOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--objective",
         help="Without limits: worth-the-cost (default: add GPUs while the time saved outweighs the "
@@ -82,7 +82,8 @@ def recommend(
 ) -> None:
     """Recommend a GPU count and billing tier: the count past which more GPUs stop being worth their cost, or
     the fastest plan within --budget, or the cheapest within --deadline, or the cheapest meeting both."""
-    from advisor.planning.recommend import recommend as recommend_plan, select_tiers
+    from advisor.planning.recommend import recommend as recommend_plan
+    from advisor.planning.recommend import select_tiers
 
     limits = Limits(budget, deadline, confidence)
     free = _objective(objective)
@@ -91,7 +92,8 @@ def recommend(
         raise InputError.at("--calibration" if calibration else "--measurements", "", "needs a WORKLOAD argument")
     recs, missing, measured = [], [], {}
     if layouts not in (None, "auto", "spec"):
-        raise InputError.at("--layouts", "", "choose auto (try every layout that fits) or spec (the spec's own)", layouts)
+        raise InputError.at("--layouts", "", "choose auto (try every layout that fits) or spec (the spec's own)",
+                            layouts)
     for path, w in _workloads(workload):
         if layouts == "auto":
             from advisor.layouts import auto_workload
@@ -117,7 +119,7 @@ def recommend(
         raise SystemExit(EXIT_NONE_QUALIFIES)
 
 
-def _objective(name: Optional[str]) -> Optional[Objective]:
+def _objective(name: str | None) -> Objective | None:
     if name is None:
         return None
     try:
@@ -139,7 +141,7 @@ def _plot(recs, plot, measured) -> None:
         current().note("no plot written: no workload has calibration data")
 
 
-def _workloads(workload: Optional[Path]):
+def _workloads(workload: Path | None):
     """(path, Workload) for the given spec, or for every spec in workloads/."""
     from advisor.spec import load_workload
 
@@ -245,6 +247,7 @@ def _table(rec):
     from rich.table import Table
 
     from advisor.planning.explain import fmt_hours, fmt_pct, fmt_usd
+    from advisor.text import number
 
     sw = rec.sweep
     p = rec.probabilities["both"]
@@ -281,7 +284,7 @@ def _table(rec):
             f"{sw.step_seconds[0, c]:.3g}",
             fmt_hours(sw.wall_hours[0, t, c]),
             fmt_usd(sw.cost_usd[0, t, c]),
-            f"{sw.speedup[t, c]:.3g}x",
+            f"{number(sw.speedup[t, c])}x",
             fmt_pct(sw.efficiency[t, c]),
             "-" if p is None else fmt_pct(p[t, c]),
             "•" if (t, c) in rec.frontier_set else "",

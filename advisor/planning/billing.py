@@ -42,8 +42,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
@@ -310,11 +311,11 @@ class Sweep:
     fits_batch: "np.ndarray"  # (counts,) whole samples per GPU, dividing a fixed global batch
     fits_memory: "np.ndarray"  # (counts,) the footprint fits in GPU memory
     memory_bytes: "np.ndarray"  # (counts,) footprint per GPU (measured peak applied where there is one)
-    gpu_memory: Optional[float]  # bytes per GPU (None: unknown, nothing ruled out)
+    gpu_memory: float | None  # bytes per GPU (None: unknown, nothing ruled out)
     baseline_gpus: int
     baseline_hours: float  # compute hours at the baseline count: the speedup reference
     statistical_efficiency: bool  # steps depend on N through the gradient noise scale
-    layouts: Optional[object] = None  # advisor.layouts.SweepLayouts: the parallel layout of each count, and why
+    layouts: object | None = None  # advisor.layouts.SweepLayouts: the parallel layout of each count, and why
 
     @property
     def factor(self) -> "np.ndarray":
@@ -374,9 +375,9 @@ def fits_memory(w: "Workload", gpus, peaks: Sequence["MeasuredPeak"] = ()) -> "n
 def sweep(
     w: "Workload",
     model: StepTimeModel,
-    tiers: Optional[Sequence["Tier"]] = None,
-    baseline_gpus: Optional[int] = None,
-    gpus: Optional["np.ndarray"] = None,
+    tiers: Sequence["Tier"] | None = None,
+    baseline_gpus: int | None = None,
+    gpus: "np.ndarray" | None = None,
     peaks: Sequence["MeasuredPeak"] = (),
 ) -> Sweep:
     """Price every candidate GPU count on every tier (default: all of the workload's tiers).

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from advisor.planning.limits import LIKELY, Objective
-from advisor.text import interval, plural
+from advisor.text import interval, number, plural
 
 if TYPE_CHECKING:
     from advisor.planning.recommend import Recommendation, SpotPayoff
@@ -102,7 +102,7 @@ def explain(rec: "Recommendation") -> tuple[str, list[str]]:
     t, c = rec.chosen
     headline = HEADLINES[rec.objective].format(limits=_limits_text(rec))
     message = (
-        f"{headline}: {describe(rec, t, c)}, {sw.speedup[t, c]:.3g}x the baseline "
+        f"{headline}: {describe(rec, t, c)}, {number(sw.speedup[t, c])}x the baseline "
         f"({plural(sw.baseline_gpus, 'GPU')}) at {fmt_pct(sw.efficiency[t, c])} efficiency"
         f"{_odds(rec, t, c)}."
     )

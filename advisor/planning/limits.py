@@ -17,20 +17,16 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 from advisor.errors import InputError
 
 
-class Objective(str, enum.Enum):
+class Objective(enum.StrEnum):
     WORTH_THE_COST = "worth-the-cost"
     SPEEDUP_PER_DOLLAR = "speedup-per-dollar"
     FASTEST_WITHIN_BUDGET = "fastest-within-budget"
     CHEAPEST_WITHIN_DEADLINE = "cheapest-within-deadline"
     CHEAPEST_WITHIN_BOTH = "cheapest-within-budget-and-deadline"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def needs_limits(self) -> bool:
@@ -53,9 +49,9 @@ class Limits:
     """Budget in USD, deadline in hours, and the probability (0-1) of meeting them a plan needs
     (None: a plan qualifies on its median prediction)."""
 
-    budget: Optional[float] = None
-    deadline: Optional[float] = None
-    confidence: Optional[float] = None
+    budget: float | None = None
+    deadline: float | None = None
+    confidence: float | None = None
 
     def __post_init__(self) -> None:
         for flag, value in (("--budget", self.budget), ("--deadline", self.deadline)):
@@ -72,7 +68,7 @@ class Limits:
     def any(self) -> bool:
         return self.budget is not None or self.deadline is not None
 
-    def objective(self, free: Optional[Objective] = None) -> Objective:
+    def objective(self, free: Objective | None = None) -> Objective:
         """The objective these limits imply; `free` (default worth-the-cost) when there are none."""
         if free is not None and free not in FREE_OBJECTIVES:
             raise InputError.at(

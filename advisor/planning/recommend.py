@@ -37,11 +37,12 @@ from __future__ import annotations
 
 import difflib
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING
 
 from advisor.errors import InputError
-from advisor.planning.billing import StepTimeModel, Sweep, sweep
+from advisor.planning.billing import StepTimeModel, Sweep
 from advisor.planning.explain import explain
 from advisor.planning.limits import LIKELY, Limits, Objective
 from advisor.text import plural
@@ -88,14 +89,14 @@ def probability_at_most(limit: "np.ndarray", median, low, high, extra_cv=0.0) ->
     return np.where(spread > 0, ndtr(np.nan_to_num(z, nan=0.0, posinf=np.inf, neginf=-np.inf)), sharp)
 
 
-def limit_probabilities(sw: Sweep, limits: Limits) -> dict[str, Optional["np.ndarray"]]:
+def limit_probabilities(sw: Sweep, limits: Limits) -> dict[str, "np.ndarray" | None]:
     """(tiers, counts) probabilities: within budget, within deadline, and both (None where unset)."""
     import numpy as np
 
     median, low, high = sw.step_seconds
     hours_per_step_second = sw.wall_hours[0] / median  # steps x preemption factor / 3600
     limit_t = np.full(sw.available.shape, np.inf)
-    out: dict[str, Optional[np.ndarray]] = {"budget": None, "deadline": None, "both": None}
+    out: dict[str, np.ndarray | None] = {"budget": None, "deadline": None, "both": None}
     odds = functools.partial(probability_at_most, median=median, low=low, high=high, extra_cv=sw.wall_cv)
     if limits.deadline is not None:
         t_deadline = limits.deadline / hours_per_step_second
@@ -126,9 +127,9 @@ class WorthStop:
 
     at: int
     steps: int  # steps taken from the cheapest plan
-    next: Optional[int]  # the next faster frontier plan (None: the fastest plan was reached)
-    time_saved: Optional[float]  # relative time that step would save
-    cost_added: Optional[float]  # relative cost it would add
+    next: int | None  # the next faster frontier plan (None: the fastest plan was reached)
+    time_saved: float | None  # relative time that step would save
+    cost_added: float | None  # relative cost it would add
 
 
 def worth_the_cost(hours: "np.ndarray", cost: "np.ndarray") -> WorthStop:
@@ -152,9 +153,9 @@ class SpotPayoff:
     """Where a preemptible tier stops being cheaper than the cheapest tier without preemptions."""
 
     tier: str
-    stops_at_gpus: Optional[int]  # None: still cheaper at the largest count considered
-    nodes: Optional[int]
-    compared_with: Optional[str]  # the tier it loses to at that count
+    stops_at_gpus: int | None  # None: still cheaper at the largest count considered
+    nodes: int | None
+    compared_with: str | None  # the tier it loses to at that count
     never_pays_off: bool = False
     cheaper_everywhere: bool = False
 
@@ -218,34 +219,34 @@ class Recommendation:
     objective: Objective
     limits: Limits
     sweep: Sweep
-    chosen: Optional[Plan]
+    chosen: Plan | None
     closest: list[Plan]
     frontier: list[Plan]  # fastest first
     spot: list[SpotPayoff]
     probabilities: dict
-    stop: Optional[WorthStop] = None  # worth-the-cost: where the walk stopped (indices into frontier[::-1])
-    safer: Optional[Plan] = None  # the plan the same objective picks at 90% odds, when the chosen one's are poor
-    knife_edge: Optional[KnifeEdge] = None
+    stop: WorthStop | None = None  # worth-the-cost: where the walk stopped (indices into frontier[::-1])
+    safer: Plan | None = None  # the plan the same objective picks at 90% odds, when the chosen one's are poor
+    knife_edge: KnifeEdge | None = None
     calibrated: bool = True  # False: the model is a prior, no measurements behind it
-    measured_batch: Optional[float] = None  # the largest global batch the calibration ran
+    measured_batch: float | None = None  # the largest global batch the calibration ran
     recompute: dict = field(default_factory=dict)  # activation_checkpoint mode -> smallest count that would fit
     peaks: list = field(default_factory=list)  # advisor.memory.MeasuredPeak used for the footprint
-    gradient_noise_scale: Optional[float] = None
+    gradient_noise_scale: float | None = None
     params: float = 0.0
     message: str = ""
     why: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     @property
-    def budget_usd(self) -> Optional[float]:
+    def budget_usd(self) -> float | None:
         return self.limits.budget
 
     @property
-    def deadline_hours(self) -> Optional[float]:
+    def deadline_hours(self) -> float | None:
         return self.limits.deadline
 
     @property
-    def confidence(self) -> Optional[float]:
+    def confidence(self) -> float | None:
         return self.limits.confidence
 
     def plan(self, t: int, c: int) -> dict:
@@ -259,7 +260,7 @@ class Recommendation:
         sw, p = self.sweep, self.probabilities
         if not pairs:
             return []
-        t, c = (np.array(x, dtype=np.int64) for x in zip(*pairs))
+        t, c = (np.array(x, dtype=np.int64) for x in zip(*pairs, strict=True))
         interval = sw.preemption.interval_hours[t, c]
         per_tier = {
             "hours": sw.wall_hours[0, t, c],
@@ -298,7 +299,7 @@ class Recommendation:
         columns["chosen"] = [pair == self.chosen for pair in pairs]
         columns["on_frontier"] = [pair in self.frontier_set for pair in pairs]
         head = {"workload": self.workload, "objective": self.objective.value, "calibrated": self.calibrated}
-        return [dict(head, **dict(zip(columns, row))) for row in zip(*columns.values())]
+        return [dict(head, **dict(zip(columns, row, strict=True))) for row in zip(*columns.values(), strict=True)]
 
     @functools.cached_property
     def frontier_set(self) -> set:
@@ -359,7 +360,7 @@ class Recommendation:
         }
 
 
-    def _stop_json(self) -> Optional[dict]:
+    def _stop_json(self) -> dict | None:
         """Where the worth-the-cost walk stopped: steps taken, and the declined next plan with its shares."""
         stop = self.stop
         if stop is None:
@@ -370,7 +371,7 @@ class Recommendation:
                 "cost_added": stop.cost_added}
 
 
-def select_tiers(w: "Workload", tier: Optional[str]):
+def select_tiers(w: "Workload", tier: str | None):
     """The workload's tiers, or the one named (InputError with a suggestion if unknown)."""
     if tier is None:
         return tuple(w.tiers)
@@ -393,7 +394,7 @@ def frontier_of(sw: Sweep) -> list[Plan]:
 
     flat = np.flatnonzero(sw.available)
     front = pareto_frontier(sw.wall_hours[0].ravel()[flat], sw.cost_usd[0].ravel()[flat])
-    return list(zip(*(i.tolist() for i in np.unravel_index(flat[front], sw.available.shape))))
+    return list(zip(*(i.tolist() for i in np.unravel_index(flat[front], sw.available.shape)), strict=True))
 
 
 def qualifying(sw: Sweep, limits: Limits, probabilities) -> "np.ndarray":
@@ -410,7 +411,7 @@ def qualifying(sw: Sweep, limits: Limits, probabilities) -> "np.ndarray":
 
 def choose(
     sw: Sweep, objective: Objective, limits: Limits, probabilities, frontier: Sequence[Plan] = ()
-) -> tuple[Optional[Plan], list[Plan], Optional[WorthStop]]:
+) -> tuple[Plan | None, list[Plan], WorthStop | None]:
     """The chosen (tier, count), or None and the three closest plans; and, for worth-the-cost, where it stopped."""
     import numpy as np
 
@@ -454,7 +455,7 @@ def closest_plans(sw: Sweep, limits: Limits, n: int = 3) -> list[Plan]:
     return [tuple(int(i) for i in np.unravel_index(k, hours.shape)) for k in order]
 
 
-def knife_edge(sw: Sweep, probabilities, anchor: Optional[Plan], frontier: Sequence[Plan]) -> Optional[KnifeEdge]:
+def knife_edge(sw: Sweep, probabilities, anchor: Plan | None, frontier: Sequence[Plan]) -> KnifeEdge | None:
     """The frontier plans a budget cannot tell apart from `anchor` (the chosen plan, or the closest when
     none qualifies): the budget lies inside each one's 90% cost interval, and one of them is faster."""
     import numpy as np
@@ -476,16 +477,16 @@ def knife_edge(sw: Sweep, probabilities, anchor: Optional[Plan], frontier: Seque
 def recommend(
     w: "Workload",
     model: StepTimeModel,
-    budget: Optional[float] = None,
-    deadline: Optional[float] = None,
-    tier: Optional[str] = None,
-    confidence: Optional[float] = None,
-    baseline_gpus: Optional[int] = None,
-    gpus: Optional["np.ndarray"] = None,
+    budget: float | None = None,
+    deadline: float | None = None,
+    tier: str | None = None,
+    confidence: float | None = None,
+    baseline_gpus: int | None = None,
+    gpus: "np.ndarray" | None = None,
     *,
-    objective: Optional[Objective] = None,
-    limits: Optional[Limits] = None,
-    peaks: Optional[Sequence["MeasuredPeak"]] = None,
+    objective: Objective | None = None,
+    limits: Limits | None = None,
+    peaks: Sequence["MeasuredPeak"] | None = None,
 ) -> Recommendation:
     """Price every plan for workload `w` with step times from `model`, pick one, and say why.
 
@@ -539,7 +540,6 @@ RECOMPUTE_ORDER = ("none", "selective", "full")
 def recompute_alternatives(w: "Workload", sw: Sweep) -> dict:
     """When memory rules counts out: for each stronger activation_checkpoint mode than the spec's, the
     smallest count that would fit (None: none would), from advisor.memory's estimate alone."""
-    import numpy as np
 
     from advisor.planning.billing import fits_memory
 
@@ -576,7 +576,7 @@ def _measured_batch(model, w: "Workload", sw: Sweep) -> float:
     return float(global_batch(w, np.array([sw.baseline_gpus]))[0])
 
 
-def model_warnings(model: StepTimeModel, rec: Recommendation, plan: Optional[Plan]) -> list[str]:
+def model_warnings(model: StepTimeModel, rec: Recommendation, plan: Plan | None) -> list[str]:
     """The model's own caveats (fit, extrapolation to the plan's count) and the plan's: below the
     measured counts, a batch grown past the measured one, a measured memory peak above the GPU's memory."""
     import numpy as np
@@ -603,7 +603,7 @@ def model_warnings(model: StepTimeModel, rec: Recommendation, plan: Optional[Pla
     return out
 
 
-def _batch_warning(rec: Recommendation, plan: Optional[Plan]) -> list[str]:
+def _batch_warning(rec: Recommendation, plan: Plan | None) -> list[str]:
     sw = rec.sweep
     if plan is None or rec.gradient_noise_scale is not None or not rec.measured_batch:
         return []

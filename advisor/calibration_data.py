@@ -78,6 +78,8 @@ class Run(_Strict):
     """Largest peak device memory over ranks."""
     tokens_per_second: Optional[Annotated[float, Field(gt=0, le=1e18)]] = None
     """Whole-job tokens per second, where reported."""
+    layout: Optional[str] = None
+    """Parallel layout of the run, e.g. "dp_shard=8, dp_replicate=4, tp=1, pp=1" (advisor.layouts)."""
     source: Optional[str] = None
     """Citation for this run's values (published files: required)."""
 
@@ -92,6 +94,10 @@ class Collective(_Strict):
     """Median seconds of one collective."""
     busbw: Annotated[float, Field(ge=0, le=MAX_BUSBW_GBPS)]
     """Bus bandwidth in GB/s (1e9 bytes/s), nccl-tests definition."""
+    group: Optional[str] = None
+    """Ranks probed: "world", or one layout mesh dimension (dp_shard, dp_replicate, tp); gpus is its size."""
+    rank_seconds: Optional[list[Annotated[float, Field(ge=0)]]] = None
+    """Each rank's own median seconds, in the group's rank order (the slowest sets `seconds`)."""
     source: Optional[str] = None
 
 

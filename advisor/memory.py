@@ -90,23 +90,31 @@ def gpu_memory_bytes(w: "Workload") -> Optional[float]:
     return None if gpu is None else gpu.memory_bytes
 
 
-def footprint(w: "Workload", gpus, *, dp_shard=None, tp=1, pp=1, cp=1, activation_checkpoint: Optional[str] = None,
+def footprint(w: "Workload", gpus, *, dp_shard=None, tp=None, pp=None, cp=None, activation_checkpoint: Optional[str] = None,
               micro_samples=None) -> Footprint:
     """State, gathered units and activations per GPU (see the module docstring).
 
-    `micro_samples` overrides the micro-batch per GPU (default: advisor.planning.batch.micro_batch at
-    the data-parallel size); `activation_checkpoint` overrides the spec's none/selective/full.
+    Degrees left out are the workload's own layout at each count (advisor.layouts: the spec's
+    tensor/pipeline/context degrees, the strategy's shard group). `micro_samples` overrides the
+    micro-batch per GPU (default: advisor.planning.batch.micro_batch at the data-parallel size);
+    `activation_checkpoint` overrides the spec's none/selective/full.
     """
     import numpy as np
 
     gpus = np.asarray(gpus, dtype=float)
+    par = w.parallelism
+    tp = par.tensor_parallel_degree or 1 if tp is None else tp
+    pp = par.pipeline_parallel_degree if pp is None else pp
+    cp = par.context_parallel_degree if cp is None else cp
     model_parallel = np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float)
     dp = gpus / (model_parallel * np.asarray(cp, dtype=float))
-    if dp_shard is None:
-        dp_shard = dp if w.parallelism.strategy == "fsdp" else 1.0
-    shard = np.asarray(dp_shard, dtype=float) * (
-        np.asarray(cp, dtype=float) if w.parallelism.strategy == "fsdp" else 1.0
-    )
+    if dp_shard is None:  # the strategy's shard group (advisor.layouts)
+        from advisor.layouts import shard_degree
+
+        dp_shard = shard_degree(w, np.floor(dp), int(np.max(tp)), int(np.max(cp))).astype(float)
+    # FSDP and HSDP shard over dp_shard x cp (torchtitan's dp_shard_cp mesh); DDP holds everything.
+    sharded = w.parallelism.strategy != "ddp"
+    shard = np.asarray(dp_shard, dtype=float) * (np.asarray(cp, dtype=float) if sharded else 1.0)
     state = STATE_BYTES_PER_PARAM * w.model.params / model_parallel / shard
     gathered = np.zeros(np.broadcast(gpus, shard).shape)
     if w.model.layers:
@@ -115,9 +123,9 @@ def footprint(w: "Workload", gpus, *, dp_shard=None, tp=1, pp=1, cp=1, activatio
     from advisor.planning.batch import micro_batch, per_gpu_batch
 
     if micro_samples is None:
-        micro_samples = micro_batch(w, dp)
+        micro_samples = micro_batch(w, gpus)  # per data-parallel rank (advisor.planning.batch)
     micro_samples = np.asarray(micro_samples, dtype=float)
-    micro_batches = np.maximum(np.ceil(per_gpu_batch(w, dp) / micro_samples), 1.0)  # per step, per data-parallel rank
+    micro_batches = np.maximum(np.ceil(per_gpu_batch(w, gpus) / micro_samples), 1.0)  # per step, per data-parallel rank
     mode = activation_checkpoint or w.parallelism.activation_checkpoint
     acts = activation_bytes(w, micro_samples, tp=tp, pp=pp, cp=cp, activation_checkpoint=mode,
                             micro_batches=micro_batches)
@@ -158,7 +166,7 @@ def activation_bytes(w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activati
     return np.where(p > 1, np.maximum(first_stage, last_stage), first_stage + logits)
 
 
-def bytes_per_gpu(w: "Workload", gpus, *, dp_shard=None, tp=1, pp=1, cp=1, activation_checkpoint: Optional[str] = None,
+def bytes_per_gpu(w: "Workload", gpus, *, dp_shard=None, tp=None, pp=None, cp=None, activation_checkpoint: Optional[str] = None,
                   micro_samples=None) -> "np.ndarray":
     """Training state + activation bytes per GPU at `gpus` GPUs in the given layout (see `footprint`)."""
     degrees = dict(dp_shard=dp_shard, tp=tp, pp=pp, cp=cp)
@@ -173,6 +181,7 @@ class MeasuredPeak:
     peak_bytes: float
     micro_samples: Optional[int]
     where: str  # for messages: the file and the device it ran on
+    layout: Optional[str] = None  # the run's parallel layout, as recorded (advisor.layouts label)
 
 
 def measured_peaks(cal: Optional["Calibration"]) -> list[MeasuredPeak]:
@@ -187,7 +196,7 @@ def measured_peaks(cal: Optional["Calibration"]) -> list[MeasuredPeak]:
     device = env.get("system") or env.get("device") or "its device"
     where = f"{cal.path.name if cal.path else 'the calibration'} ({device})"
     return [
-        MeasuredPeak(r.gpus, float(r.peak_memory_bytes), r.micro_samples, where)
+        MeasuredPeak(r.gpus, float(r.peak_memory_bytes), r.micro_samples, where, r.layout)
         for r in cal.runs
         if r.peak_memory_bytes
     ]
@@ -203,12 +212,16 @@ def measured_offset(w: "Workload", gpus, peaks: Sequence[MeasuredPeak]) -> "np.n
     gpus = np.asarray(gpus, dtype=float)
     if not peaks:
         return np.zeros(gpus.shape)
+    from advisor.layouts import layout_workload
+
     at = np.array([p.gpus for p in peaks], dtype=float)
+    # each peak against the estimate in the layout it was measured in (its recorded layout, else w's)
     offsets = np.array(
         [
-            p.peak_bytes - float(bytes_per_gpu(w, np.array([p.gpus]), micro_samples=p.micro_samples)[0])
+            p.peak_bytes - float(bytes_per_gpu(layout_workload(w, p.layout), np.array([p.gpus]),
+                                               micro_samples=p.micro_samples)[0])
             if p.micro_samples
-            else p.peak_bytes - float(bytes_per_gpu(w, np.array([p.gpus]))[0])
+            else p.peak_bytes - float(bytes_per_gpu(layout_workload(w, p.layout), np.array([p.gpus]))[0])
             for p in peaks
         ]
     )

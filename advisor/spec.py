@@ -72,6 +72,10 @@ MAX_PARAMS = 1e15
 MAX_JOB_STEPS = 1e9
 #: Training samples of one job: 15T tokens (Llama 3) at 128 tokens per sample is ~1.2e11; 1e14 caps it.
 MAX_JOB_SAMPLES = 1e14
+#: Training tokens of one job: Llama 3 used 1.5e13; 1e17 is ~7000x that.
+MAX_JOB_TOKENS = 1e17
+#: Memory of one GPU: B200 has 192 GB; 2^44 bytes (16 TiB) is ~90x that.
+MAX_GPU_MEMORY = 2.0**44
 #: Transformer shape: layers, width, heads, context and vocabulary far beyond any published model.
 MAX_LAYERS, MAX_HIDDEN, MAX_HEADS, MAX_SEQ_LEN, MAX_VOCAB = 10_000, 2**20, 2**16, 2**26, 2**26
 #: Training FLOPs per sample (6·P·T at MAX_PARAMS and a 1M-token sample is ~6e21).
@@ -120,6 +124,8 @@ class ModelSpec(_Section):
     """Vocabulary size of the calibration proxy's embedding (default 32000)."""
     precision: Literal["bf16", "fp16", "fp32"] = "bf16"
     """Compute dtype; also sets gradient bytes (bf16/fp16: 2, fp32: 4)."""
+    kv_heads: Optional[Annotated[Int, Field(gt=0, le=MAX_HEADS)]] = None
+    """Key/value heads (grouped-query attention, GQA; default: heads). Must divide heads; sizes the K/V that context parallelism exchanges and the proxy's K/V projection."""
     flops_per_sample: Optional[Annotated[float, Field(ge=1, le=MAX_FLOPS_PER_SAMPLE)]] = None
     """Training FLOPs per sample (forward + backward). Required without a transformer shape (a CNN, a recommender)."""
 
@@ -161,15 +167,43 @@ class BatchSpec(_Section):
     """Per-GPU micro-batch; gradient accumulation steps follow from it (default: no accumulation)."""
     gradient_noise_scale: Optional[Annotated[float, Field(gt=0, le=MAX_JOB_SAMPLES)]] = None
     """Gradient noise scale B_noise in samples (McCandlish et al. 2018): steps grow as S_min·(1 + B_noise/B)."""
-    max_global_samples: Optional[Annotated[int, Field(gt=0)]] = None
+    max_global_samples: Optional[Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)]] = None
     """fixed-per-gpu: largest global batch; beyond it the per-GPU batch shrinks to floor(max / N) (strong scaling)."""
 
 
+#: A parallelism degree: a whole number of GPUs, at most the largest count a spec may ask about.
+Degree = Annotated[Int, Field(ge=1, le=MAX_GPUS_LIMIT)]
+
+
 class ParallelismSpec(_Section):
-    strategy: Literal["ddp", "fsdp"]
-    """ddp: replicated weights, one gradient all-reduce per step; fsdp: sharded, all-gather x2 + reduce-scatter."""
+    strategy: Literal["ddp", "fsdp", "hsdp", "auto"]
+    """ddp: replicated weights, one gradient all-reduce per step; fsdp: sharded over every data-parallel rank (all-gather x2 + reduce-scatter); hsdp: sharded inside a node, replicated across nodes; auto: advisor chooses the layout per GPU count (advisor.layouts)."""
+    data_parallel_shard_degree: Optional[Annotated[Int, Field(ge=-1, le=MAX_GPUS_LIMIT)]] = None
+    """torchtitan's name: ranks that shard the weights (FSDP). -1 = the rest of the GPUs (default: every data-parallel rank under fsdp, 1 under ddp, the data-parallel ranks in one node under hsdp)."""
+    data_parallel_replicate_degree: Optional[Annotated[Int, Field(ge=-1, le=MAX_GPUS_LIMIT)]] = None
+    """torchtitan's name: replicas of the (sharded) weights that all-reduce gradients (DDP / HSDP). -1 = the rest."""
+    tensor_parallel_degree: Optional[Degree] = None
+    """Megatron-style tensor parallelism inside a layer (default 1; under strategy auto, advisor tries 1, 2, 4, ... up to a node)."""
+    tensor_parallel_across_nodes: bool = False
+    """Allow tensor_parallel_degree larger than cluster.gpus_per_node (its per-layer all-reduces then cross the slow link)."""
+    pipeline_parallel_degree: Degree = 1
+    """Pipeline stages (layers split across GPUs; point-to-point activations between stages)."""
+    pipeline_microbatches: Optional[Degree] = None
+    """Micro-batches per pipeline per optimizer step (default: the data-parallel rank's batch / batch.micro_samples)."""
+    pipeline_schedule: Literal["1f1b", "interleaved"] = "1f1b"
+    """1f1b (PipeDream-Flush) or interleaved 1F1B with pipeline_virtual_stages model chunks per GPU (Megatron-LM SC21 §2.2)."""
+    pipeline_virtual_stages: Optional[Degree] = None
+    """Model chunks per GPU for the interleaved schedule (default 2; 1 for 1f1b)."""
+    context_parallel_degree: Degree = 1
+    """Ranks that split each sequence (ring attention: K/V passed around the context-parallel ring)."""
     activation_checkpoint: Literal["none", "selective", "full"] = "none"
     """Activation recomputation (Korthikanti et al. 2022): none, selective (attention) or full (only layer inputs kept)."""
+
+    @property
+    def virtual_stages(self) -> int:
+        if self.pipeline_schedule == "1f1b":
+            return 1
+        return self.pipeline_virtual_stages or 2
 
 
 class ClusterSpec(_Section):
@@ -189,7 +223,7 @@ class ClusterSpec(_Section):
     """Per-hop latency between nodes (default 10 us: order of NCCL's network base latency)."""
     peak_flops: Optional[Annotated[float, Field(ge=MIN_PEAK_FLOPS, le=MAX_PEAK_FLOPS)]] = None
     """Peak dense FLOP/s per GPU at the spec's precision, for MFU (default: the catalog's)."""
-    gpu_memory: Optional[Annotated[Size, Field(gt=0)]] = None
+    gpu_memory: Optional[Annotated[Size, Field(gt=0, le=MAX_GPU_MEMORY)]] = None
     """Memory per GPU, e.g. "96 GB" (default: the catalog's); plans whose footprint exceeds it are left out."""
 
 
@@ -198,7 +232,7 @@ class JobSpec(_Section):
     """Total training samples, e.g. "250M"."""
     steps: Optional[Annotated[Count, Field(ge=1, le=MAX_JOB_STEPS)]] = None
     """Total optimizer steps (instead of samples)."""
-    tokens: Optional[Annotated[Count, Field(gt=0)]] = None
+    tokens: Optional[Annotated[Count, Field(ge=1, le=MAX_JOB_TOKENS)]] = None
     """Total training tokens, e.g. "2T" (instead of samples; needs model.seq_len): samples = tokens / seq_len."""
 
 
@@ -217,7 +251,7 @@ class Tier(_Section):
     """Reserved: billed for at least this many hours."""
     max_gpus: Optional[Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)]] = None
     """Most GPUs available on this tier."""
-    instance_gpus: Optional[Annotated[int, Field(gt=0)]] = None
+    instance_gpus: Optional[Annotated[Int, Field(gt=0, le=MAX_GPUS_PER_NODE)]] = None
     """GPUs per rentable instance (e.g. 8 for an 8x H100 VM): only whole instances are priced."""
 
 
@@ -249,15 +283,22 @@ class Workload(_Section):
     #: Where the spec was read from (not part of the spec).
     source: Optional[Path] = Field(default=None, exclude=True)
 
+    def model_parallel_size(self) -> int:
+        """GPUs that hold one data-parallel replica's share of the work: tensor x pipeline x context
+        parallel degrees (1 when the spec has none; strategy auto's own choices go through advisor.layouts)."""
+        p = self.parallelism
+        return (p.tensor_parallel_degree or 1) * p.pipeline_parallel_degree * p.context_parallel_degree
+
     def global_batch(self, gpus: Any) -> Any:
         """Samples per optimizer step at `gpus` GPUs (scalar or numpy array): the batch policy and
-        `batch.max_global_samples`, as advisor.planning.batch applies them."""
+        `batch.max_global_samples`, as advisor.planning.batch applies them (per data-parallel rank
+        under tensor, pipeline or context parallelism)."""
         from advisor.planning.batch import global_batch
 
         return _like(gpus, global_batch(self, gpus))
 
     def per_gpu_batch(self, gpus: Any) -> Any:
-        """Samples per optimizer step on one GPU (may be fractional for fixed-global at large N)."""
+        """Samples per optimizer step on one data-parallel rank (may be fractional for fixed-global at large N)."""
         from advisor.planning.batch import per_gpu_batch
 
         return _like(gpus, per_gpu_batch(self, gpus))
@@ -336,6 +377,8 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
             out.append((f"tiers[{i}].name", "duplicate tier name", t.name))
         seen.add(t.name)
 
+    out += _parallelism_problems(w)
+
     for i, n in enumerate(w.calibration.gpus):
         if n > w.cluster.max_gpus:
             out.append((f"calibration.gpus[{i}]", f"exceeds cluster.max_gpus ({w.cluster.max_gpus})", n))
@@ -343,6 +386,96 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
         out.append(("calibration.gpus", "counts must be unique", w.calibration.gpus))
     if w.calibration.proxy_layers is not None and m.layers is not None and w.calibration.proxy_layers > m.layers:
         out.append(("calibration.proxy_layers", f"exceeds model.layers ({m.layers})", w.calibration.proxy_layers))
+    return out
+
+
+def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """Degrees that cannot run: see advisor.layouts for what each degree means and costs."""
+    out: list[tuple[str, str, object]] = []
+    p, m, g = w.parallelism, w.model, w.cluster.gpus_per_node
+    at = "parallelism."
+    if m.kv_heads is not None:
+        if m.heads is None:
+            out.append(("model.kv_heads", "needs model.heads (grouped-query attention groups the query heads)", m.kv_heads))
+        elif m.heads % m.kv_heads:
+            out.append(("model.kv_heads", f"must divide model.heads ({m.heads})", m.kv_heads))
+    tp, pp, cp = p.tensor_parallel_degree or 1, p.pipeline_parallel_degree, p.context_parallel_degree
+    for key, degree in (("tensor_parallel_degree", tp), ("pipeline_parallel_degree", pp), ("context_parallel_degree", cp)):
+        if degree > 1 and not m.is_transformer:
+            out.append((at + key, "needs a transformer shape (model.layers, hidden, heads, seq_len)", degree))
+    if tp > g and not p.tensor_parallel_across_nodes:
+        out.append((at + "tensor_parallel_degree", f"exceeds cluster.gpus_per_node ({g}): its per-layer all-reduces would "
+                    "cross nodes; set parallelism.tensor_parallel_across_nodes = true to allow it", tp))
+    if m.is_transformer:
+        # Megatron-LM splits attention heads (and GQA's query groups) evenly over tensor-parallel ranks.
+        for key, heads in (("model.heads", m.heads), ("model.kv_heads", m.kv_heads)):
+            if heads is not None and heads % tp:
+                out.append((at + "tensor_parallel_degree", f"must divide {key} ({heads})", tp))
+        if pp * p.virtual_stages > m.layers:
+            out.append((at + "pipeline_parallel_degree", f"x {p.virtual_stages} model chunk(s) per GPU exceeds model.layers "
+                        f"({m.layers}): every stage needs a layer", pp))
+        # torchtitan's load-balanced ring attention cuts each sequence into 2 x cp chunks.
+        if cp > 1 and m.seq_len % (2 * cp):
+            out.append((at + "context_parallel_degree", f"2 x the degree must divide model.seq_len ({m.seq_len})", cp))
+    if p.pipeline_schedule == "1f1b" and p.pipeline_virtual_stages not in (None, 1):
+        out.append((at + "pipeline_virtual_stages", "only used with pipeline_schedule = 'interleaved'", p.pipeline_virtual_stages))
+    if pp == 1:
+        for key, unset in (("pipeline_microbatches", None), ("pipeline_schedule", "1f1b")):
+            if getattr(p, key) != unset:
+                out.append((at + key, "only used with pipeline_parallel_degree > 1", getattr(p, key)))
+    elif p.pipeline_schedule == "interleaved" and p.pipeline_microbatches and p.pipeline_microbatches % pp:
+        # Megatron-LM SC21 §2.2.2: the interleaved schedule needs micro-batches in multiples of the stages.
+        out.append((at + "pipeline_microbatches", f"must be a multiple of pipeline_parallel_degree ({pp}) for the "
+                    "interleaved schedule", p.pipeline_microbatches))
+    out += _data_parallel_problems(w, tp * pp * cp)
+    return out
+
+
+def _data_parallel_problems(w: Workload, model_parallel: int) -> list[tuple[str, str, object]]:
+    """The strategy shorthand against the explicit data-parallel degrees, and the degrees' product
+    against the GPU counts the spec names (torchtitan ParallelDims: all degrees multiply to the world size)."""
+    p, at = w.parallelism, "parallelism."
+    shard, rep = p.data_parallel_shard_degree, p.data_parallel_replicate_degree
+    out: list[tuple[str, str, object]] = []
+    for key, value in (("data_parallel_shard_degree", shard), ("data_parallel_replicate_degree", rep)):
+        if value == 0:
+            out.append((at + key, "must be -1 (the rest of the GPUs) or at least 1", value))
+    if out:
+        return out
+    conflict = {"ddp": ("data_parallel_shard_degree", shard, "ddp does not shard weights: 1 or leave it out"),
+                "fsdp": ("data_parallel_replicate_degree", rep, "fsdp shards over every data-parallel rank: 1 or leave "
+                         "it out (shard in a node and replicate across nodes is strategy = 'hsdp')")}
+    if p.strategy in conflict:
+        key, value, message = conflict[p.strategy]
+        if value not in (None, 1):
+            out.append((at + key, message, value))
+    if p.strategy == "auto":
+        for key, value in (("data_parallel_shard_degree", shard), ("data_parallel_replicate_degree", rep)):
+            if value is not None:
+                out.append((at + key, "strategy 'auto' chooses the data-parallel degrees: leave it out or name a strategy", value))
+    if shard == -1 and rep == -1:
+        out.append((at + "data_parallel_replicate_degree", "only one degree may be -1 (the rest)", rep))
+    if out:
+        return out
+    fixed = model_parallel * max(shard or 1, 1) * max(rep or 1, 1)
+    # Which degree takes the rest of the GPUs: a -1, else the strategy's (ddp: replicas; fsdp: shards;
+    # hsdp: replicas, or shards when the replicas are given); with both given, none does.
+    fills = (-1 in (shard, rep) or (shard is None and rep is None)
+             or (rep is None and p.strategy != "fsdp") or (shard is None and p.strategy != "ddp"))
+    named = [k for k, v in (("data_parallel_shard_degree", shard), ("data_parallel_replicate_degree", rep),
+                            ("tensor_parallel_degree", p.tensor_parallel_degree if model_parallel > 1 else None))
+             if v not in (None, -1)]
+    if not named:
+        return out
+    key = named[0]
+    if fixed > w.cluster.max_gpus:
+        out.append((at + key, f"the degrees multiply to {fixed} GPUs, more than cluster.max_gpus ({w.cluster.max_gpus})",
+                    getattr(p, key)))
+    bad = [n for n in w.calibration.gpus if ((n % fixed) if fills else (n != fixed))]
+    if bad:
+        need = f"a multiple of {fixed}" if fills else f"{fixed} (no degree is -1 to fill other counts)"
+        out.append((at + key, f"the degrees multiply to {fixed} GPUs, so calibration.gpus {', '.join(map(str, bad))} "
+                    f"cannot run: GPU counts must be {need}", getattr(p, key)))
     return out
 
 

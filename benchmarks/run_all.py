@@ -3,7 +3,7 @@ recommendation sweep time, calibration cost. Each runs as its own process (their
 share a warm interpreter) and prints its own numbers.
 
 Run: python benchmarks/run_all.py [--emulated]   (--emulated adds the ~3 min emulated-cluster
-experiment, which needs root and network namespaces).
+experiment and the ~3 min DDP/FSDP/HSDP one, which need root and network namespaces).
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["accuracy.py", "cli_latency.py", "model_speed.py", "recommend_sweep.py", "calibration_cost.py"]
+BENCHMARKS = ["accuracy.py", "layout_accuracy.py", "cli_latency.py", "model_speed.py", "recommend_sweep.py",
+              "calibration_cost.py"]
 
 
 def main(argv: list[str]) -> int:
-    names = BENCHMARKS + (["emulated_cluster.py"] if "--emulated" in argv else [])
+    names = BENCHMARKS + (["emulated_cluster.py", "emulated_layouts.py"] if "--emulated" in argv else [])
     failed = []
     for name in names:
         print(f"\n=== {name}", flush=True)

@@ -204,7 +204,10 @@ def test_nothing_qualifies_exits_3_with_the_json_printed():
     doc = json.loads(result.stdout)
     statuses = {w["workload"]: w["status"] for w in doc["workloads"]}
     assert statuses["llm7b"] == "none-qualifies" and statuses["tiny-cpu"] == "ok"  # tiny-cpu costs cents
-    assert result.stderr.splitlines()[-1].startswith("no plan meets the limits for bert-large, llm7b, rental-ethernet")
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("no plan meets the limits for ") and last.endswith("(exit status 3)")
+    unmet = set(last.removeprefix("no plan meets the limits for ").removesuffix(" (exit status 3)").split(", "))
+    assert {"bert-large", "llm7b", "rental-ethernet"} <= unmet and "tiny-cpu" not in unmet
     assert doc["candidates"] and all("global_batch" in row for row in doc["candidates"])
 
 

@@ -123,7 +123,7 @@ BAD = {
     ),
     "bad strategy": (
         mutate('strategy = "fsdp"', 'strategy = "zero9"'),
-        ["parallelism.strategy: Input should be 'ddp' or 'fsdp' (got 'zero9')"],
+        ["parallelism.strategy: Input should be 'ddp', 'fsdp', 'hsdp' or 'auto' (got 'zero9')"],
     ),
     "wrong type": (
         mutate("layers = 32", 'layers = "many"'),

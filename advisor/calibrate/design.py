@@ -15,8 +15,8 @@ scaling model's own physical design (advisor.scaling.families, `topology`), made
   is assumed, not measured; a third node count tests it. The plan is refused, with the cheapest
   such plan's cost, when the budget cannot pay for that.
 - Criterion (c-optimal design at the target x*): with run-to-run noise of relative size sigma
-  (advisor.scaling.intervals.PRIOR_NOISE) each run i contributes its compute part and its exposed
-  communication (advisor calibrate times each step also without gradient sync; the fit matches
+  (advisor.scaling.priors.LEARNED.noise, the run-to-run noise learned from the corpus) each run i
+  contributes its compute part and its exposed communication (advisor calibrate times each step also without gradient sync; the fit matches
   both), x x^T / (sigma T_i)^2 for each, to the information matrix, and so does each collective
   probe the run makes (advisor calibrate probes all_reduce, reduce_scatter and all_gather at
   several sizes at every N > 1; they pin the bandwidth and latency columns of their link,
@@ -189,9 +189,9 @@ class _Information:
     """Prediction variance at the target as runs are added (module docstring: criterion)."""
 
     def __init__(self, sm: _StepModel, target: tuple[int, int], measured: list[tuple[int, int]]):
-        from advisor.scaling.intervals import PRIOR_NOISE
+        from advisor.scaling.priors import LEARNED
 
-        self.sm, self.sigma = sm, PRIOR_NOISE
+        self.sm, self.sigma = sm, LEARNED.noise
         d = sm.design([target[0]], [target[1]])
         self.x_star = d.X[0]
         self.t_star = float(sm.step_seconds([target[0]], [target[1]])[0])

@@ -6,6 +6,8 @@ on the work done at each N. Pure Python: no torch import here.
 Batch policy at N (DESIGN.md §2, §5):
 
 - fixed-per-gpu: every GPU processes `per_gpu_samples` per optimizer step.
+- Under tensor, pipeline or context parallelism "GPU" below means data-parallel rank
+  (N / (tp·pp·cp) of them): the ranks of one model-parallel group share their samples.
 - fixed-global: every GPU processes `global_samples // N`. When N does not divide the global batch
   the per-GPU share is rounded down; when N exceeds the global batch each GPU still needs one
   sample, so the global batch grows to N. Either way the run records the global batch it really
@@ -55,14 +57,15 @@ class BatchPlan:
 
 def batch_plan(w: Workload, gpus: int) -> BatchPlan:
     """Split the workload's batch over `gpus` GPUs (see module docstring for the rules)."""
+    dp = max(1, gpus // w.model_parallel_size())  # data-parallel ranks: TP/PP/CP ranks share samples
     if w.batch.policy == "fixed-global":
-        per_gpu = max(1, w.batch.global_samples // gpus)
+        per_gpu = max(1, w.batch.global_samples // dp)
     else:
         per_gpu = w.batch.per_gpu_samples
     micro = min(w.batch.micro_samples or per_gpu, per_gpu)
     full, rest = divmod(per_gpu, micro)
     micro_batches = (micro,) * full + ((rest,) if rest else ())
-    return BatchPlan(gpus=gpus, per_gpu=per_gpu, micro_batches=micro_batches, global_batch=per_gpu * gpus)
+    return BatchPlan(gpus=gpus, per_gpu=per_gpu, micro_batches=micro_batches, global_batch=per_gpu * dp)
 
 
 @dataclass(frozen=True)

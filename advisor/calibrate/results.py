@@ -48,6 +48,11 @@ class ProbeResult(_Result):
     bytes: Annotated[int, Strict(), Field(gt=0, le=MAX_MESSAGE_BYTES)]
     seconds: Positive
     busbw: Annotated[float, Field(ge=0, le=MAX_BUSBW_GBPS)]
+    # a probe of one layout mesh group (advisor.calibrate.worker.probe_groups): its size and nodes
+    gpus: Optional[Count] = None
+    nodes: Optional[Count] = None
+    group: Optional[Annotated[str, Field(max_length=64)]] = None
+    rank_seconds: Optional[list[Annotated[float, Field(ge=0, allow_inf_nan=False)]]] = None
 
 
 class ResultEnvironment(_Result):
@@ -82,6 +87,7 @@ class RankResult(_Result):
     tokens_per_second: Optional[Annotated[float, Field(gt=0, le=1e18)]] = None
     collectives: list[ProbeResult] = []
     environment: ResultEnvironment = ResultEnvironment()
+    layout: Optional[Annotated[str, Field(max_length=200)]] = None
 
 
 def parse_result(data: object, path: Path) -> dict:
@@ -114,8 +120,10 @@ def run_from_result(w: Workload, result: dict) -> tuple[Run, list[Collective]]:
         micro_samples=result.get("micro_samples"),
         peak_memory_bytes=result.get("peak_memory_bytes"),
         tokens_per_second=result.get("tokens_per_second"),
+        layout=result.get("layout"),
     )
-    probes = [Collective(gpus=gpus, nodes=nodes, **c) for c in result.get("collectives", [])]
+    probes = [Collective(**{"gpus": gpus, "nodes": nodes, **{k: v for k, v in c.items() if v is not None}})
+              for c in result.get("collectives", [])] if gpus > 1 else []
     return run, probes
 
 

@@ -106,6 +106,14 @@ def local_counts(w: Workload, gpus: Optional[str], device: str, available: Optio
         if n > MAX_LOCAL_RANKS:
             raise InputError.at("--gpus", "", f"{n} ranks on one host: at most {MAX_LOCAL_RANKS} (more ranks run "
                                 "as multi-node counts: --emit torchrun)", gpus)
+    from advisor.layouts import build
+
+    valid = build(w, [n for n, _ in placements]).valid
+    for (n, _), ok in zip(placements, valid, strict=True):
+        if not ok:  # the worker would refuse it after starting every rank
+            raise InputError.at("--gpus", "", f"the parallel layout cannot split {n} GPUs: tensor x pipeline x "
+                                f"context degrees ({w.model_parallel_size()}) and the data-parallel degrees must "
+                                "multiply to it", gpus)
     return [n for n, _ in placements]
 
 

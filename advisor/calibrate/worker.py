@@ -118,52 +118,156 @@ class Rank:
         return t.tolist()
 
     # -- model ---------------------------------------------------------------------------------
+    def layout(self):
+        """The spec's layout at this world size (advisor.layouts), refused when the degrees do not fit it."""
+        from advisor.layouts import build as build_layout
+
+        nodes = max(1, self.world // self.local_world)
+        lay = build_layout(self.workload, [self.world], [nodes])
+        if not lay.valid[0]:
+            raise ValueError(f"layout {lay.label()} does not multiply to {self.world} ranks")
+        if lay.cp[0] > 1:  # torch's context_parallel shards SDPA's ring attention on CUDA only
+            raise ValueError("context parallelism is not calibrated here: set parallelism.context_parallel_degree = 1 "
+                             "for the calibration (its K/V ring is modelled from the layout's volumes)")
+        return lay
+
+    def build_mesh(self):
+        """torchtitan's mesh, outermost first: (pp, dp_replicate, dp_shard, tp), tp innermost so that
+        the tensor-parallel ranks of a group are neighbours (one node) and pipeline stages are the
+        farthest apart. Returns (data-parallel mesh or None, tensor-parallel mesh or None)."""
+        from torch.distributed.device_mesh import init_device_mesh
+
+        lay = self.lay
+        pp, rep, shard, tp = (int(a[0]) for a in (lay.pp, lay.dp_replicate, lay.dp_shard, lay.tp))
+        names = ("pp", "dp_replicate", "dp_shard", "tp")
+        self.mesh = init_device_mesh(self.device.type, (pp, rep, shard, tp), mesh_dim_names=names)
+        dp = None
+        if rep > 1:  # 2-D (replicate, shard): FSDP2's HSDP (a shard of 1: plain replication)
+            dp = self.mesh["dp_replicate", "dp_shard"]
+        elif shard > 1:
+            dp = self.mesh["dp_shard"]
+        return dp, (self.mesh["tp"] if tp > 1 else None)
+
     def build(self) -> None:
         torch = self.torch
         from advisor.calibrate.proxy import build_proxy, sample_inputs
 
         torch.manual_seed(0)
-        model = build_proxy(self.shape).to(self.device)
-        self.params = sum(p.numel() for p in model.parameters())
-        strategy = self.workload.parallelism.strategy
+        self.lay = self.layout()
+        self.strategy = self.lay.name
+        self.mesh = None
+        self.schedule = None
+        plain_ddp = self.strategy == "ddp" and self.lay.tp[0] == 1 and self.lay.pp[0] == 1
+        self.mesh_parts = (None, None) if plain_ddp else self.build_mesh()
+        if self.lay.pp[0] > 1:
+            modules = self.build_pipeline()
+        else:
+            model = build_proxy(self.shape).to(self.device)
+            self.params = sum(p.numel() for p in model.parameters())
+            modules = [self.wrap(model)]
+        self.modules = modules
+        self.model = modules[0]
+        self.optimizer = torch.optim.AdamW([p for m in modules for p in m.parameters()], lr=1e-4)
+        self.inputs = [sample_inputs(self.shape, m, self.device, self.dtype) for m in self.plan.micro_batches]
+
+    def wrap(self, model):
+        """DDP (replicas only, no TP), else FSDP2 on the layout's data-parallel mesh after TP."""
+        torch = self.torch
+        from advisor.calibrate.proxy import tensor_parallel
+
         low = self.dtype != torch.float32
-        if strategy == "ddp":
+        self.autocast = nullcontext
+        if self.mesh is None:  # plain DDP: replicas only
             from torch.nn.parallel import DistributedDataParallel as DDP
 
             model = DDP(model, device_ids=[self.local_rank] if self.cuda else None)
             if low:  # communicate gradients in the compute dtype, as the spec's gradient bytes assume
                 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-                hook = default_hooks.bf16_compress_hook if self.dtype == torch.bfloat16 else default_hooks.fp16_compress_hook
+                bf16 = self.dtype == torch.bfloat16
+                hook = default_hooks.bf16_compress_hook if bf16 else default_hooks.fp16_compress_hook
                 model.register_comm_hook(None, hook)
             self.autocast = (lambda: torch.autocast(self.device.type, dtype=self.dtype)) if low else nullcontext
-        else:
-            from torch.distributed.device_mesh import init_device_mesh
-            from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+            return model
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-            mesh = init_device_mesh(self.device.type, (self.world,))
-            policy = MixedPrecisionPolicy(param_dtype=self.dtype, reduce_dtype=self.dtype) if low else MixedPrecisionPolicy()
+        dp_mesh, tp_mesh = self.mesh_parts
+        if tp_mesh is not None:
+            model = tensor_parallel(model, tp_mesh)
+        policy = MixedPrecisionPolicy(param_dtype=self.dtype, reduce_dtype=self.dtype) if low \
+            else MixedPrecisionPolicy()
+        if dp_mesh is not None:
             for block in model.blocks:
-                fully_shard(block, mesh=mesh, mp_policy=policy)
-            fully_shard(model, mesh=mesh, mp_policy=policy)
-            self.autocast = nullcontext
-        self.model = model
-        self.strategy = strategy
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        self.inputs = [sample_inputs(self.shape, m, self.device, self.dtype) for m in self.plan.micro_batches]
+                fully_shard(block, mesh=dp_mesh, mp_policy=policy)
+            fully_shard(model, mesh=dp_mesh, mp_policy=policy)
+        return model
+
+    def build_pipeline(self) -> list:
+        """This rank's pipeline stages (torch.distributed.pipelining), each wrapped as `wrap` does,
+        and the schedule: 1F1B, or interleaved 1F1B with the layout's model chunks per rank."""
+        from torch.distributed.pipelining import (
+            PipelineStage,
+            Schedule1F1B,
+            ScheduleInterleaved1F1B,
+        )
+
+        from advisor.calibrate.proxy import pipeline_loss, pipeline_stages
+
+        torch = self.torch
+        pp_mesh = self.mesh["pp"]
+        pp, v = int(self.lay.pp[0]), self.workload.parallelism.virtual_stages
+        built = pipeline_stages(self.shape, pp * v, pp, pp_mesh.get_local_rank())
+        local = sum(p.numel() for _, m in built for p in m.parameters())
+        # every stage exists on world / pp ranks (its data- and tensor-parallel copies)
+        self.params = int(self.sum_over_ranks(local) / (self.world // pp))
+        modules, stages = [], []
+        for index, module in built:
+            module = self.wrap(module.to(self.device))
+            modules.append(module)
+            stages.append(PipelineStage(module, index, pp * v, self.device, group=pp_mesh.get_group()))
+        self.first = any(s.is_first for s in stages)
+        self.last = any(s.is_last for s in stages)
+        micro = self.workload.parallelism.pipeline_microbatches or len(self.plan.micro_batches)
+        if self.plan.per_gpu % micro:
+            raise ValueError(f"pipeline: {self.plan.per_gpu} samples per data-parallel rank do not split into "
+                             f"{micro} micro-batches")
+        if v > 1:
+            self.schedule = ScheduleInterleaved1F1B(stages, n_microbatches=micro, loss_fn=pipeline_loss)
+        else:
+            self.schedule = Schedule1F1B(stages[0], n_microbatches=micro, loss_fn=pipeline_loss)
+        tokens = torch.randint(0, self.shape.vocab, (self.plan.per_gpu, self.shape.seq_len + 1), device=self.device)
+        self.pipeline_batch = tokens[:, :-1], tokens[:, 1:]
+        return modules
+
+    def sum_over_ranks(self, value: float) -> float:
+        t = self.torch.tensor([float(value)], dtype=self.torch.float64, device=self.device)
+        self.dist.all_reduce(t)
+        return float(t.item())
+
+    def set_gradient_sync(self, on: bool) -> None:
+        for module in self.modules:
+            if hasattr(module, "set_requires_gradient_sync"):  # FSDP2; TP alone has no gradient sync
+                module.set_requires_gradient_sync(on)
 
     def step(self, sync_gradients: bool) -> None:
-        last = len(self.inputs) - 1
-        for i, batch in enumerate(self.inputs):
-            sync_now = sync_gradients and i == last
-            if self.strategy == "ddp":
-                context = nullcontext() if sync_now else self.model.no_sync()
-            else:
-                self.model.set_requires_gradient_sync(sync_now)
+        if self.schedule is not None:  # the schedule runs every micro-batch of the step
+            self.set_gradient_sync(sync_gradients)
+            inputs, targets = self.pipeline_batch
+            args = (inputs,) if self.first else ()
+            kwargs = {"target": targets, "losses": []} if self.last else {}
+            self.schedule.step(*args, **kwargs)
+        else:
+            last = len(self.inputs) - 1
+            for i, batch in enumerate(self.inputs):
+                sync_now = sync_gradients and i == last
                 context = nullcontext()
-            with context, self.autocast():
-                loss = self.model(batch)
-            (loss / len(self.inputs)).backward()
+                if self.strategy == "ddp" and self.mesh is None:
+                    context = nullcontext() if sync_now else self.model.no_sync()
+                else:
+                    self.set_gradient_sync(sync_now)
+                with context, self.autocast():
+                    loss = self.model(batch)
+                (loss / len(self.inputs)).backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -186,43 +290,67 @@ class Rank:
         return full, compute
 
     # -- collectives ---------------------------------------------------------------------------
+    def probe_groups(self) -> list[tuple[object, list[int], str]]:
+        """(process group, its ranks, name) to probe: every rank, then each layout mesh dimension
+        with 2+ ranks that is smaller than the world (HSDP's shard and replicate groups, TP's group)."""
+        groups = [(None, list(range(self.world)), "world")]
+        if self.mesh is not None:
+            for name in self.mesh.mesh_dim_names:
+                sub = self.mesh[name]
+                if 1 < sub.size() < self.world:
+                    pg = sub.get_group()
+                    groups.append((pg, self.dist.get_process_group_ranks(pg), name))
+        return groups
+
     def probe(self) -> list[dict]:
+        """Collective probes on each group of probe_groups(): the slowest rank's median (it sets the
+        pace), and every rank's own median (`rank_seconds`: what the collective cost each rank)."""
+        groups = self.probe_groups()
+        out: list[dict] = []
+        done, total = 0, 3 * len(self.probe_sizes) * len(groups)
+        for group, ranks, name in groups:
+            for op in ("all_reduce", "reduce_scatter", "all_gather"):
+                for size in self.probe_sizes:
+                    out.append(self.probe_one(op, size, group, ranks, name))
+                    done += 1
+                    _progress("probe", done, total)
+        return out
+
+    def probe_one(self, op: str, size: int, group, ranks: list[int], name: str) -> dict:
         from advisor.scaling.features import bus_bandwidth_gbps
 
         torch, dist = self.torch, self.dist
         warm, repeats = PROBE_REPEATS[self.args.device]
-        n = self.world
+        n = len(ranks)
         # torch >= 2.10 names them *_single (the *_tensor names are deprecated aliases).
         reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
         all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-        out = []
-        done, total = 0, 3 * len(self.probe_sizes)
-        for op in ("all_reduce", "reduce_scatter", "all_gather"):
-            for size in self.probe_sizes:
-                count = size // 4
-                full = torch.ones(count, dtype=torch.float32, device=self.device)
-                part = torch.ones(count // n, dtype=torch.float32, device=self.device)
-                if op == "all_reduce":
-                    run = lambda: dist.all_reduce(full)  # noqa: E731
-                elif op == "reduce_scatter":
-                    run = lambda: reduce_scatter(part, full)  # noqa: E731
-                else:
-                    run = lambda: all_gather(full, part)  # noqa: E731
-                times = []
-                for i in range(warm + repeats):
-                    self.barrier()
-                    self.sync()
-                    start = time.perf_counter()
-                    run()
-                    self.sync()
-                    if i >= warm:
-                        times.append(time.perf_counter() - start)
-                seconds = statistics.median(self.max_over_ranks(times))
-                busbw = bus_bandwidth_gbps(op, n, size, seconds)
-                out.append({"op": op, "bytes": size, "seconds": seconds, "busbw": busbw})
-                done += 1
-                _progress("probe", done, total)
-        return out
+        count = size // 4
+        full = torch.ones(count, dtype=torch.float32, device=self.device)
+        part = torch.ones(count // n, dtype=torch.float32, device=self.device)
+        if op == "all_reduce":
+            run = lambda: dist.all_reduce(full, group=group)  # noqa: E731
+        elif op == "reduce_scatter":
+            run = lambda: reduce_scatter(part, full, group=group)  # noqa: E731
+        else:
+            run = lambda: all_gather(full, part, group=group)  # noqa: E731
+        times = []
+        for i in range(warm + repeats):
+            self.barrier()  # every group runs at once, as in a step where all groups communicate
+            self.sync()
+            start = time.perf_counter()
+            run()
+            self.sync()
+            if i >= warm:
+                times.append(time.perf_counter() - start)
+        seconds = statistics.median(self.max_over_ranks(times))
+        mine = [0.0] * self.world
+        mine[self.rank] = statistics.median(times)
+        per_rank = self.max_over_ranks(mine)  # each slot is written by one rank only
+        nodes = len({r // self.local_world for r in ranks})
+        return {"op": op, "gpus": n, "nodes": nodes, "bytes": size, "seconds": seconds,
+                "busbw": bus_bandwidth_gbps(op, n, size, seconds), "group": name,
+                "rank_seconds": [per_rank[r] for r in ranks]}
 
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -270,6 +398,7 @@ class Rank:
                 "global_batch": self.plan.global_batch,
                 "micro_samples": self.plan.micro,
                 "micro_batches": list(self.plan.micro_batches),
+                "layout": self.lay.label(),
                 "peak_memory_bytes": peak_max if self.cuda else None,
                 "tokens_per_second": tokens / statistics.median(step_seconds) if tokens else None,
                 "collectives": collectives,

@@ -94,7 +94,10 @@ def _default_counts(m) -> list[tuple[int, int]]:
         counts.append(n)
         n *= 2
     counts.append(top)
-    return [(g, int(m.workload.nodes(g))) for g in counts]
+    from advisor.layouts import build
+
+    valid = build(m.workload, counts).valid  # counts the parallel layout can split (tp x pp x cp divides them)
+    return [(g, int(m.workload.nodes(g))) for g, ok in zip(counts, valid, strict=True) if ok]
 
 
 @app.command()
@@ -105,14 +108,19 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
 
     m = _model(workload, calibration, measurements, model)
     placements = parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus is not None else _default_counts(m)
-    p = m.predict([g for g, _ in placements], [n for _, n in placements])
+    from advisor.cli.recommend import _peaks
+    from advisor.layouts import predict as predict_layouts
+
+    peaks = _peaks(m.workload, workload, calibration, measurements) if m.calibrated else []
+    p, layouts, whys = predict_layouts(m, [g for g, _ in placements], [n for _, n in placements], peaks)
     if plot is not None:
         from advisor.scaling.plot import plot_scaling
 
         plot_scaling(m, p, plot)
     if as_json:
         current().result({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": m.describe(),
-                          "predictions": p.rows(), "warnings": p.warnings})
+                          "predictions": [{**r, "layout": layouts[i], **({"layout_why": whys[i]} if whys else {})}
+                                          for i, r in enumerate(p.rows())], "warnings": p.warnings})
         _warn(p.warnings)
         return
     from rich.table import Table
@@ -120,15 +128,16 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
     desc = m.describe()
     t = Table(title=f"{_uncal(m)}{m.workload.name}: model '{m.family}' (CV error {_pct(desc['cv_mape'])}), "
                     f"speedup vs {plural(m.baseline_gpus, 'GPU')}, 90% intervals")
-    cols = ("GPUs", "nodes", "step s", "step 90%", "samples/s", "samples/s 90%", "speedup", "efficiency", "MFU", "naive samples/s")
+    cols = ("GPUs", "nodes", "step s", "step 90%", "samples/s", "samples/s 90%", "speedup", "efficiency", "MFU", "naive samples/s",
+            "layout")
     for col in cols:
         t.add_column(col, justify="right")
-    for r in p.rows():
+    for i, r in enumerate(p.rows()):
         t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['step_seconds']:.4g}",
                   interval(r['step_seconds_low'], r['step_seconds_high']), f"{r['throughput']:.4g}",
                   interval(r['throughput_low'], r['throughput_high']), f"{r['speedup']:.3g}",
                   f"{r['efficiency'] * 100:.0f}%", "-" if r["mfu"] is None else f"{r['mfu'] * 100:.1f}%",
-                  f"{r['naive_throughput']:.4g}")
+                  f"{r['naive_throughput']:.4g}", f"{'' if not whys else whys[i].split(' (')[0] + ': '}{layouts[i]}")
     _console().print(t)
     if plot is not None:
         current().note(f"wrote {plot}")

@@ -24,6 +24,15 @@ from advisor.cli.output import console, current, warn
 from advisor.errors import InputError
 from advisor.planning.limits import FREE_OBJECTIVES, Limits, Objective
 
+LayoutsOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--layouts",
+        help="auto: try DDP, FSDP, HSDP (and tensor parallelism) at every count and keep the fastest that fits in "
+        'memory, as [parallelism] strategy = "auto"; spec (default): the spec\'s layout.',
+        show_default=False,
+    ),
+]
 BudgetOpt = Annotated[
     Optional[float], typer.Option("--budget", help="USD: the fastest plan that costs at most this.", show_default=False)
 ]
@@ -69,6 +78,7 @@ def recommend(
     measurements: MeasurementsOpt = None,
     as_json: JsonOpt = False,
     plot: PlotOpt = None,
+    layouts: LayoutsOpt = None,
 ) -> None:
     """Recommend a GPU count and billing tier: the count past which more GPUs stop being worth their cost, or
     the fastest plan within --budget, or the cheapest within --deadline, or the cheapest meeting both."""
@@ -80,7 +90,13 @@ def recommend(
     if workload is None and (calibration is not None or measurements is not None):
         raise InputError.at("--calibration" if calibration else "--measurements", "", "needs a WORKLOAD argument")
     recs, missing, measured = [], [], {}
+    if layouts not in (None, "auto", "spec"):
+        raise InputError.at("--layouts", "", "choose auto (try every layout that fits) or spec (the spec's own)", layouts)
     for path, w in _workloads(workload):
+        if layouts == "auto":
+            from advisor.layouts import auto_workload
+
+            w = auto_workload(w)
         select_tiers(w, tier)  # an unknown --tier fails before any fitting
         found = _model(w, path, calibration, measurements, named=workload is not None)
         if found is None:
@@ -239,6 +255,7 @@ def _table(rec):
     table = Table(
         title=title, caption=f"{len(rows)} of {len(rec.candidates())} plans ({ROW_NOTE}); • on the cost-time frontier"
     )
+    auto = sw.layouts is not None and sw.layouts.seconds is not None  # strategy auto: the layout differs per count
     for col in (
         "GPUs",
         "nodes",
@@ -252,8 +269,9 @@ def _table(rec):
         "P(meet)",
         "frontier",
         "chosen",
+        *(("layout",) if auto else ()),
     ):
-        table.add_column(col, justify="left" if col == "tier" else "right")
+        table.add_column(col, justify="left" if col in ("tier", "layout") else "right")
     for t, c in rows:
         table.add_row(
             f"{int(sw.gpus[c]):,}",
@@ -268,6 +286,7 @@ def _table(rec):
             "-" if p is None else fmt_pct(p[t, c]),
             "•" if (t, c) in rec.frontier_set else "",
             "✔" if rec.chosen == (t, c) else "",
+            *((f"{sw.layouts.strategy(c)}: {sw.layouts.label(c)}",) if auto else ()),
             style="bold" if rec.chosen == (t, c) else None,
         )
     return table

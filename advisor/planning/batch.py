@@ -11,7 +11,9 @@ can run the spec's recipe at all.
 - micro-batch: `batch.micro_samples` where the per-GPU batch holds it, else the whole per-GPU batch
   (no accumulation): what one forward/backward holds in activation memory (advisor.memory).
 
-Everything broadcasts over numpy arrays of GPU counts.
+Everything broadcasts over numpy arrays of GPU counts. Under tensor, pipeline or context parallelism
+"per GPU" means per data-parallel rank (N / (tp·pp·cp) ranks, torchtitan's local batch): the GPUs
+of one model-parallel group share their samples, and N must be a multiple of tp·pp·cp.
 """
 
 from __future__ import annotations
@@ -28,13 +30,13 @@ def per_gpu_batch(w: "Workload", gpus) -> "np.ndarray":
     """Samples per optimizer step on one GPU (float; fractional under fixed-global when N does not divide B)."""
     import numpy as np
 
-    gpus = np.asarray(gpus, dtype=float)
+    ranks = np.asarray(gpus, dtype=float) / w.model_parallel_size()
     b = w.batch
     if b.policy == "fixed-global":
-        return b.global_samples / gpus
-    share = np.full(gpus.shape, float(b.per_gpu_samples))
+        return b.global_samples / ranks
+    share = np.full(ranks.shape, float(b.per_gpu_samples))
     if b.max_global_samples is not None:
-        share = np.minimum(share, np.floor(b.max_global_samples / gpus))
+        share = np.minimum(share, np.floor(b.max_global_samples / ranks))
     return share
 
 
@@ -45,7 +47,7 @@ def global_batch(w: "Workload", gpus) -> "np.ndarray":
     gpus = np.asarray(gpus, dtype=float)
     if w.batch.policy == "fixed-global":
         return np.full(gpus.shape, float(w.batch.global_samples))
-    return per_gpu_batch(w, gpus) * gpus
+    return per_gpu_batch(w, gpus) * gpus / w.model_parallel_size()
 
 
 def capped(w: "Workload", gpus) -> "np.ndarray":
@@ -63,9 +65,12 @@ def divides(w: "Workload", gpus) -> "np.ndarray":
     import numpy as np
 
     gpus = np.asarray(gpus, dtype=np.int64)
+    mp = w.model_parallel_size()
+    whole = gpus % mp == 0
+    ranks = np.maximum(gpus // mp, 1)
     if w.batch.policy == "fixed-global":
-        return (gpus <= w.batch.global_samples) & (w.batch.global_samples % gpus == 0)
-    return per_gpu_batch(w, gpus) >= 1
+        return whole & (ranks <= w.batch.global_samples) & (w.batch.global_samples % ranks == 0)
+    return whole & (per_gpu_batch(w, gpus) >= 1)
 
 
 def micro_batch(w: "Workload", gpus) -> "np.ndarray":

@@ -314,6 +314,7 @@ class Sweep:
     baseline_gpus: int
     baseline_hours: float  # compute hours at the baseline count: the speedup reference
     statistical_efficiency: bool  # steps depend on N through the gradient noise scale
+    layouts: Optional[object] = None  # advisor.layouts.SweepLayouts: the parallel layout of each count, and why
 
     @property
     def factor(self) -> "np.ndarray":
@@ -422,8 +423,11 @@ def sweep(
     available &= np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0)
 
     varies = w.batch.gradient_noise_scale is not None and w.batch.policy == "fixed-per-gpu"
+    from advisor.layouts import SweepLayouts
+
     return Sweep(tiers, billing, preemption, counts, nodes, steps, global_batch, step_seconds, compute_hours, wall,
-                 cost, available, offered, fits_batch, fits, memory, capacity, int(baseline_gpus), baseline_hours, varies)
+                 cost, available, offered, fits_batch, fits, memory, capacity, int(baseline_gpus), baseline_hours, varies,
+                 SweepLayouts.declared(w, counts, nodes))
 
 
 def _baseline_hours(w: "Workload", model: StepTimeModel, baseline_gpus: int) -> float:

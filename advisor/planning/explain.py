@@ -108,6 +108,7 @@ def explain(rec: "Recommendation") -> tuple[str, list[str]]:
     why = [
         s
         for s in (
+            _layout(rec, c),
             _stop(rec),
             _doubling(rec, t, c),
             _knee(rec, t),
@@ -123,6 +124,13 @@ def explain(rec: "Recommendation") -> tuple[str, list[str]]:
         if s
     ]
     return message, why
+
+
+def _layout(rec: "Recommendation", c: int) -> str:
+    """Under strategy auto: the chosen count's layout, what it beat and by how much (advisor.layouts)."""
+    lay = rec.sweep.layouts
+    why = None if lay is None else lay.why(c)
+    return f"Layout at {plural(int(rec.sweep.gpus[c]), 'GPU')}: {why}." if why else ""
 
 
 def _stop(rec: "Recommendation") -> str:

@@ -290,6 +290,10 @@ class Recommendation:
         }
         for key, name in (("p_within_budget", "budget"), ("p_within_deadline", "deadline"), ("p_meet", "both")):
             columns[key] = [None] * len(pairs) if p[name] is None else p[name][t, c].tolist()
+        if sw.layouts is not None:
+            columns["layout"] = [sw.layouts.label(i) for i in c.tolist()]
+            columns["strategy"] = [sw.layouts.strategy(i) for i in c.tolist()]
+            columns["layout_why"] = [sw.layouts.why(i) for i in c.tolist()]
         columns["chosen"] = [pair == self.chosen for pair in pairs]
         columns["on_frontier"] = [pair in self.frontier_set for pair in pairs]
         head = {"workload": self.workload, "objective": self.objective.value, "calibrated": self.calibrated}
@@ -494,7 +498,9 @@ def recommend(
         peaks = checked_in_peaks(w)
     limits = limits if limits is not None else Limits(budget, deadline, confidence)
     chosen_objective = limits.objective(objective)
-    sw = sweep(w, model, select_tiers(w, tier), baseline_gpus, gpus, peaks)
+    from advisor.layouts import sweep as layout_sweep  # the layout per count; strategy auto: the fastest that fits
+
+    sw = layout_sweep(w, model, select_tiers(w, tier), baseline_gpus, gpus, peaks)
     probabilities = limit_probabilities(sw, limits)
     frontier = frontier_of(sw)
     chosen, closest, stop = choose(sw, chosen_objective, limits, probabilities, frontier)

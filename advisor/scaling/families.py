@@ -107,7 +107,7 @@ def _ernest(w, gpus, nodes, batch, cov) -> Design:
 
 def _topology(inter_hops: str):
     def build(w, gpus, nodes, batch, cov: Coverage) -> Design:
-        compute = F.compute_seconds(w, gpus, batch)
+        compute = F.compute_seconds(w, gpus, batch) * F.pipeline_factor(w, gpus)
         extra = F.gpus_per_node_used(gpus, nodes) - 1
         cols = [Column("overhead", "s", "fixed time per step"),
                 Column("compute", _compute_unit(w), "per-GPU FLOPs per step at peak"),
@@ -119,8 +119,7 @@ def _topology(inter_hops: str):
 
         multi = nodes > 1
         single = (~multi) & (gpus > 1)
-        bw = F.comm_seconds_at_declared(w, gpus, nodes)
-        lat = F.hop_latency_seconds(w, gpus, nodes, inter_hops)
+        links = F.link_seconds_at_declared(w, gpus, nodes, inter_hops)  # each link's own traffic (advisor.layouts)
         if cov.steps_crossed_nodes:
             cols.append(Column("intra_sync", "s", "per-step synchronisation overhead in one node"))
             arrays.append(single.astype(float))
@@ -129,13 +128,13 @@ def _topology(inter_hops: str):
             arrays.append((gpus > 1).astype(float))
         cols += [Column("intra_bandwidth", "x declared", "bus volume / declared intra-node bandwidth"),
                  Column("intra_latency", "x declared", "ring hops x declared intra-node latency")]
-        arrays += [np.where(single, bw, 0.0), np.where(single, lat, 0.0)]
+        arrays += [links.intra_bandwidth, links.intra_latency]
         if cov.steps_crossed_nodes:
             cols.append(Column("inter_sync", "s", "per-step synchronisation overhead across nodes"))
             arrays.append(multi.astype(float))
         cols += [Column("inter_bandwidth", "x declared", "bus volume / declared inter-node bandwidth"),
                  Column("inter_latency", "x declared", f"{inter_hops} hops x declared inter-node latency")]
-        arrays += [np.where(multi, bw, 0.0), np.where(multi, lat, 0.0)]
+        arrays += [links.inter_bandwidth, links.inter_latency]
         return Design(np.column_stack(arrays), tuple(cols), n_compute)
 
     return build

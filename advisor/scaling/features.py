@@ -61,11 +61,32 @@ def volume_bytes(workload: "Workload", gpus: np.ndarray) -> np.ndarray:
     return factor * (n - 1) / n * workload.model.gradient_bytes
 
 
+def link_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray, inter_hops: str = "tree"):
+    """Per-link seconds per step of the workload's parallel layout at the declared speeds
+    (advisor.layouts.LinkSeconds: intra/inter bandwidth and latency). The one place where the
+    strategy's traffic meets the topology: one step may use both links (HSDP, TP across nodes)."""
+    from advisor.layouts import build
+
+    g = np.asarray(gpus, float)
+    lay = build(workload, np.maximum(np.rint(g), 1).astype(np.int64), np.maximum(np.rint(np.asarray(nodes, float)), 1).astype(np.int64))
+    return lay.link_seconds(workload, inter_hops=inter_hops)
+
+
+def pipeline_factor(workload: "Workload", gpus: np.ndarray) -> np.ndarray:
+    """Compute time per step over ideal under pipelining: 1 / (1 - bubble), bubble = (p-1)/(v·m + p - 1)
+    (Megatron-LM SC21 §2.2; advisor.layouts). 1 without pipeline parallelism."""
+    if workload.parallelism.pipeline_parallel_degree == 1:
+        return np.ones_like(np.asarray(gpus, float))
+    from advisor.layouts import build
+
+    lay = build(workload, np.maximum(np.rint(np.asarray(gpus, float)), 1).astype(np.int64))
+    return 1.0 / (1.0 - lay.bubble_fraction(workload))
+
+
 def comm_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    """Seconds per step to move the parallelism's bytes per GPU over the bottleneck link at its declared
-    bus bandwidth. The one place where the strategy's traffic meets the topology: per-link volumes of
-    other layouts (advisor.layouts) replace `volume_bytes` / `bus_bandwidth` here."""
-    return volume_bytes(workload, gpus) / bus_bandwidth(workload, nodes)
+    """Seconds per step to move the layout's bytes over both links at their declared bus bandwidths."""
+    links = link_seconds_at_declared(workload, gpus, nodes)
+    return links.intra_bandwidth + links.inter_bandwidth
 
 
 def bus_bandwidth(workload: "Workload", nodes: np.ndarray) -> np.ndarray:

@@ -188,6 +188,19 @@ class ScalingModel:
         batch = self.workload.global_batch(gpus) if global_batch is None else np.broadcast_to(np.asarray(global_batch, float), gpus.shape)
         return gpus, np.asarray(nodes, float), np.asarray(batch, float)
 
+    def for_workload(self, workload: "Workload") -> "ScalingModel":
+        """This fitted model predicting for another layout of the same job (`workload` differs only in
+        [parallelism], e.g. advisor.layouts.with_layout): the coefficients are factors on compute and on
+        each link's declared speed, so they carry over; the design follows the new layout's traffic."""
+        import copy
+        from dataclasses import replace
+
+        other = copy.copy(self)
+        other.workload = workload
+        other.problem = replace(self.problem, workload=workload)
+        other.fitted = replace(self.fitted, problem=other.problem)
+        return other
+
     def distance(self, gpus, nodes) -> np.ndarray:
         """How far past the data each placement is: max(N / largest count, nodes / largest node count), >= 1."""
         if not self.calibrated:

@@ -317,7 +317,10 @@ class Layout:
             crosses = span_nodes & (k * d > on_node) & (k > 1)
             members_per_node = np.clip(np.floor(on_node / np.maximum(d, 1)), 1, k)
             bus = t.bus_bytes()
-            intra_b += np.where(crosses, 0.0, bus)
+            # a ring that crosses nodes with several members per node still runs through the intra-node
+            # links, so its bytes count on both (docs/model.md; the fit's priors were learned so); a
+            # group with one member per node (HSDP's replicas, rail-aligned) goes GPU -> NIC directly
+            intra_b += np.where(crosses & (members_per_node <= 1), 0.0, bus)
             inter_b += np.where(crosses, on_node / members_per_node * bus, 0.0)
             half = 1.0 if t.op == "all_reduce" else 0.5
             ring = 2 * (k - 1) * half if t.op != "send_recv" else np.minimum(k - 1, 1)

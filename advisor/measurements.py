@@ -4,7 +4,7 @@ A `Measurements` holds `MeasuredRun`s (one GPU placement and batch, its raw time
 exposed communication per step where known) and the collective probes of a calibration. The
 scaling model fits on run medians and bootstraps over runs and steps.
 
-Measurement CSV (contract: DESIGN.md §3): `#` lines are comments (the source goes there); a header
+Measurement CSV (contract: docs/formats.md, "Measurement CSV"): `#` lines are comments (the source goes there); a header
 row, then one row per measurement: `gpus` (required), `nodes` (default ceil(gpus /
 gpus_per_node)), `step_seconds` or `throughput` (samples/s, whole job), optional `global_batch`
 (samples per step; default: the workload's batch policy) and, an addition of ours, optional

@@ -1,6 +1,6 @@
 """The workload spec: what is trained, how it is batched and sharded, on what cluster, at what prices.
 
-A spec is a TOML file (contract: DESIGN.md §2). `load_workload(path)` parses and validates it
+A spec is a TOML file (contract: docs/formats.md, "Workload spec (TOML)"). `load_workload(path)` parses and validates it
 into a `Workload`; every problem becomes one line `FILE: dotted.path: message (got VALUE)` in an
 `InputError`. Quantities accept unit strings (see `advisor.units`). Field docstrings become the
 descriptions in `advisor schema`.
@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from advisor.catalog import find_gpu
 from advisor.errors import InputError, Problem
 from advisor.fileio import load_toml
+from advisor.text import plural
 from advisor.units import parse_bandwidth, parse_count, parse_duration, parse_size
 from advisor.validation import validation_error
 
@@ -412,7 +413,7 @@ def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:
             if heads is not None and heads % tp:
                 out.append((at + "tensor_parallel_degree", f"must divide {key} ({heads})", tp))
         if pp * p.virtual_stages > m.layers:
-            out.append((at + "pipeline_parallel_degree", f"x {p.virtual_stages} model chunk(s) per GPU exceeds model.layers "
+            out.append((at + "pipeline_parallel_degree", f"x {plural(p.virtual_stages, 'model chunk')} per GPU exceeds model.layers "
                         f"({m.layers}): every stage needs a layer", pp))
         # torchtitan's load-balanced ring attention cuts each sequence into 2 x cp chunks.
         if cp > 1 and m.seq_len % (2 * cp):

@@ -13,6 +13,7 @@ Spellings users type from vendor pages and `ibstat`:
 Case rules. The prefix letter's case is ignored for counts and bandwidths: nobody trains a
 millionth of a parameter or sends a millibit per second, so `"800 gbit/s"` is 800 Gbit/s and
 `"250m"` 250 million. The bit/byte letter keeps its case (`b` bits, `B` bytes): that is a factor of 8.
+Sizes (`cluster.gpu_memory`) have no bits, so any case reads as bytes (`"80 gb"` = 80 GB).
 Durations stay case-sensitive (`ms` is not `Ms`).
 
 Every parse error is a ValueError whose text becomes the spec's one-line message; numbers too
@@ -81,7 +82,13 @@ def _fold_bandwidth(unit: str) -> str:
     return unit
 
 
-_FOLDS = {"count": _fold_count, "bandwidth": _fold_bandwidth}
+def _fold_size(unit: str) -> str:
+    """Sizes have no bits: any case reads as bytes ("80 gb" = 80 GB, "96 gib" = 96 GiB)."""
+    upper = unit.upper()
+    return upper[:-2] + "iB" if upper.endswith("IB") else upper
+
+
+_FOLDS = {"count": _fold_count, "bandwidth": _fold_bandwidth, "size": _fold_size}
 
 
 def _scale(unit: str, units: dict[str, float], kind: str) -> float:
@@ -139,7 +146,7 @@ def parse_bandwidth(value: object) -> float:
 
 def parse_size(value: object) -> float:
     """`"64 MiB"` -> 67108864 bytes; `"80 GB"` -> 8e10 bytes (`cluster.gpu_memory`)."""
-    return _parse(value, SIZE_UNITS, "size")
+    return _parse(value, {"": 1.0, **SIZE_UNITS}, "size")
 
 
 def parse_duration(value: object) -> float:

@@ -61,11 +61,19 @@ class Series:
     test: Optional[object]  # Measurements or None (nothing past 16 GPUs)
 
 
+#: Series of one testbed (name prefix, suffix) -> the testbed: one cluster and one benchmark sweep
+#: (benchmarks/data/CORPUS_ADDITIONS.md, "Grouping note").
+TESTBEDS = (("pollux-", "", "pollux-aws-t4"), ("mpt-", "-a100-roce", "llm-foundry-a100-roce"),
+            ("mpt-", "-h100", "llm-foundry-h100"), ("transformerxl-large-pyt-dgx2h", "", "dle-transformerxl-dgx2h"),
+            ("gpt3-5b-nemo-dgxa100", "", "nemo-superpod-a100"), ("bert-4b-nemo-dgxa100", "", "nemo-superpod-a100"))
+
+
 def cluster_of(name: str) -> str:
     """Series measured on one testbed share a cluster (learning counts each cluster once)."""
-    if name.startswith("pollux-"):
-        return "pollux-aws-t4"
-    return name.split("-seq")[0]  # one README's sequence-length variants ran on one system
+    for prefix, suffix, testbed in TESTBEDS:
+        if name.startswith(prefix) and name.endswith(suffix):
+            return testbed
+    return name.split("-seq")[0]  # one README's sequence-length (and precision) variants ran on one system
 
 
 def pollux_workload(model: str):

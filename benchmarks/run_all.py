@@ -15,6 +15,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = ["accuracy.py", "layout_accuracy.py", "cli_latency.py", "model_speed.py", "recommend_sweep.py",
+              "recommend_picks.py",
               "calibration_cost.py"]
 
 

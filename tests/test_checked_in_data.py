@@ -13,7 +13,7 @@ from advisor.calibration_data import load_calibration
 from advisor.spec import load_workload
 from conftest import ROOT, SHARED_DATA, WORKLOADS
 
-CALIBRATIONS = sorted((ROOT / "calibrations").glob("*.toml"))
+CALIBRATIONS = sorted((ROOT / "calibrations").rglob("*.toml"))  # reference/ too: passed by hand
 SERIES = sorted((ROOT / "benchmarks" / "data").glob("*.csv"))
 SERIES_SPECS = ROOT / "benchmarks" / "workloads"
 COMMIT = re.compile(r"\b[0-9a-f]{12,40}\b")  # full or abbreviated (>= 12 hex) commit

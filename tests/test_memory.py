@@ -161,3 +161,16 @@ def test_a_pipeline_holds_no_more_micro_batches_than_a_step_has():
     # micro-batch 1: two micro-batches per step, the first stage holds 2 x 8 layers of half the size
     f = footprint(w, np.array([32]), pp=4, micro_samples=1)
     assert f.activations[0] == pytest.approx(max(2 * L / 4 * per_layer / 2, L / 4 * per_layer / 2 + LOGITS / 2))
+
+
+def test_when_memory_rules_counts_out_the_output_says_what_recomputation_would_fit():
+    # the 13B spec of test_13b_fsdp_on_a100_40gb without recomputation fits nowhere; selective fits from 32 GPUs,
+    # full from 8 (hand-computed there)
+    from advisor.planning.recommend import recommend
+    from recommend_inputs import Amdahl
+
+    rec = recommend(thirteen_b("none"), Amdahl(baseline_gpus=8))
+    assert rec.chosen is None and rec.recompute == {"selective": 32, "full": 8}
+    text = " ".join(rec.why)
+    assert 'With activation_checkpoint = "selective" the smallest count that fits would be 32 GPUs' in text
+    assert "at 256 GPUs it is" in text  # the largest count: the nearest to fitting

@@ -5,7 +5,6 @@ tiny-cpu calibration (a real CPU run) and the llm7b published one."""
 from __future__ import annotations
 
 import math
-
 import re
 
 import pytest
@@ -123,3 +122,14 @@ def test_scaling_plot_measured_on_top_and_every_axis_labelled(name, tmp_path):
     plot.plot_scaling(m, requested, png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not math.isnan(png.stat().st_size)
+
+
+def test_a_workload_with_no_possible_plan_gets_a_panel_that_says_so(tmp_path):
+    from advisor.planning.plot import plot_frontier
+
+    rec = _rec("llm70b", budget=20000)  # 70B on 80 GB H100s: every count is ruled out by memory
+    if rec.sweep.available.any():
+        pytest.skip("llm70b has possible plans in this version")
+    png = tmp_path / "f.png"
+    plot_frontier([rec, _rec("tiny-cpu")], png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -234,3 +234,18 @@ def test_fit_is_the_same_whatever_blas_kernel_runs_it():
         out.append(eval(r.stdout.strip()))
     assert out[0] == pytest.approx(out[1], rel=1e-9)
     assert min(out[0]) >= 0.85 * 2.0 * 8192 / 5762  # and physical: no step far below the measured 8-GPU one
+
+
+def test_steps_faster_than_the_peak_allows_stay_physical_and_say_so():
+    """Hostile input: llm7b measured at 1 ns per step (an MFU of ~10^9). The fit leans on MFU <= 100%
+    and warns; no predicted step and no end of its interval is below the compute at peak."""
+    from advisor.scaling.features import compute_seconds
+
+    m = Measurements([MeasuredRun(g, 1, 2.0 * g, np.array([1e-9])) for g in (1, 2, 4)], [], "<hostile>")
+    model = ScalingModel(LLM7B, m, n_bootstrap=4)
+    assert any("MFU <= 100%" in w for w in model.fit_warnings)
+    gpus = np.array([1.0, 8.0, 64.0, 4096.0])
+    p = model.predict(gpus)
+    floor = compute_seconds(LLM7B, gpus, LLM7B.global_batch(gpus))
+    assert (p.step_low >= floor * (1 - 1e-12)).all() and (p.mfu <= 1 + 1e-9).all()
+    assert (p.throughput_high * (p.step_low / p.global_batch) <= 1 + 1e-9).all()

@@ -39,21 +39,29 @@ def test_count_is_whole_with_separators():
     assert count(65536) == "65,536" and count(2.5) == "2.5"
 
 
+def _string_tokens(path):
+    """(line, text) of every string literal (f-strings included) in a Python file."""
+    import tokenize
+
+    kinds = {tokenize.STRING} | {getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
+    with open(path, encoding="utf-8") as handle:
+        for token in tokenize.generate_tokens(handle.readline):
+            if token.type in kinds:
+                yield token.start[0], token.string
+
+
 def test_no_printed_sentence_hedges_a_plural_or_prints_an_interval_in_e_notation():
-    """Source scan: "node(s)" is `plural(n, "node")`; "{low:.3g}–{high:.3g}" (1.33e+03–1.53e+03) is
-    `interval(low, high)`. Catches a merge that brings an old spelling back."""
+    """Source scan of every string literal: "node(s)" is `plural(n, "node")`; "{low:.3g}–{high:.3g}"
+    (1.33e+03–1.53e+03) is `interval(low, high)`. Catches a merge that brings an old spelling back."""
     import re
 
     from conftest import ROOT
 
     hedge = re.compile(r"[A-Za-z]\(s\)")
     e_interval = re.compile(r"g\}\s*[–-]\s*\{[^}]*:\.\d+g\}")
-    found = []
-    for path in sorted((ROOT / "advisor").rglob("*.py")):
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            code = line.split("#", 1)[0]
-            if ('"' in code or "'" in code) and (hedge.search(code) or e_interval.search(code)):
-                found.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
+    found = [f"{path.relative_to(ROOT)}:{lineno}: {text}"
+             for path in sorted((ROOT / "advisor").rglob("*.py")) for lineno, text in _string_tokens(path)
+             if hedge.search(text) or e_interval.search(text)]
     assert not found, "\n".join(found)
 
 

@@ -69,12 +69,12 @@ def test_lower_case_prefix_is_not_answered_with_a_unit_a_billion_times_smaller()
 
 @pytest.mark.parametrize("text", ["1e1000000 Gbit/s", "1e400 Gbit/s", "1e999999999 GB/s"])
 def test_huge_exponent_is_a_clean_error(text):
-    with pytest.raises(ValueError, match="too large"):
+    with pytest.raises(ValueError, match="bandwidth is too large"):
         parse_bandwidth(text)
 
 
 def test_integer_too_large_for_a_float_is_a_clean_error():
-    with pytest.raises(ValueError, match="too large"):
+    with pytest.raises(ValueError, match="count is too large"):
         parse_count(10**400)
 
 
@@ -188,3 +188,19 @@ def test_huge_exponent_in_a_spec_is_one_line(tmp_path):
     assert (code, out) == (2, "")
     assert err.strip().endswith("cluster.inter_node_bandwidth: bandwidth is too large (a 64-bit float ends at 1.8e308) "
                                 "(got '1e1000000 Gbit/s')")
+
+
+@pytest.mark.parametrize("text, nbytes", [("80 GB", 80e9), ("80 gb", 80e9), ("96 GiB", 96 * 2**30),
+                                          ("96 gib", 96 * 2**30), ("141GB", 141e9), ("8e10", 8e10), (80e9, 80e9)])
+def test_size_spellings(text, nbytes):
+    from advisor.units import parse_size
+
+    assert parse_size(text) == pytest.approx(nbytes, rel=1e-12)
+
+
+@pytest.mark.parametrize("text", ["80 GB/s", "lots", "1e1000000 GB"])
+def test_bad_size_is_a_value_error(text):
+    from advisor.units import parse_size
+
+    with pytest.raises(ValueError):
+        parse_size(text)

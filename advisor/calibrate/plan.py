@@ -3,7 +3,7 @@
 Shared by the local launcher, the worker and the emitted multi-node commands, so all three agree
 on the work done at each N. Pure Python: no torch import here.
 
-Batch policy at N (DESIGN.md §2, §5):
+Batch policy at N (docs/formats.md: the spec; docs/model.md: the step):
 
 - fixed-per-gpu: every GPU processes `per_gpu_samples` per optimizer step.
 - Under tensor, pipeline or context parallelism "GPU" below means data-parallel rank

@@ -52,8 +52,11 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
 
     con = _console()
     meas = desc["measured"]
-    con.print(f"{m.workload.name}: {plural(meas['runs'], 'run')} ({plural(meas['steps'], 'step')}) at GPUs {meas['gpus']}, "
-              f"up to {plural(meas['max_nodes'], 'node')}, {plural(meas['probes'], 'collective probe')}, from {meas['source']}")
+    if m.calibrated:
+        con.print(f"{m.workload.name}: {plural(meas['runs'], 'run')} ({plural(meas['steps'], 'step')}) at GPUs {meas['gpus']}, "
+                  f"up to {plural(meas['max_nodes'], 'node')}, {plural(meas['probes'], 'collective probe')}, from {meas['source']}")
+    else:
+        con.print(f"{m.workload.name}: no measurement; the prior alone (docs/model.md, \"The prior\")")
     t = Table(title=_uncal(m) + "leave-one-count-out CV (mean abs. % error on held-out counts)")
     for col in ("family", "CV error", "form"):
         t.add_column(col)
@@ -74,13 +77,14 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
     con.print(f"90% intervals: the posterior of the coefficients ({iv['posterior_draws']} draws for the ranges above), "
               f"{plural(iv['residuals'], 'out-of-sample residual')}, noise growing {iv['widening_per_doubling']:.0%} per "
               "doubling past the data (set on the published corpus)")
-    r = Table(title="residuals (in-sample, median step per run)")
+    r = Table(title="residuals (in-sample, median step per placement)")
     for col in ("GPUs", "nodes", "batch", "measured s", "fitted s", "error"):
         r.add_column(col, justify="right")
     for row in m.residuals()[:60]:
         r.add_row(str(row["gpus"]), str(row["nodes"]), f"{row['global_batch']:g}", f"{row['measured']:.4g}",
                   f"{row['fitted']:.4g}", f"{row['error'] * 100:+.1f}%")
-    con.print(r)
+    if m.calibrated:
+        con.print(r)
     if len(m.residuals()) > 60:
         con.print(f"... {len(m.residuals()) - 60} more runs (--json lists all)")
     _warn(m.fit_warnings)

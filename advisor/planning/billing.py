@@ -426,8 +426,8 @@ def sweep(
     from advisor.layouts import SweepLayouts
 
     return Sweep(tiers, billing, preemption, counts, nodes, steps, global_batch, step_seconds, compute_hours, wall,
-                 cost, available, offered, fits_batch, fits, memory, capacity, int(baseline_gpus), baseline_hours, varies,
-                 SweepLayouts.declared(w, counts, nodes))
+                 cost, available, offered, fits_batch, fits, memory, capacity, int(baseline_gpus), baseline_hours,
+                 varies, SweepLayouts.declared(w, counts, nodes))
 
 
 def _baseline_hours(w: "Workload", model: StepTimeModel, baseline_gpus: int) -> float:

@@ -97,7 +97,8 @@ def explain(rec: "Recommendation") -> tuple[str, list[str]]:
     if rec.chosen is None:
         t, c = rec.closest[0]
         message = f"No plan qualifies {_limits_text(rec)}; closest: {describe(rec, t, c)}{_odds(rec, t, c)}."
-        return message, [s for s in (_knife_edge(rec), *[spot_sentence(s) for s in rec.spot], *_left_out(rec)) if s]
+        sentences = (_knife_edge(rec), *[spot_sentence(payoff) for payoff in rec.spot], *_left_out(rec))
+        return message, [s for s in sentences if s]
     t, c = rec.chosen
     headline = HEADLINES[rec.objective].format(limits=_limits_text(rec))
     message = (
@@ -147,9 +148,8 @@ def _stop(rec: "Recommendation") -> str:
         t, c = cheapest_first[stop.at]
         return (
             f"It stops at the fastest plan considered, not at a step that was not worth it: {walked}. "
-            f"{plural(int(rec.sweep.gpus[c]), 'GPU')} is the most {rec.sweep.tiers[t].name} offers here "
-            f"(cluster.max_gpus "
-            f"or the tier's max_gpus); more might still pay."
+            f"{plural(int(rec.sweep.gpus[c]), 'GPU')} is the largest count available on {rec.sweep.tiers[t].name} "
+            f"here (max_gpus, whole instances, the batch or memory rule out larger ones); more might still pay."
         )
     nt, nc = cheapest_first[stop.next]
     return (
@@ -226,7 +226,7 @@ def _preemption(rec: "Recommendation", c: int) -> list[str]:
                 f"first-order Young/Daly ({pre.first_order_factor[t, c]:.2f}x the compute time) would understate it; "
                 f"the exponential model (Daly 2006, failures during restarts too) gives {sw.factor[t, c]:.2f}x."
             )
-    out += [spot_sentence(s) for s in rec.spot]
+    out += [spot_sentence(payoff) for payoff in rec.spot]
     return out
 
 
@@ -286,7 +286,8 @@ def _batch(rec: "Recommendation", c: int) -> str:
     if rec.measured_batch is None or abs(batch - rec.measured_batch) < 0.5:
         return ""
     return (
-        f"It trains with a global batch of {batch:,.0f} samples ({per_gpu:g} per GPU; largest measured: "
+        f"It trains with a global batch of {batch:,.0f} samples ({per_gpu:g} per GPU; "
+        f"{'largest measured' if rec.calibrated else 'at the baseline count'}: "
         f"{rec.measured_batch:,.0f})."
     )
 
@@ -348,11 +349,18 @@ def _memory_sentence(rec: "Recommendation") -> str:
     fits = sw.fits_memory
     smallest = int(sw.gpus[fits][0]) if fits.any() else None
     where = f"below {plural(smallest, 'GPU')}" if smallest else "at every count"
-    c = int((~fits).nonzero()[0][-1]) if smallest else 0
+    c = int((~fits).nonzero()[0][-1])  # the largest count left out: the nearest to fitting
     measured = ", moved to the calibration's measured peak" if rec.peaks else ""
+    hints = [f'with activation_checkpoint = "{mode}" the smallest count that fits would be {plural(n, "GPU")}'
+             if n else f'activation_checkpoint = "{mode}" would not fit at any count either'
+             for mode, n in rec.recompute.items()]
+    joined = "; ".join(hints)
+    hint = f" {joined[:1].upper()}{joined[1:]}." if hints else ""
+    if hints and not any(rec.recompute.values()):
+        hint = hint[:-1] + " (tensor or pipeline parallelism would be needed)."
     return (
         f"Left out {where}: the footprint per GPU exceeds the {fmt_bytes(sw.gpu_memory)} of GPU memory; at "
         f"{plural(int(sw.gpus[c]), 'GPU')} it is {fmt_bytes(sw.memory_bytes[c])} (model state {STATE_BYTES_PER_PARAM} "
         f"bytes per parameter, {fmt_bytes(STATE_BYTES_PER_PARAM * rec.params)} for the whole model, split where the "
-        f"layout shards it, plus activations{measured}; advisor.memory)."
+        f"layout shards it, plus activations{measured}; advisor.memory).{hint}"
     )

@@ -53,6 +53,13 @@ def _panel(ax, rec: "Recommendation", measured: Sequence[int] = ()) -> None:
 
     sw = rec.sweep
     hours, cost = sw.wall_hours[0], sw.cost_usd[0]
+    ax.set_title(f"{rec.workload}: {rec.objective}")
+    if not sw.available.any():  # every count ruled out (memory, batch, tier caps): say so, plot nothing
+        ax.text(0.5, 0.5, "no plan: every GPU count is ruled out\n(see the table's notes)", ha="center",
+                va="center", transform=ax.transAxes)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return
     for t, tier in enumerate(sw.tiers):
         keep = sw.available[t]
         ax.scatter(hours[t, keep], cost[t, keep], s=10, alpha=0.6, label=tier.name, zorder=2)
@@ -80,7 +87,6 @@ def _panel(ax, rec: "Recommendation", measured: Sequence[int] = ()) -> None:
     set_log_axis(ax.yaxis, y_lo, y_hi)
     ax.set_xlabel("hours (expected wall time)")
     ax.set_ylabel("$ (expected cost, USD)")
-    ax.set_title(f"{rec.workload}: {rec.objective}")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
 

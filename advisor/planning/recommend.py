@@ -228,6 +228,7 @@ class Recommendation:
     knife_edge: Optional[KnifeEdge] = None
     calibrated: bool = True  # False: the model is a prior, no measurements behind it
     measured_batch: Optional[float] = None  # the largest global batch the calibration ran
+    recompute: dict = field(default_factory=dict)  # activation_checkpoint mode -> smallest count that would fit
     peaks: list = field(default_factory=list)  # advisor.memory.MeasuredPeak used for the footprint
     gradient_noise_scale: Optional[float] = None
     params: float = 0.0
@@ -524,10 +525,32 @@ def recommend(
     p = probabilities["both"]
     if chosen is not None and p is not None and p[chosen] < LIKELY:
         rec.safer, _, _ = choose(sw, chosen_objective, Limits(limits.budget, limits.deadline, 0.9), probabilities)
+    rec.recompute = recompute_alternatives(w, sw)
     rec.knife_edge = knife_edge(sw, probabilities, chosen or (closest[0] if closest else None), frontier)
     rec.message, rec.why = explain(rec)
     rec.warnings = model_warnings(model, rec, chosen or (closest[0] if closest else None))
     return rec
+
+
+#: Activation checkpointing modes, least recomputation first.
+RECOMPUTE_ORDER = ("none", "selective", "full")
+
+
+def recompute_alternatives(w: "Workload", sw: Sweep) -> dict:
+    """When memory rules counts out: for each stronger activation_checkpoint mode than the spec's, the
+    smallest count that would fit (None: none would), from advisor.memory's estimate alone."""
+    import numpy as np
+
+    from advisor.planning.billing import fits_memory
+
+    if sw.fits_memory.all() or not w.model.is_transformer:
+        return {}
+    out = {}
+    for mode in RECOMPUTE_ORDER[RECOMPUTE_ORDER.index(w.parallelism.activation_checkpoint) + 1:]:
+        alt = w.model_copy(update={"parallelism": w.parallelism.model_copy(update={"activation_checkpoint": mode})})
+        ok = fits_memory(alt, sw.gpus) & sw.fits_batch & sw.offered.any(axis=0)
+        out[mode] = int(sw.gpus[ok][0]) if ok.any() else None
+    return out
 
 
 def checked_in_peaks(w: "Workload") -> list:
@@ -559,22 +582,20 @@ def model_warnings(model: StepTimeModel, rec: Recommendation, plan: Optional[Pla
     import numpy as np
 
     sw = rec.sweep
-    out = (
-        []
-        if rec.calibrated
-        else [
-            "no calibration data: step times come from the declared hardware alone (a prior, "
-            "not a measurement); calibrate before renting at scale"
-        ]
-    )
-    out += list(getattr(model, "fit_warnings", None) or [])
+    own = list(getattr(model, "fit_warnings", None) or [])
+    says_so = any("uncalibrated" in line or "no calibration" in line for line in own)
+    out = [] if rec.calibrated or says_so else [
+        "no calibration data: step times come from the declared hardware alone (a prior, not a measurement); "
+        "calibrate before renting at scale"]
+    out += own
     extrapolation = getattr(model, "extrapolation_warnings", None)
     if plan is not None and extrapolation is not None:
         out += extrapolation(np.array([sw.gpus[plan[1]]]), np.array([sw.nodes[plan[1]]]))
     if plan is not None and sw.gpus[plan[1]] < sw.baseline_gpus:
         t, c = plan
         out.append(
-            f"{plural(int(sw.gpus[c]), 'GPU')} is below the smallest measured count ({sw.baseline_gpus}): the step time there "
+            f"{plural(int(sw.gpus[c]), 'GPU')} is below the smallest measured count ({sw.baseline_gpus}): "
+            "the step time there "
             f"is extrapolated downwards (efficiency {sw.efficiency[t, c]:.0%} of the baseline); "
             "measure it before trusting it"
         )
@@ -589,9 +610,10 @@ def _batch_warning(rec: Recommendation, plan: Optional[Plan]) -> list[str]:
     batch = float(sw.global_batch[plan[1]])
     if batch <= BATCH_GROWTH_WARN * rec.measured_batch:
         return []
+    reference = "the largest measured" if rec.calibrated else "the one at the baseline count, nothing measured"
     return [
         f"{int(sw.gpus[plan[1]]):,} GPUs train with a global batch of {batch:,.0f} samples, "
-        f"{batch / rec.measured_batch:.1f}x the largest measured ({rec.measured_batch:,.0f}): "
+        f"{batch / rec.measured_batch:.1f}x {reference} ({rec.measured_batch:,.0f}): "
         f"without batch.gradient_noise_scale the plan assumes the same "
         f"samples reach the same quality at any batch, which fails past the critical batch (McCandlish et al. 2018); "
         f"declare gradient_noise_scale or cap the batch with batch.max_global_samples"

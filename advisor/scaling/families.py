@@ -83,8 +83,12 @@ class Family:
             bw[i], lat[i] = b[0], lt[0]
         names = [c.name for c in d.columns]
         multi = nodes > 1
+        # As in a step (features.comm_seconds_at_declared): a probe across nodes also runs through
+        # the intra-node links, at the volume over the intra link.
+        X[:, names.index("intra_bandwidth")] = np.where(multi, bw * F.bus_bandwidth(workload, nodes)
+                                                        / workload.intra_node_bandwidth, bw)
+        X[multi, names.index("inter_bandwidth")] = bw[multi]
         for link, rows in (("intra", ~multi), ("inter", multi)):
-            X[rows, names.index(f"{link}_bandwidth")] = bw[rows]
             X[rows, names.index(f"{link}_latency")] = lat[rows]
         return X, np.array([p.seconds for p in probes], float)
 
@@ -126,13 +130,13 @@ def _topology(inter_hops: str):
         else:
             cols.append(Column("sync", "s", "per-step synchronisation overhead (one node and across nodes alike)"))
             arrays.append((gpus > 1).astype(float))
-        cols += [Column("intra_bandwidth", "x declared", "bus volume / declared intra-node bandwidth"),
+        cols += [Column("intra_bandwidth", "x declared", "bus volume / declared intra-node bandwidth (every N > 1)"),
                  Column("intra_latency", "x declared", "ring hops x declared intra-node latency")]
         arrays += [links.intra_bandwidth, links.intra_latency]
         if cov.steps_crossed_nodes:
             cols.append(Column("inter_sync", "s", "per-step synchronisation overhead across nodes"))
             arrays.append(multi.astype(float))
-        cols += [Column("inter_bandwidth", "x declared", "bus volume / declared inter-node bandwidth"),
+        cols += [Column("inter_bandwidth", "x declared", "bus volume / declared inter-node bandwidth (added across nodes)"),
                  Column("inter_latency", "x declared", f"{inter_hops} hops x declared inter-node latency")]
         arrays += [links.inter_bandwidth, links.inter_latency]
         return Design(np.column_stack(arrays), tuple(cols), n_compute)

@@ -64,7 +64,7 @@ def _gpu_axis(a, model: "ScalingModel", top: float) -> None:
     a.set_xscale("log", base=2)
     low = min(model.baseline_gpus, per_node)
     ticks = [2.0**k for k in range(int(np.floor(np.log2(low))), int(np.ceil(np.log2(top))) + 1)]
-    a.xaxis.set_major_locator(FixedLocator(ticks[:: -(-len(ticks) // 10)]))  # at most 10 labels
+    a.xaxis.set_major_locator(FixedLocator(ticks[:: -(-len(ticks) // 11)]))  # at most 11 labels: 1 ... 1,024
     a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     a.xaxis.set_minor_formatter(NullFormatter())
     a.set_xlabel("GPUs")

@@ -38,7 +38,9 @@ def parse_placements(text: str, gpus_per_node: int, where: str = "--gpus") -> li
         if nodes > gpus:
             raise InputError.at(where, "", "more nodes than GPUs", item)
         if -(-gpus // nodes) > gpus_per_node:
-            raise InputError.at(where, "", f"needs more than {gpus_per_node} GPUs on a node (cluster.gpus_per_node)", item)
+            raise InputError.at(
+                where, "", f"needs more than {gpus_per_node} GPUs on a node (cluster.gpus_per_node)", item
+            )
         out.append((gpus, nodes))
     return out
 

@@ -25,6 +25,7 @@ Run: python benchmarks/accuracy.py [--pollux DIR] [--json] [--learn]
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -35,8 +36,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import corpus  # noqa: E402
-from corpus import pollux_measurements, pollux_workload  # noqa: E402,F401  (other benchmarks import them from here)
+import corpus
+from corpus import pollux_measurements, pollux_workload  # noqa: F401  (other benchmarks import them from here)
 
 DEFAULT_DATA = corpus.POLLUX
 
@@ -248,8 +249,9 @@ def summary(rows) -> dict:
                              "coverage_points": float(np.mean(pts) * 100) if pts else None,
                              "series": sum(1 for r in sel if r.get(k))}
     bins = []
-    for lo, hi in zip(DISTANCE_BINS[:-1], DISTANCE_BINS[1:]):
-        ins = [i for r in rows if r.get("all") for i, d in zip(r["all"]["inside"], r["all"]["distance"]) if lo <= d < hi]
+    for lo, hi in itertools.pairwise(DISTANCE_BINS):
+        ins = [i for r in rows if r.get("all")
+               for i, d in zip(r["all"]["inside"], r["all"]["distance"], strict=True) if lo <= d < hi]
         if ins:
             bins.append({"distance": f"{lo}-{hi:g}x", "points": len(ins), "coverage": float(np.mean(ins) * 100)})
     out["coverage_by_distance"] = bins
@@ -276,7 +278,8 @@ def report(rows, summ, seconds):
     for group, by_k in summ.items():
         if group == "coverage_by_distance":
             continue
-        cells = [f"{_fmt(v['mape'])} {_fmt(v['naive_mape'])} {_fmt(v['coverage_points'], '6.0f')}" for v in by_k.values()]
+        cells = [f"{_fmt(v['mape'])} {_fmt(v['naive_mape'])} {_fmt(v['coverage_points'], '6.0f')}"
+                 for v in by_k.values()]
         print(f"{'mean ' + group:28} {'':>16} " + " ".join(cells))
     print("coverage of the 90% interval by distance past the fitted data (all fitted counts):",
           ", ".join(f"{b['distance']}: {b['coverage']:.0f}% of {b['points']}" for b in summ["coverage_by_distance"]))

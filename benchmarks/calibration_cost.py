@@ -36,14 +36,15 @@ def calibration_gpu_hours(w, model) -> float:
     counts = np.array(w.calibration.gpus, dtype=float)
     step, _, _ = model.step_time(counts, w.nodes(counts))
     steps = w.calibration.warmup_steps + w.calibration.steps
-    probe_s = np.where(counts > 1, PROBE_OPS * PROBE_SIZES * PROBE_REPEATS * w.model.gradient_bytes / w.intra_node_bandwidth, 0.0)
+    probe_s = np.where(counts > 1,
+                       PROBE_OPS * PROBE_SIZES * PROBE_REPEATS * w.model.gradient_bytes / w.intra_node_bandwidth, 0.0)
     seconds = counts * (steps * 2 * step + probe_s + STARTUP_S)
     return float(seconds.sum() / 3600)
 
 
 def main(paths: list[str]) -> list[dict]:
-    from advisor.scaling.model import build_model
     from advisor.planning.recommend import recommend
+    from advisor.scaling.model import build_model
     from advisor.spec import load_workload
 
     out = []
@@ -59,10 +60,12 @@ def main(paths: list[str]) -> list[dict]:
             plan = rec.plan(*rec.chosen)
             job = plan["gpus"] * plan["hours"]
             ratio = cal / job
-            print(f"calibration_cost: {w.name}: calibration {cal:.2f} GPU-h (counts {w.calibration.gpus}, upper bound) vs "
-                  f"job {job:,.0f} GPU-h ({label}: {plan['gpus']} GPUs x {plan['hours']:.1f} h on {plan['tier']}): "
+            print(f"calibration_cost: {w.name}: calibration {cal:.2f} GPU-h "
+                  f"(counts {w.calibration.gpus}, upper bound) vs job {job:,.0f} GPU-h "
+                  f"({label}: {plan['gpus']} GPUs x {plan['hours']:.1f} h on {plan['tier']}): "
                   f"{ratio:.3%} (target < 1%: {'ok' if ratio < 0.01 else 'MISSED'})")
-            out.append({"workload": w.name, "plan": label, "calibration_gpu_hours": cal, "job_gpu_hours": job, "ratio": ratio})
+            out.append({"workload": w.name, "plan": label, "calibration_gpu_hours": cal, "job_gpu_hours": job,
+                        "ratio": ratio})
     return out
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -58,7 +57,7 @@ class Series:
     group: str  # "pollux", "published" or "measured"
     workload: object
     fit: object  # Measurements
-    test: Optional[object]  # Measurements or None (nothing past 16 GPUs)
+    test: object | None  # Measurements or None (nothing past 16 GPUs)
 
 
 #: Series of one testbed (name prefix, suffix) -> the testbed: one cluster and one benchmark sweep
@@ -105,8 +104,8 @@ def pollux_measurements(folder: Path, test: bool = False):
     if test:
         for r in _read(folder / "scalability.csv"):
             g = int(r["num_replicas"])
-            runs.append(MeasuredRun(g, int(r["num_nodes"]), float(r["local_bsz"]) * g, np.array([float(r["step_time"])]),
-                                    np.array([float(r["sync_time"])])))
+            runs.append(MeasuredRun(g, int(r["num_nodes"]), float(r["local_bsz"]) * g,
+                                    np.array([float(r["step_time"])]), np.array([float(r["sync_time"])])))
         return Measurements(runs, [], str(folder / "scalability.csv"))
     for r in _read(folder / "placements.csv"):
         g = sum(int(c) for c in r["placement"])

@@ -129,15 +129,15 @@ def _cap_once_warm(cluster: EmulatedCluster, procs: list, logs: list[Path], per_
     while any(proc.poll() is None for proc in procs):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{label} did not finish within {PLACEMENT_TIMEOUT:.0f} s")
-        if capped_at is None:
-            if all("@progress warmup" in path.read_text(errors="replace") for path in logs):
-                for node in range(len(logs)):
-                    cluster.set_cpus(node, per_node * CPUS_PER_RANK)
-                capped_at = time.monotonic()
-                if any("@progress step" in path.read_text(errors="replace") for path in logs):
-                    raise RuntimeError(f"{label}: timed steps began before the CPU cap (use >= 2 warm-up steps)")
+        if capped_at is None and all("@progress warmup" in path.read_text(errors="replace") for path in logs):
+            for node in range(len(logs)):
+                cluster.set_cpus(node, per_node * CPUS_PER_RANK)
+            capped_at = time.monotonic()
+            if any("@progress step" in path.read_text(errors="replace") for path in logs):
+                raise RuntimeError(f"{label}: timed steps began before the CPU cap (use >= 2 warm-up steps)")
         time.sleep(0.02)
-    log(f"    warm after {(capped_at or time.monotonic()) - started:.1f} s, done after {time.monotonic() - started:.1f} s")
+    log(f"    warm after {(capped_at or time.monotonic()) - started:.1f} s, "
+        f"done after {time.monotonic() - started:.1f} s")
 
 
 def median_step(calibration: Path, gpus: int, nodes: int) -> float:

@@ -39,6 +39,7 @@ def median_seconds(fn, repeats=5) -> float:
 
 def main() -> int:
     from accuracy import DEFAULT_DATA, pollux_measurements, pollux_workload
+
     from advisor.scaling.model import ScalingModel, build_model
     from advisor.spec import load_workload
 
@@ -47,10 +48,10 @@ def main() -> int:
             w, m = pollux_workload(name), pollux_measurements(DEFAULT_DATA / name)
             gpus = np.array([8, 16, 64, 256, 1024], float)
 
-            def run():
+            def run(w=w, m=m, gpus=gpus):  # bind this iteration's values (B023)
                 ScalingModel(w, m).predict(gpus, None, 64 * gpus)
 
-            solves = count_solves(lambda: ScalingModel(w, m))
+            solves = count_solves(lambda w=w, m=m: ScalingModel(w, m))
             print(f"fit + predict, Pollux {name}: {m.n_steps} measured steps in {len(m.runs)} runs: "
                   f"{median_seconds(run):.2f} s, {solves} least-squares solves (target < 1 s for 2,000 steps)")
         big_csv(DEFAULT_DATA)
@@ -74,7 +75,8 @@ def main() -> int:
     codes = []
     # Exit 3 is an answer (some workload has no plan within the budget); anything else is a failure.
     before = os.times()
-    wall = median_seconds(lambda: codes.append(subprocess.run(cmd, cwd=ROOT, capture_output=True).returncode), repeats=3)
+    wall = median_seconds(lambda: codes.append(subprocess.run(cmd, cwd=ROOT, capture_output=True).returncode),
+                          repeats=3)
     after = os.times()
     if set(codes) - {0, 3}:
         raise SystemExit(f"advisor recommend failed: exit {codes}")
@@ -109,6 +111,7 @@ def big_csv(data: Path, rows: int = 100_000) -> None:
     import tempfile
 
     from accuracy import pollux_workload
+
     from advisor.measurements import read_measurements_csv
     from advisor.scaling.model import ScalingModel
 
@@ -121,7 +124,7 @@ def big_csv(data: Path, rows: int = 100_000) -> None:
         path = Path(tmp) / "big.csv"
         with path.open("w") as f:
             f.write("gpus,nodes,step_seconds,global_batch\n")
-            for i, j in zip(pick, jitter):
+            for i, j in zip(pick, jitter, strict=True):
                 r = real[i]
                 g = sum(int(c) for c in r["placement"])
                 f.write(f"{g},{len(r['placement'])},{float(r['step_time']) * j:.15g},{int(r['local_bsz']) * g}\n")

@@ -40,7 +40,8 @@ usd_per_gpu_hour = 1.0
 """
 
 
-def write_imagenet_inputs(folder: Path, local_bsz: int, job: str = "steps = 1000", tiers: str = ON_DEMAND) -> tuple[Path, Path]:
+def write_imagenet_inputs(folder: Path, local_bsz: int, job: str = "steps = 1000",
+                          tiers: str = ON_DEMAND) -> tuple[Path, Path]:
     """(spec, CSV): the testbed spec as pollux-imagenet.toml, and the trace rows at `local_bsz`
     images per GPU (1-16 GPUs on 1-4 nodes) as imagenet.csv. Skips the test when the data is absent."""
     if not POLLUX.is_dir():

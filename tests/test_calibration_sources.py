@@ -36,7 +36,7 @@ def test_calibration_probes_with_measurement_csv_runs(tmp_path):
     csv = tmp_path / "steps.csv"
     # The published 8-GPU torchtitan step (calibrations/rental-ethernet_published_torchtitan.toml).
     csv.write_text("# torchtitan Table 1, 8 GPUs FSDP\ngpus,nodes,step_seconds\n8,1,2.84346\n")
-    measured, err = _measured("--calibration", probes_only, "--measurements", csv)
+    measured, _err = _measured("--calibration", probes_only, "--measurements", csv)
     assert measured["runs"] == 1 and measured["probes"] == 31
     assert str(probes_only) in measured["source"] and str(csv) in measured["source"]
 

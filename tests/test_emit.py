@@ -79,11 +79,11 @@ def test_slurm_script_runs_each_placement_as_a_step_with_its_own_limit(tmp_path)
     code, calls, err = _run_job(tmp_path, text, submit)
     assert code == 0, err
     assert len(calls) == 2
-    for call, (gpus, nodes) in zip(calls, [(16, 2), (32, 4)]):
-        opts = dict(zip(call[:call.index("torchrun")][::2], call[:call.index("torchrun")][1::2]))
+    for call, (gpus, nodes) in zip(calls, [(16, 2), (32, 4)], strict=True):
+        opts = dict(zip(call[:call.index("torchrun")][::2], call[:call.index("torchrun")][1::2], strict=False))
         assert opts["--nodes"] == str(nodes) and opts["--time"] == "15"  # 900 s per placement
         torchrun = call[call.index("torchrun"):]
-        t = dict(zip(torchrun[1::2], torchrun[2::2]))
+        t = dict(zip(torchrun[1::2], torchrun[2::2], strict=False))
         assert t["--nnodes"] == str(nodes) and t["--nproc-per-node"] == "8"
         assert t["--rdzv-endpoint"] == "node-a:29500" and t["--rdzv-id"] == f"4242-{gpus}-{nodes}"
         assert call[call.index("--workload") + 1] == f"{submit}/workloads/llm7b.toml"
@@ -148,7 +148,8 @@ def test_torchrun_lines_quote_hostile_hosts(tmp_path):
     words = shlex.split(run[0])
     assert words[words.index("--rdzv-endpoint") + 1] == "h;id:29500"
     assert words[words.index("--results") + 1] == str((tmp_path / "r s").resolve() / "gpus16-nodes2")
-    assert "Then: advisor calibrate" in out and shlex.split(out.splitlines()[1].split("Then: ", 1)[1])[-1] == str(tmp_path / "r s")
+    assert "Then: advisor calibrate" in out
+    assert shlex.split(out.splitlines()[1].split("Then: ", 1)[1])[-1] == str(tmp_path / "r s")
 
 
 def _sky_docs(folder: Path, *extra: str) -> list[dict]:
@@ -166,7 +167,8 @@ def test_skypilot_tasks_follow_the_documented_schema(tmp_path):
         assert set(d) <= allowed and isinstance(d["num_nodes"], int) and isinstance(d["run"], str)
         name, _, count = d["resources"]["accelerators"].partition(":")
         assert name == "H100" and int(count) == 8
-        assert d["workdir"] == "." and "pip install '.[calibrate]'" in d["setup"] and "pip install advisor" not in d["setup"]
+        assert d["workdir"] == "."
+        assert "pip install '.[calibrate]'" in d["setup"] and "pip install advisor" not in d["setup"]
         run = d["run"]
         assert "torchrun" in run and '--node-rank "$SKYPILOT_NODE_RANK"' in run and "SKYPILOT_NODE_IPS" in run
         assert subprocess.run(["bash", "-n"], input=run, text=True).returncode == 0

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from netcluster import parse_rate, unavailable_reason  # noqa: E402
+from netcluster import parse_rate, unavailable_reason
 
 RATE = "200mbit"
 

@@ -48,7 +48,7 @@ def test_fit_recovers_synthetic_comm_from_exposed_comm_target():
 
 def test_fixed_coefficients_stay_fixed_and_coefficients_stay_non_negative():
     rng = np.random.default_rng(5)
-    X, coef = _synthetic(rng)
+    X, _coef = _synthetic(rng)
     y = X @ np.array([0.05, 0.8, 0.0, 0.0]) - 0.3 * X[:, 3]  # a negative true term cannot be fitted
     y = np.maximum(y, 0.01)
     est = OverlapRegressor(n_compute=2, fixed=((2, 0.7),)).fit(X, y)

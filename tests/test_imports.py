@@ -162,7 +162,8 @@ def test_torchtitan_lines_become_a_run_with_declared_batch(tmp_path):
 
     w = load_workload(RENTAL)
     out = tmp_path / "titan.toml"
-    code, _, err = invoke("import", "torchtitan", RENTAL, TITAN / "debug_model_pr1437.log", "--gpus", "8@1", "--out", out)
+    code, _, err = invoke("import", "torchtitan", RENTAL, TITAN / "debug_model_pr1437.log", "--gpus", "8@1",
+                          "--out", out)
     assert code == 0, err
     (run,) = load_calibration(out).runs
     tps = [30768, 35051, 34824, 34852, 34692, 34879, 33464, 34574]  # steps 3..10 as printed
@@ -189,7 +190,8 @@ def test_torchtitan_rejects_other_logs(tmp_path):
 
 def test_several_runs_in_one_log_and_nodes_override(tmp_path):
     both = tmp_path / "both.log"
-    both.write_text((NCCL / "a100_1node_oci_all_reduce.log").read_text() + (NCCL / "a100_2node_oci_all_reduce.log").read_text())
+    both.write_text((NCCL / "a100_1node_oci_all_reduce.log").read_text()
+                    + (NCCL / "a100_2node_oci_all_reduce.log").read_text())
     code, err, out = _import(tmp_path, both)
     assert code == 0, err
     assert sorted((c.gpus, c.nodes) for c in load_calibration(out).collectives) == [(8, 1), (16, 2)]

@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import t
 
 from advisor.scaling.estimator import OverlapRegressor
-from advisor.scaling.intervals import PRIOR_WEIGHT, Z, NoiseModel, draw_spread, interval, posterior_draws
+from advisor.scaling.intervals import PRIOR_WEIGHT, NoiseModel, Z, draw_spread, interval, posterior_draws
 
 NOISE = 0.05
 
@@ -69,7 +69,7 @@ def test_interval_stays_finite_and_bounded_with_three_counts():
     m = from_calibration(cal, w)
     model = ScalingModel(w, m.subset(m.gpus <= 8))
     at32 = m.subset(m.gpus == 32)
-    med, lo, hi = model.step_time(at32.gpus[:1], at32.nodes[:1])
+    _med, lo, hi = model.step_time(at32.gpus[:1], at32.nodes[:1])
     assert np.isfinite(lo).all() and np.isfinite(hi).all()
     assert hi[0] / lo[0] < 3.0
     assert lo[0] <= at32.step[0] <= hi[0]

@@ -52,9 +52,11 @@ def test_auto_on_llm70b_never_offers_a_layout_that_cannot_hold_the_state():
 
 
 def test_calibrate_refuses_a_count_the_layout_cannot_split_before_starting_ranks(tmp_path):
-    text = (WORKLOADS / "tiny-cpu.toml").read_text().replace('strategy = "ddp"', 'strategy = "fsdp"\ntensor_parallel_degree = 2')
+    text = (WORKLOADS / "tiny-cpu.toml").read_text().replace('strategy = "ddp"',
+                                                             'strategy = "fsdp"\ntensor_parallel_degree = 2')
     text = text.replace("gpus = [1, 2, 4]", "gpus = [2, 4]")
     (tmp_path / "tp.toml").write_text(text)
     r = run_cli("calibrate", "tp.toml", "--gpus", "1", "--device", "cpu", "--out", "out.toml", cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.startswith("--gpus: the parallel layout cannot split 1 GPUs") and not (tmp_path / "out.toml").exists()
+    assert r.stderr.startswith("--gpus: the parallel layout cannot split 1 GPUs")
+    assert not (tmp_path / "out.toml").exists()

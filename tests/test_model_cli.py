@@ -84,7 +84,8 @@ def test_backtest_json(pollux_csv):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--model", "magic"], "--model: unknown model family; choose from auto, amdahl, ernest, topology, topology-ring (got 'magic')"),
+    (["--model", "magic"],
+     "--model: unknown model family; choose from auto, amdahl, ernest, topology, topology-ring (got 'magic')"),
     (["--gpus", "8@9"], "--gpus: more nodes than GPUs (got '8@9')"),
 ])
 def test_bad_options_are_one_line_errors(pollux_csv, args, message):
@@ -165,7 +166,7 @@ def test_fit_table_shows_families_coefficients_and_warnings(pollux_csv):
     spec, data = pollux_csv
     r = run_cli("fit", spec, "--measurements", data)
     assert r.returncode == 0, r.stderr
-    for text in ("leave-one-count-out CV", "✔", "naive linear", "inter_bandwidth", "x declared", "overlap γ", "residuals",
-                 "posterior"):
+    for text in ("leave-one-count-out CV", "✔", "naive linear", "inter_bandwidth", "x declared", "overlap γ",
+                 "residuals", "posterior"):
         assert text in r.stdout
     assert "warning" not in r.stdout

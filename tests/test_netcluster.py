@@ -16,8 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import netcluster  # noqa: E402
-from netcluster import EmulatedCluster, parse_rate  # noqa: E402
+import netcluster
+from netcluster import EmulatedCluster, parse_rate
 
 REASON = netcluster.unavailable_reason()
 CPU_REASON = netcluster.unavailable_reason(cpu_budgets=True)
@@ -80,7 +80,7 @@ def test_cleanup_runs_when_the_body_raises():
     with pytest.raises(ZeroDivisionError), EmulatedCluster(nodes=2, rate=None) as cluster:
         tag = cluster.tag
         cluster.run(1, ["sleep", "60"])
-        1 / 0
+        raise ZeroDivisionError
     assert leftovers(tag) == []
 
 

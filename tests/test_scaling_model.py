@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from advisor.calibration_data import calibration_from_dict
+from advisor.measurements import MeasuredRun, Measurements
 from advisor.scaling.families import FAMILIES, Coverage
 from advisor.scaling.model import ScalingModel, backtest, build_model
-from advisor.measurements import MeasuredRun, Measurements
 from advisor.spec import load_workload
 from conftest import SHARED_DATA, WORKLOADS
 
@@ -35,8 +35,9 @@ def synthetic_calibration(placements, probes=(), noise=0.0, seed=0, steps=20):
     g = np.array([p[0] for p in placements], float)
     n = np.array([p[1] for p in placements], float)
     t = truth(g, n)
-    runs = [{"gpus": int(a), "nodes": int(b), "step_seconds": list(ti * rng.lognormal(0, noise, steps) if noise else [ti] * 3)}
-            for a, b, ti in zip(g, n, t)]
+    runs = [{"gpus": int(a), "nodes": int(b),
+             "step_seconds": list(ti * rng.lognormal(0, noise, steps) if noise else [ti] * 3)}
+            for a, b, ti in zip(g, n, t, strict=True)]
     data = {"schema": 1, "workload": "llm7b", "provenance": {"source": "measured", "created": "2026-11-30T00:00:00Z"},
             "runs": runs, "collectives": list(probes)}
     return calibration_from_dict(data, "<synthetic>")
@@ -167,8 +168,8 @@ def test_backtest_on_real_traces_reports_errors_and_the_naive_guess():
     per_gpu = {}
     for (_, batch), steps in groups.items():
         per_gpu.setdefault(batch / 8, []).append(batch / (8 * np.median(steps)))
-    naive = [abs(r.global_batch / (np.median(per_gpu[r.global_batch / r.gpus]) * r.gpus) - r.median_step) / r.median_step
-             for r in runs.runs if r.gpus > 8]
+    naive = [abs(r.global_batch / (np.median(per_gpu[r.global_batch / r.gpus]) * r.gpus) - r.median_step)
+             / r.median_step for r in runs.runs if r.gpus > 8]
     assert result["naive_linear_mape"] == pytest.approx(np.mean(naive) * 100)
 
 
@@ -200,7 +201,7 @@ def test_weak_scaling_fit_on_two_counts_stays_physical_below_the_data():
 
     w = load_workload(ROOT / "workloads" / "llm7b.toml")
     model = build_model(w, calibration=ROOT / "calibrations" / "llm7b_published_torchtitan.toml")
-    median, low, high = model.step_time(np.array([1, 2, 4, 8]), np.array([1, 1, 1, 1]))
+    median, _low, _high = model.step_time(np.array([1, 2, 4, 8]), np.array([1, 1, 1, 1]))
     measured_8 = 2.0 * 8192 / 5762  # local batch 2 x seq 8192 / tokens per second per GPU
     assert median[3] == pytest.approx(measured_8, rel=0.02)
     assert (median[:3] >= 0.85 * measured_8).all(), median

@@ -19,6 +19,6 @@ from advisor.calibrate.results import SummaryRow, summary
 from advisor.calibrate.session import CalibrationInterrupted, calibrate, collect
 
 __all__ = [
-    "CalibrationFailed", "CalibrationInterrupted", "SummaryRow", "calibrate", "collect", "emit_placements", "slurm_script",
-    "summary", "torchrun_commands",
+    "CalibrationFailed", "CalibrationInterrupted", "SummaryRow", "calibrate", "collect", "emit_placements",
+    "slurm_script", "summary", "torchrun_commands",
 ]

@@ -16,19 +16,21 @@ scaling model's own physical design (advisor.scaling.families, `topology`), made
   such plan's cost, when the budget cannot pay for that.
 - Criterion (c-optimal design at the target x*): with run-to-run noise of relative size sigma
   (advisor.scaling.priors.LEARNED.noise, the run-to-run noise learned from the corpus) each run i
-  contributes its compute part and its exposed communication (advisor calibrate times each step also without gradient sync; the fit matches
-  both), x x^T / (sigma T_i)^2 for each, to the information matrix, and so does each collective
-  probe the run makes (advisor calibrate probes all_reduce, reduce_scatter and all_gather at
-  several sizes at every N > 1; they pin the bandwidth and latency columns of their link,
-  `Family.probe_design`); a weak prior (sd 100% of each nominal coefficient, 100% of the target
-  step for the seconds-valued ones) keeps it invertible. Var T(x*) = x*^T (sum + prior)^-1 x*; the
-  reported interval is the 90% half-width 1.645 sqrt(Var) / T(x*), before (checked-in
-  measurements only) and after the plan. This is the design-time part of the model's uncertainty
-  (the fitted model adds out-of-sample residuals and extrapolation widening, docs/model.md).
+  contributes its compute part and its exposed communication (advisor calibrate times each step
+  also without gradient sync; the fit matches both), x x^T / (sigma T_i)^2 for each, to the
+  information matrix, and so does each collective probe the run makes (advisor calibrate probes
+  all_reduce, reduce_scatter and all_gather at several sizes at every N > 1; they pin the
+  bandwidth and latency columns of their link, `Family.probe_design`); a weak prior (sd 100% of
+  each nominal coefficient, 100% of the target step for the seconds-valued ones) keeps it
+  invertible. Var T(x*) = x*^T (sum + prior)^-1 x*; the reported interval is the 90% half-width
+  1.645 sqrt(Var) / T(x*), before (checked-in measurements only) and after the plan. This is the
+  design-time part of the model's uncertainty (the fitted model adds out-of-sample residuals and
+  extrapolation widening, docs/model.md).
 - Greedy, like Ernest's rounding of its convex relaxation: the mandatory identifying runs first
   (on the smallest node count its smallest and largest placement, e.g. 2 GPUs and a full node; the
-  next node count; then the third node count that buys the most variance reduction per dollar), then the run with the largest reduction per dollar while the
-  budget lasts and a run still narrows the interval by at least MIN_GAIN.
+  next node count; then the third node count that buys the most variance reduction per dollar),
+  then the run with the largest reduction per dollar while the budget lasts and a run still
+  narrows the interval by at least MIN_GAIN.
 
 Cost: each run is rented on its own (a SkyPilot task per placement; in one Slurm allocation the
 start-ups are shared, so this is an upper bound): billed GPUs are N inside one node and whole
@@ -43,7 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -93,7 +95,7 @@ class PlannedRun:
 class CalibrationPlan:
     workload: "Workload"
     tier: "Tier"
-    budget: Optional[float]
+    budget: float | None
     target: tuple[int, int]
     runs: list[PlannedRun]
     interval_now: float
@@ -110,7 +112,7 @@ class CalibrationPlan:
         return sorted({r.nodes for r in self.runs})
 
 
-def default_tier(w: "Workload", name: Optional[str]) -> "Tier":
+def default_tier(w: "Workload", name: str | None) -> "Tier":
     """--tier NAME, else the first tier without a minimum billing period or preemptions."""
     if name is not None:
         for t in w.tiers:
@@ -132,7 +134,7 @@ def candidates(w: "Workload", max_nodes: int) -> list[tuple[int, int]]:
     if w.calibration.proxy_layers is not None:
         return places  # calibration trains a proxy of proxy_layers layers, sized to fit
     ok = fits_memory(w, np.array([n for n, _ in places], dtype=float))
-    return [p for p, fit in zip(places, ok) if fit]
+    return [p for p, fit in zip(places, ok, strict=True) if fit]
 
 
 class _StepModel:
@@ -252,10 +254,10 @@ def _measured_placements(w: "Workload") -> list[tuple[int, int]]:
 
 def plan_calibration(
     w: "Workload",
-    budget: Optional[float] = None,
-    max_nodes: Optional[int] = None,
-    tier_name: Optional[str] = None,
-    target: Optional[tuple[int, int]] = None,
+    budget: float | None = None,
+    max_nodes: int | None = None,
+    tier_name: str | None = None,
+    target: tuple[int, int] | None = None,
     startup_seconds: float = DEFAULT_STARTUP_SECONDS,
 ) -> CalibrationPlan:
     """The runs to measure (module docstring). InputError when no node-aware plan fits the budget."""
@@ -275,7 +277,7 @@ def plan_calibration(
     sm = _StepModel(w)
     places = candidates(w, max_nodes)
     steps = sm.step_seconds([p[0] for p in places], [p[1] for p in places])
-    runs = {p: _cost(w, tier, p[0], p[1], float(s), startup_seconds) for p, s in zip(places, steps)}
+    runs = {p: _cost(w, tier, p[0], p[1], float(s), startup_seconds) for p, s in zip(places, steps, strict=True)}
     info = _Information(sm, target, _measured_placements(w))
     chosen = _choose(runs, info, budget)
     after = info.base + sum((info.row((r.gpus, r.nodes)) for r in chosen), np.zeros_like(info.base))
@@ -285,7 +287,7 @@ def plan_calibration(
     )
 
 
-def _choose(runs: dict, info: _Information, budget: Optional[float]) -> list[PlannedRun]:
+def _choose(runs: dict, info: _Information, budget: float | None) -> list[PlannedRun]:
     """The mandatory identifying runs, the best third node count, then greedy extras (module docstring)."""
     counts = sorted({p[1] for p in runs})
     if len(counts) < 3:

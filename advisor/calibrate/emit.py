@@ -60,7 +60,6 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Union
 
 from advisor.errors import InputError
 from advisor.placement import parse_placements
@@ -83,7 +82,7 @@ class Raw(str):
     """A shell fragment advisor wrote itself (an expansion such as "$ROOT"); never user text."""
 
 
-Word = Union[str, Raw]
+Word = str | Raw
 
 
 def shell_quote(word: object) -> str:
@@ -107,7 +106,7 @@ def concat(*parts: Word) -> Raw:
     return Raw("".join(shell_quote(p) for p in parts))
 
 
-def emit_placements(w: Workload, gpus: Optional[str]) -> list[tuple[int, int]]:
+def emit_placements(w: Workload, gpus: str | None) -> list[tuple[int, int]]:
     """(gpus, nodes) to emit: --gpus (N or N@M; M defaults to filling nodes), else the spec's
     calibration counts that need more than one node. Each node runs the same number of ranks."""
     if gpus is None:
@@ -159,7 +158,7 @@ def _torchrun(
     warmup: int,
     endpoint: Word,
     rdzv_id: Word,
-    node_rank: Optional[int],
+    node_rank: int | None,
 ) -> str:
     """One torchrun command line (c10d rendezvous)."""
     words: list[Word] = ["torchrun", "--nnodes", str(nodes)]
@@ -202,8 +201,8 @@ def coverage_note(workload_path: Path, placements: list[tuple[int, int]]) -> lis
     multi = sorted({nodes for _, nodes in placements if nodes > 1})
     if len(multi) >= 2:
         return []
-    return [f"# note: these runs cross nodes at {plural(len(multi), 'node count')} {multi}; measuring how the inter-node "
-            "cost grows needs 3+ node counts (1, 2, 3+):",
+    return [f"# note: these runs cross nodes at {plural(len(multi), 'node count')} {multi}; "
+            "measuring how the inter-node cost grows needs 3+ node counts (1, 2, 3+):",
             f"#   {join_words(['advisor', 'plan-calibration', relative_path(workload_path)])} suggests placements"]
 
 
@@ -251,19 +250,19 @@ def torchrun_commands(
 class JobOptions:
     """What the cluster needs to know that the spec does not: scheduler fields, set-up, environment."""
 
-    partition: Optional[str] = None
-    account: Optional[str] = None
-    time_limit: Optional[str] = None
+    partition: str | None = None
+    account: str | None = None
+    time_limit: str | None = None
     """Slurm --time of the allocation (default: the step limits summed, plus 10 min)."""
-    step_timeout: Optional[float] = None
+    step_timeout: float | None = None
     """Seconds one placement may run (default DEFAULT_STEP_TIMEOUT)."""
-    setup: Optional[str] = None
+    setup: str | None = None
     """A script sourced before the runs (venv activation, module loads), relative to the root."""
-    root: Optional[str] = None
+    root: str | None = None
     """Folder paths are relative to on the cluster (default $SLURM_SUBMIT_DIR / the SkyPilot workdir)."""
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     """Extra NAME=VALUE pairs exported into the job."""
-    bucket: Optional[str] = None
+    bucket: str | None = None
     """SkyPilot: a bucket mounted at /advisor-results that every node writes to."""
 
 
@@ -277,7 +276,7 @@ def job_environment(extra: tuple[tuple[str, str], ...] = ()) -> list[tuple[str, 
     return pairs
 
 
-def parse_env(items: Optional[list[str]]) -> tuple[tuple[str, str], ...]:
+def parse_env(items: list[str] | None) -> tuple[tuple[str, str], ...]:
     out = []
     for item in items or []:
         name, sep, value = item.partition("=")
@@ -342,8 +341,8 @@ def _srun_step(workload_path: Path, results_word: Word, gpus: int, nodes: int, d
 
 
 def slurm_script(w: Workload, workload_path: Path, placements: list[tuple[int, int]], results: Path, device: str,
-                 steps: int, warmup: int, rdzv_port: int = DEFAULT_RDZV_PORT, time_limit: Optional[str] = None,
-                 options: Optional[JobOptions] = None) -> str:
+                 steps: int, warmup: int, rdzv_port: int = DEFAULT_RDZV_PORT, time_limit: str | None = None,
+                 options: JobOptions | None = None) -> str:
     """An sbatch script running every placement as its own srun job step (format: module docstring)."""
     o = options or JobOptions(time_limit=time_limit)
     time_limit = o.time_limit or time_limit
@@ -421,7 +420,7 @@ def _skypilot_run(o: JobOptions, spec: str, out: str, gpus: int, nodes: int, dev
 
 def skypilot_tasks(w: Workload, workload_path: Path, placements: list[tuple[int, int]], results: Path, device: str,
                    steps: int, warmup: int, rdzv_port: int = DEFAULT_RDZV_PORT,
-                   options: Optional[JobOptions] = None) -> str:
+                   options: JobOptions | None = None) -> str:
     """One SkyPilot task YAML per placement, `---` between them (format: module docstring)."""
     import json
 
@@ -445,8 +444,8 @@ def skypilot_tasks(w: Workload, workload_path: Path, placements: list[tuple[int,
                  join_words(["sky", "rsync-down", name, f"sky_workdir/{out}/", local]))
         resources = (f"  accelerators: {json.dumps(f'{skypilot_accelerator(w)}:{gpus // nodes}')}" if device == "cuda"
                      else "  cpus: 2+")
-        doc = [f"# advisor calibrate {w.name}: {plural(gpus, 'GPU')} over {plural(nodes, 'node')}. Save as {name}.yaml; "
-               f"sky launch -c {name} {name}.yaml",
+        doc = [f"# advisor calibrate {w.name}: {plural(gpus, 'GPU')} over {plural(nodes, 'node')}. "
+               f"Save as {name}.yaml; sky launch -c {name} {name}.yaml",
                f"# then: {fetch}; {follow_up(Path(spec), Path(relative_path(results)))}", *note,
                f"name: {name}", f"num_nodes: {nodes}", "resources:", resources, "workdir: ."]
         if o.bucket:

@@ -32,6 +32,7 @@ Progress lines `@progress <phase> <i>/<n>` go to stdout for the launcher.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -373,7 +374,8 @@ class Rank:
         from advisor.calibrate.rendezvous import all_gather_strings
 
         hosts = all_gather_strings(env["host"], self.device)  # byte tensors, not pickles
-        _write_json(results / f"rank{self.rank}.json", {"rank": self.rank, "host": env["host"], "peak_memory_bytes": peak})
+        _write_json(results / f"rank{self.rank}.json",
+                    {"rank": self.rank, "host": env["host"], "peak_memory_bytes": peak})
         if self.rank == 0:
             env.pop("host")
             env.update({
@@ -428,14 +430,12 @@ def main(argv: list[str] | None = None) -> int:
     rank = os.environ.get("RANK", "0")
     try:
         Rank(args).run()
-    except BaseException as exc:  # noqa: BLE001 - every failure becomes the rank's one-line error
+    except BaseException as exc:  # every failure becomes the rank's one-line error
         traceback.print_exc()
         first = (str(exc).strip().splitlines() or [""])[0]
         line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-        try:
+        with contextlib.suppress(OSError):
             (results / f"rank{rank}.error").write_text(line + "\n", encoding="utf-8")
-        except OSError:
-            pass
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)  # skip torch's atexit hooks: a peer may be gone, and they can hang

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -25,7 +25,7 @@ app.add_typer(imports_app, name="import")
 
 LogsArg = Annotated[list[Path], typer.Argument(help="Log files (stdout of the tool).", show_default=False)]
 OutOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         "--out",
         help="Calibration file to create or add to (default: "
@@ -34,7 +34,7 @@ OutOpt = Annotated[
 ]
 
 
-def _command() -> Optional[str]:
+def _command() -> str | None:
     return shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
 
 
@@ -52,13 +52,13 @@ def nccl_tests_command(
     logs: LogsArg,
     out: OutOpt = None,
     nodes: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--nodes", help="Nodes the run spanned (default: distinct hosts in the '# Rank N ... on HOST' lines)."
         ),
     ] = None,
     op: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--op",
             help="all_reduce, reduce_scatter or all_gather, when the log "

@@ -7,20 +7,22 @@ imported inside the commands, so `advisor validate` does not pay for them.
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import CalibrationOpt, GpusOpt, JsonOpt, MeasurementsOpt, ModelOpt, PlotOpt, WorkloadArg
-from advisor.cli.output import console as _console, current, warn as _warn
+from advisor.cli.output import console as _console
+from advisor.cli.output import current
+from advisor.cli.output import warn as _warn
 from advisor.text import interval, plural
 
 
 def _model(workload, calibration, measurements, family):
+    from advisor.errors import InputError
     from advisor.scaling.model import FAMILY_CHOICES, build_model
     from advisor.spec import load_workload
-    from advisor.errors import InputError
 
     if family not in FAMILY_CHOICES:
         raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", family)
@@ -33,7 +35,7 @@ def _uncal(m) -> str:
     return "" if m.calibrated else "UNCALIBRATED (prior only, no measurement): "
 
 
-def _pct(x: Optional[float]) -> str:
+def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}%"
 
 
@@ -53,8 +55,9 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
     con = _console()
     meas = desc["measured"]
     if m.calibrated:
-        con.print(f"{m.workload.name}: {plural(meas['runs'], 'run')} ({plural(meas['steps'], 'step')}) at GPUs {meas['gpus']}, "
-                  f"up to {plural(meas['max_nodes'], 'node')}, {plural(meas['probes'], 'collective probe')}, from {meas['source']}")
+        con.print(f"{m.workload.name}: {plural(meas['runs'], 'run')} ({plural(meas['steps'], 'step')}) "
+                  f"at GPUs {meas['gpus']}, up to {plural(meas['max_nodes'], 'node')}, "
+                  f"{plural(meas['probes'], 'collective probe')}, from {meas['source']}")
     else:
         con.print(f"{m.workload.name}: no measurement; the prior alone (docs/model.md, \"The prior\")")
     t = Table(title=_uncal(m) + "leave-one-count-out CV (mean abs. % error on held-out counts)")
@@ -74,9 +77,10 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
         c.add_row("overlap γ", f"{desc['overlap_gamma']:.3g}", "", "1 none … 10 full")
     con.print(c)
     iv = desc["interval"]
-    con.print(f"90% intervals: the posterior of the coefficients ({iv['posterior_draws']} draws for the ranges above), "
-              f"{plural(iv['residuals'], 'out-of-sample residual')}, noise growing {iv['widening_per_doubling']:.0%} per "
-              "doubling past the data (set on the published corpus)")
+    con.print(f"90% intervals: the posterior of the coefficients ({iv['posterior_draws']} draws "
+              f"for the ranges above), {plural(iv['residuals'], 'out-of-sample residual')}, "
+              f"noise growing {iv['widening_per_doubling']:.0%} per doubling past the data "
+              "(set on the published corpus)")
     r = Table(title="residuals (in-sample, median step per placement)")
     for col in ("GPUs", "nodes", "batch", "measured s", "fitted s", "error"):
         r.add_column(col, justify="right")
@@ -132,8 +136,8 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
     desc = m.describe()
     t = Table(title=f"{_uncal(m)}{m.workload.name}: model '{m.family}' (CV error {_pct(desc['cv_mape'])}), "
                     f"speedup vs {plural(m.baseline_gpus, 'GPU')}, 90% intervals")
-    cols = ("GPUs", "nodes", "step s", "step 90%", "samples/s", "samples/s 90%", "speedup", "efficiency", "MFU", "naive samples/s",
-            "layout")
+    cols = ("GPUs", "nodes", "step s", "step 90%", "samples/s", "samples/s 90%", "speedup", "efficiency", "MFU",
+            "naive samples/s", "layout")
     for col in cols:
         t.add_column(col, justify="right")
     for i, r in enumerate(p.rows()):
@@ -148,7 +152,9 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
     _warn(p.warnings)
 
 
-FitMaxOpt = Annotated[int, typer.Option("--fit-max-gpus", help="Fit on runs with at most this many GPUs; predict the rest.", min=1)]
+FitMaxOpt = Annotated[
+    int, typer.Option("--fit-max-gpus", help="Fit on runs with at most this many GPUs; predict the rest.", min=1)
+]
 
 
 @app.command()
@@ -156,7 +162,8 @@ def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: Calibr
              measurements: MeasurementsOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False) -> None:
     """Fit on small counts, predict the larger measured ones: per-point error, MAPE, interval coverage."""
     from advisor.errors import InputError
-    from advisor.scaling.model import FAMILY_CHOICES, backtest as run_backtest, load_measurements
+    from advisor.scaling.model import FAMILY_CHOICES, load_measurements
+    from advisor.scaling.model import backtest as run_backtest
     from advisor.spec import load_workload
 
     if calibration is None and measurements is None:
@@ -171,12 +178,14 @@ def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: Calibr
         return
     from rich.table import Table
 
-    t = Table(title=f"{w.name}: fit on <= {fit_max_gpus} GPUs with '{result['model']['name']}', predict the rest")
+    t = Table(title=f"{w.name}: fit on <= {fit_max_gpus} GPUs with '{result['model']['name']}', "
+                    "predict the rest")
     for col in ("GPUs", "nodes", "batch", "measured s", "predicted s", "error", "90% interval", "inside"):
         t.add_column(col, justify="right")
     for r in result["points"]:
-        t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['global_batch']:g}", f"{r['measured']:.4g}", f"{r['predicted']:.4g}",
-                  f"{r['error'] * 100:+.1f}%", interval(r['low'], r['high']), "yes" if r["inside"] else "NO")
+        t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['global_batch']:g}", f"{r['measured']:.4g}",
+                  f"{r['predicted']:.4g}", f"{r['error'] * 100:+.1f}%", interval(r['low'], r['high']),
+                  "yes" if r["inside"] else "NO")
     con = _console()
     con.print(t)
     con.print(f"MAPE {result['mape']:.1f}% (naive linear {result['naive_linear_mape']:.1f}%), "

@@ -6,7 +6,7 @@ identifies the inter-node terms fits the budget (the message gives the cheapest 
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,7 +20,7 @@ from advisor.cli.output import current
 def plan_calibration_command(
     workload: WorkloadArg,
     budget: Annotated[
-        Optional[float],
+        float | None,
         typer.Option(
             "--budget",
             min=0,
@@ -28,18 +28,18 @@ def plan_calibration_command(
         ),
     ] = None,
     max_nodes: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--max-nodes", min=1, help="Largest node count to rent (default 8, capped by cluster.max_gpus)."),
     ] = None,
     tier: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--tier",
             help="Billing tier to price the runs at (default: the first without minimum hours or preemptions).",
         ),
     ] = None,
     target: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--target", help="Placement whose prediction the plan should pin, N or N@M (default: cluster.max_gpus)."
         ),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 
 from advisor.errors import InputError
 
@@ -29,11 +30,11 @@ def not_this_format(file: str, text: str, message: str) -> InputError:
 def target_file(
     w: "Workload",
     workload_path: str | Path,
-    out: Optional[str | Path],
+    out: str | Path | None,
     tool: str,
     logs: list,
     what: str,
-    command: Optional[str],
+    command: str | None,
 ) -> tuple[Path, Callable[[], "Calibration"]]:
     """The calibration file to add to (default calibrations/NAME_TOOL.toml) and how to start a new one."""
     from advisor.calibration_data import Calibration, Provenance, calibrations_dir, now_utc

@@ -28,7 +28,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -71,9 +71,9 @@ class Table:
 
     first_line: int
     header: list[str] = field(default_factory=list)
-    program: Optional[str] = None
+    program: str | None = None
     ranks: dict[int, str] = field(default_factory=dict)
-    columns: Optional[list[str]] = None
+    columns: list[str] | None = None
     redops: set[str] = field(default_factory=set)
     rows: list[Row] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
@@ -158,8 +158,8 @@ def _table_header(line: str, file: str, lineno: int) -> list[str]:
 def read_tables(text: str, file: str) -> list[Table]:
     """Every nccl-tests table in `text` (a log may hold several runs one after another)."""
     tables: list[Table] = []
-    current: Optional[Table] = None
-    pending_program: Optional[str] = None
+    current: Table | None = None
+    pending_program: str | None = None
     pending_header: list[str] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = _TAG.sub("", raw).strip()
@@ -208,7 +208,7 @@ def read_tables(text: str, file: str) -> list[Table]:
     return tables
 
 
-def _program_from_name(file: str) -> Optional[str]:
+def _program_from_name(file: str) -> str | None:
     name = Path(file).name
     found = [p for p in PROGRAMS if p.removesuffix("_perf") in name]
     return found[0] if len(found) == 1 else None
@@ -242,7 +242,7 @@ def _infer_op(table: Table, file: str) -> str:
     return op
 
 
-def table_op(table: Table, file: str, op: Optional[str] = None) -> str:
+def table_op(table: Table, file: str, op: str | None = None) -> str:
     """Which of all_reduce, reduce_scatter, all_gather `table` measured (module docstring)."""
     program = table.program
     if program is not None:
@@ -279,7 +279,7 @@ def check_busbw(table: Table, op: str, file: str) -> None:
             )
 
 
-def read_nccl_tests(path: str | Path, op: Optional[str] = None) -> list[tuple[Table, str]]:
+def read_nccl_tests(path: str | Path, op: str | None = None) -> list[tuple[Table, str]]:
     """Parse one log: [(table, op)] for each run in it. Not nccl-tests output: InputError with the line."""
     file = str(path)
     text = read_log(path)
@@ -319,14 +319,14 @@ def _provenance_line(path: Path, table: Table) -> str:
     import datetime as dt
 
     try:
-        date = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc).date().isoformat()
+        date = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).date().isoformat()
     except OSError:
         date = "unknown date"
     return f"nccl-tests log {path.name} (file dated {date}), line {table.first_line}: {' | '.join(table.header)}"
 
 
 def collectives_from_log(
-    path: str | Path, workload: "Workload", nodes: Optional[int] = None, op: Optional[str] = None
+    path: str | Path, workload: "Workload", nodes: int | None = None, op: str | None = None
 ) -> tuple[list["Collective"], list[str]]:
     """[[collectives]] rows (out-of-place) of every run in one log, and notes for the user."""
     from advisor.calibration_data import Collective
@@ -383,10 +383,10 @@ def collectives_from_log(
 def import_nccl_tests(
     workload_path: str | Path,
     logs: list[str | Path],
-    out: Optional[str | Path] = None,
-    nodes: Optional[int] = None,
-    op: Optional[str] = None,
-    command: Optional[str] = None,
+    out: str | Path | None = None,
+    nodes: int | None = None,
+    op: str | None = None,
+    command: str | None = None,
 ) -> tuple["Calibration", Path, list[str]]:
     """Add the collectives of nccl-tests logs to a calibration file (created if absent), atomically
     under its lock. Rows already in the file (same op, placement, size and time) are not repeated."""
@@ -407,7 +407,9 @@ def import_nccl_tests(
     names = ", ".join(Path(p).name for p in logs)
 
     def change(cal: Calibration) -> Calibration:
-        key = lambda c: (c.op, c.gpus, c.nodes, c.bytes, c.seconds)
+        def key(c):
+            return (c.op, c.gpus, c.nodes, c.bytes, c.seconds)
+
         have = {key(c) for c in cal.collectives}
         fresh = [c for c in found if key(c) not in have]
         if len(fresh) < len(found):

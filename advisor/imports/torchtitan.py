@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from advisor.errors import InputError
 from advisor.imports.common import build, not_this_format, read_log, target_file
@@ -38,7 +38,7 @@ _MEMORY = re.compile(r"\bmemory:\s*([\d.]+)\s*GiB")
 GIB = 2**30
 
 
-def read_torchtitan(path: str | Path) -> list[tuple[int, float, Optional[int], int]]:
+def read_torchtitan(path: str | Path) -> list[tuple[int, float, int | None, int]]:
     """[(step, tokens per second per GPU, peak memory bytes or None, line number)] of one log."""
     file = str(path)
     text = read_log(path)
@@ -111,8 +111,8 @@ def import_torchtitan(
     workload_path: str | Path,
     logs: list[str | Path],
     placement: str,
-    out: Optional[str | Path] = None,
-    command: Optional[str] = None,
+    out: str | Path | None = None,
+    command: str | None = None,
 ) -> tuple["Calibration", Path, list[str]]:
     """Add one run per torchtitan log (all at placement N@M) to a calibration file, under its lock."""
     from advisor.calibration_data import update_calibration_file
@@ -128,7 +128,7 @@ def import_torchtitan(
     notes = [
         f"{p}: {plural(len(r.step_seconds), 'step')} at {plural(gpus, 'GPU')} over {plural(nodes, 'node')}, "
         f"median step {sorted(r.step_seconds)[len(r.step_seconds) // 2]:.4g} s"
-        for p, r in zip(logs, runs)
+        for p, r in zip(logs, runs, strict=True)
     ]
     out, new = target_file(w, workload_path, out, "torchtitan", logs, "Runs", command)
 

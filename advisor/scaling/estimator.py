@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+
 def __getattr__(name: str):
     # The scikit-learn estimator is a thin wrapper (advisor.scaling.sklearn_estimator): importing
     # scikit-learn costs ~0.8 s, which `advisor recommend` would pay for nothing.
@@ -261,11 +262,15 @@ def _start(pb: _Problem, est, w: np.ndarray, init):
     else:
         sw = np.sqrt(w) / pb.scale
         target = pb.y - pb.X @ pb.base
-        theta = nnls(pb.X[:, pb.free] * sw[:, None], target * sw)[0] if pb.free.size and pb.y.size else np.zeros(pb.free.size)
+        if pb.free.size and pb.y.size:
+            theta = nnls(pb.X[:, pb.free] * sw[:, None], target * sw)[0]
+        else:
+            theta = np.zeros(pb.free.size)
         coef0 = pb.base.copy()
         coef0[pb.free] = theta
         g0 = 1.5
-    for pos, is_log, mean in zip(pb.prior_pos, pb.prior_log, pb.prior_mean):  # unidentified columns start at the prior
+    # unidentified columns start at the prior
+    for pos, is_log, mean in zip(pb.prior_pos, pb.prior_log, pb.prior_mean, strict=True):
         if pos < pb.free.size and coef0[pb.free[pos]] == 0 and is_log:
             coef0[pb.free[pos]] = np.exp(mean)
     v0 = np.clip(coef0[pb.free], pb.lo[: pb.free.size], pb.hi[: pb.free.size])
@@ -404,14 +409,15 @@ class OverlapModel:
         pb = self._problem(X, np.zeros(0), np.zeros(0), None, None, None)
         v = np.append(np.maximum(pb.base[pb.free], pb.lo[: pb.free.size]), [2.0] if pb.fit_gamma else [])
         sd = np.zeros(v.size)
-        for pos, is_log, mean, k in zip(pb.prior_pos, pb.prior_log, pb.prior_mean, pb.prior_k):
+        for pos, is_log, mean, k in zip(pb.prior_pos, pb.prior_log, pb.prior_mean, pb.prior_k, strict=True):
             v[pos] = np.exp(mean) if is_log else mean
             sd[pos] = float(self.noise) / k * (v[pos] if is_log else 1.0)
         v = np.clip(v, pb.lo, pb.hi)
         coef, gamma = pb.unpack(v)
         self.coef_, self.gamma_, self.free_ = np.asarray(coef, float), float(gamma), pb.free
         self.cov_ = np.diag(sd**2)
-        self.hessians_ = (np.zeros((sd.size, sd.size)), np.diag(np.where(sd > 0, float(self.noise) ** 2 / np.maximum(sd, 1e-300) ** 2, 0.0)))
+        self.hessians_ = (np.zeros((sd.size, sd.size)),
+                          np.diag(np.where(sd > 0, float(self.noise) ** 2 / np.maximum(sd, 1e-300) ** 2, 0.0)))
         self.log_params_ = self._log_mask(pb)
         self.bounds_ = (pb.lo, pb.hi)
         self.n_features_in_ = n_features

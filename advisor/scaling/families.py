@@ -19,8 +19,9 @@ priors of every column live in `advisor.scaling.fitting.constraints`, by column 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -136,7 +137,8 @@ def _topology(inter_hops: str):
         if cov.steps_crossed_nodes:
             cols.append(Column("inter_sync", "s", "per-step synchronisation overhead across nodes"))
             arrays.append(multi.astype(float))
-        cols += [Column("inter_bandwidth", "x declared", "bus volume / declared inter-node bandwidth (added across nodes)"),
+        cols += [Column("inter_bandwidth", "x declared",
+                        "bus volume / declared inter-node bandwidth (added across nodes)"),
                  Column("inter_latency", "x declared", f"{inter_hops} hops x declared inter-node latency")]
         arrays += [links.inter_bandwidth, links.inter_latency]
         return Design(np.column_stack(arrays), tuple(cols), n_compute)
@@ -153,8 +155,10 @@ _INTER_HOPS = {"topology": "tree", "topology-ring": "ring"}
 FAMILIES: dict[str, Family] = {
     "amdahl": Family("amdahl", "t0 + c·W (no communication)", _amdahl),
     "ernest": Family("ernest", "θ0 + θ1·W + θ2·log N + θ3·N (Ernest, NSDI'16)", _ernest),
-    "topology": Family("topology", "compute overlapped with bandwidth + latency on the bottleneck link, tree hops across nodes",
+    "topology": Family("topology",
+                       "compute overlapped with bandwidth + latency on the bottleneck link, tree hops across nodes",
                        _topology("tree"), has_overlap=True),
-    "topology-ring": Family("topology-ring", "as topology, ring hops 2(N-1) across nodes", _topology("ring"), has_overlap=True),
+    "topology-ring": Family("topology-ring", "as topology, ring hops 2(N-1) across nodes", _topology("ring"),
+                            has_overlap=True),
 }
 

@@ -68,7 +68,8 @@ def link_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.n
     from advisor.layouts import build
 
     g = np.asarray(gpus, float)
-    lay = build(workload, np.maximum(np.rint(g), 1).astype(np.int64), np.maximum(np.rint(np.asarray(nodes, float)), 1).astype(np.int64))
+    lay = build(workload, np.maximum(np.rint(g), 1).astype(np.int64),
+                np.maximum(np.rint(np.asarray(nodes, float)), 1).astype(np.int64))
     return lay.link_seconds(workload, inter_hops=inter_hops)
 
 
@@ -96,8 +97,10 @@ def bus_bandwidth(workload: "Workload", nodes: np.ndarray) -> np.ndarray:
     return np.where(np.asarray(nodes) > 1, inter, intra)
 
 
-def hop_latency_seconds(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray, inter_hops: str = "tree") -> np.ndarray:
-    """Latency per step at declared per-hop latency: ring 2(N-1) hops in a node; across nodes tree 2·log2 N (or ring)."""
+def hop_latency_seconds(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray,
+                        inter_hops: str = "tree") -> np.ndarray:
+    """Latency per step at declared per-hop latency: ring 2(N-1) hops in a node; across nodes tree 2·log2 N
+    (or ring)."""
     n = np.asarray(gpus, float)
     multi = np.asarray(nodes) > 1
     ring = 2 * (n - 1)
@@ -105,8 +108,8 @@ def hop_latency_seconds(workload: "Workload", gpus: np.ndarray, nodes: np.ndarra
     return np.where(multi, across * workload.cluster.inter_node_latency, ring * workload.cluster.intra_node_latency)
 
 
-def collective_seconds_at_declared(workload: "Workload", op: str, gpus: np.ndarray, nodes: np.ndarray, nbytes: np.ndarray,
-                                   inter_hops: str = "tree") -> tuple[np.ndarray, np.ndarray]:
+def collective_seconds_at_declared(workload: "Workload", op: str, gpus: np.ndarray, nodes: np.ndarray,
+                                   nbytes: np.ndarray, inter_hops: str = "tree") -> tuple[np.ndarray, np.ndarray]:
     """(bandwidth seconds, latency seconds) of one collective probe of `nbytes`, at declared speeds."""
     volume = busbw_factor(op, np.asarray(gpus, float)) * np.asarray(nbytes, float)
     lat = hop_latency_seconds(workload, gpus, nodes, inter_hops)

@@ -11,7 +11,7 @@ link no faster than declared beyond `priors.LINK_TOLERANCE`, and the Gaussian pr
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -49,7 +49,7 @@ class FitData:
     count: np.ndarray
 
     @classmethod
-    def of(cls, m: Optional["Measurements"]) -> "FitData":
+    def of(cls, m: "Measurements" | None) -> "FitData":
         if m is None:
             e = np.zeros(0)
             return cls(e, e, e, e, e, e)
@@ -100,10 +100,11 @@ def _group_median(inverse: np.ndarray, values: np.ndarray, n_groups: int) -> np.
 NO_COVERAGE = Coverage(False, False)
 
 
-def coverage_of(m: Optional["Measurements"]) -> Coverage:
+def coverage_of(m: "Measurements" | None) -> Coverage:
     if m is None:
         return NO_COVERAGE
-    return Coverage(steps_crossed_nodes=bool((m.nodes > 1).any()), probes_crossed_nodes=any(p.nodes > 1 for p in m.probes))
+    return Coverage(steps_crossed_nodes=bool((m.nodes > 1).any()),
+                    probes_crossed_nodes=any(p.nodes > 1 for p in m.probes))
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ class Problem:
     priors: Priors = LEARNED
 
     @classmethod
-    def of(cls, workload: "Workload", m: Optional["Measurements"], priors: Priors = LEARNED) -> "Problem":
+    def of(cls, workload: "Workload", m: "Measurements" | None, priors: Priors = LEARNED) -> "Problem":
         return cls(workload, FitData.of(m), tuple(m.probes) if m is not None else (), coverage_of(m), priors)
 
     def take(self, keep: np.ndarray) -> "Problem":
@@ -219,7 +220,7 @@ def _estimator(problem: Problem, d: Design) -> OverlapModel:
     return OverlapModel(n_compute=d.n_compute, fixed=d.fixed, lower=lower, prior=prior, noise=FIT_NOISE)
 
 
-def fit_family(family: Family, problem: Problem, init: Optional[tuple] = None) -> FittedFamily:
+def fit_family(family: Family, problem: Problem, init: tuple | None = None) -> FittedFamily:
     """Fit `family` to `problem` (MAP), optionally warm-started from `init` = (coef, gamma).
     With no measured runs the prior alone answers (`prior_only`)."""
     data = problem.data

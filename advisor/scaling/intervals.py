@@ -21,7 +21,6 @@ the corpus, per extrapolation distance (benchmarks/accuracy.py, docs/validation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -102,7 +101,7 @@ class NoiseModel:
 
     @classmethod
     def from_residuals(cls, r: np.ndarray, widening: float, prior_noise: float,
-                       in_sample: Optional[np.ndarray] = None) -> "NoiseModel":
+                       in_sample: np.ndarray | None = None) -> "NoiseModel":
         """Quantiles of the out-of-sample residuals `r` with >= MIN_EMPIRICAL of them; else a Student-t
         whose spread pools `r`, the in-sample residuals and PRIOR_WEIGHT pseudo-residuals of
         `prior_noise` (a cloud trace's 10% scatter shows in-sample even with one count measured)."""

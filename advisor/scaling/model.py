@@ -29,12 +29,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from advisor.errors import InputError
-from advisor.measurements import Measurements, from_calibration, read_measurements_csv
+from advisor.measurements import Measurements, from_calibration
 from advisor.scaling.families import FAMILIES
 from advisor.scaling.features import bus_bandwidth, flops_per_gpu
 from advisor.scaling.fitting import FIT_NOISE, FitData, Problem, fit_family, naive_step
@@ -58,9 +58,9 @@ EXTRAPOLATION_WARN = 4.0
 BUSBW_WARN_FRACTION = 0.25
 
 
-def load_measurements(workload: "Workload", calibration: Union["Calibration", str, Path, None] = None,
-                      measurements: Union[Measurements, str, Path, None] = None,
-                      required: bool = True) -> Optional[Measurements]:
+def load_measurements(workload: "Workload", calibration: "Calibration" | str | Path | None = None,
+                      measurements: Measurements | str | Path | None = None,
+                      required: bool = True) -> Measurements | None:
     """The measurements to fit: a CSV, a calibration file, or the workload's checked-in calibration.
     None when there is none and `required` is false (the model then answers from its prior)."""
     from advisor.calibration_data import load_workload_calibration
@@ -74,8 +74,9 @@ def load_measurements(workload: "Workload", calibration: Union["Calibration", st
         if not required:
             return None
         where = workload.source or workload.name
-        raise InputError.at(where, "", f"no calibration data (calibrations/{workload.name}*.toml); run `advisor calibrate` "
-                                       "or pass --calibration FILE.toml or --measurements FILE.csv")
+        raise InputError.at(where, "", f"no calibration data (calibrations/{workload.name}*.toml); "
+                                       "run `advisor calibrate` or pass --calibration FILE.toml or "
+                                       "--measurements FILE.csv")
     return from_calibration(cal, workload)
 
 
@@ -102,7 +103,7 @@ class Prediction:
     throughput_high: np.ndarray
     speedup: np.ndarray
     efficiency: np.ndarray
-    mfu: Optional[np.ndarray]
+    mfu: np.ndarray | None
     naive_throughput: np.ndarray
     warnings: list[str] = field(default_factory=list)
 
@@ -136,7 +137,7 @@ BOUND_WARN = 1.02
 class ScalingModel:
     """A fitted (or, without measurements, prior-only) scaling curve for one workload, with intervals."""
 
-    def __init__(self, workload: "Workload", measurements: Optional[Measurements], family: str = "auto",
+    def __init__(self, workload: "Workload", measurements: Measurements | None, family: str = "auto",
                  n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED):
         if family not in FAMILY_CHOICES:
             raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", family)
@@ -163,7 +164,8 @@ class ScalingModel:
         self.naive_cv_mape = self._naive_cv()
         in_sample = self._log_residuals()
         self.anchor = self._anchor(in_sample)
-        self.noise = NoiseModel.from_residuals(self.cv[self.family].log_residuals, priors.widening, priors.noise, in_sample)
+        self.noise = NoiseModel.from_residuals(self.cv[self.family].log_residuals, priors.widening, priors.noise,
+                                               in_sample)
         if self.calibrated:  # the posterior at the data's own noise (the fit weighed them at FIT_NOISE)
             est.cov_ = est.covariance((FIT_NOISE / pooled_noise(in_sample, priors.noise)) ** 2)
         self.draws = posterior_draws(est, n_draws, seed)
@@ -183,10 +185,16 @@ class ScalingModel:
         gpus = np.atleast_1d(np.asarray(gpus, dtype=float))
         if gpus.size and (not np.all(np.isfinite(gpus)) or gpus.min() < 1):
             raise InputError.at("gpus", "", "GPU counts must be >= 1", gpus.min())
-        nodes = self.workload.nodes(gpus) if nodes is None else np.broadcast_to(np.asarray(nodes, dtype=float), gpus.shape)
+        if nodes is None:
+            nodes = self.workload.nodes(gpus)
+        else:
+            nodes = np.broadcast_to(np.asarray(nodes, dtype=float), gpus.shape)
         if np.any(nodes < 1) or np.any(nodes > gpus):
             raise InputError.at("nodes", "", "node counts must be between 1 and the GPU count")
-        batch = self.workload.global_batch(gpus) if global_batch is None else np.broadcast_to(np.asarray(global_batch, float), gpus.shape)
+        if global_batch is None:
+            batch = self.workload.global_batch(gpus)
+        else:
+            batch = np.broadcast_to(np.asarray(global_batch, float), gpus.shape)
         return gpus, np.asarray(nodes, float), np.asarray(batch, float)
 
     def for_workload(self, workload: "Workload") -> "ScalingModel":
@@ -271,7 +279,8 @@ class ScalingModel:
         one = np.ones(1)
         b1 = np.asarray(batch, float) / np.asarray(gpus, float)
         t1 = self.fitted.predict(np.ones_like(b1), np.ones_like(b1), b1)
-        return naive_step(FitData(np.ones_like(b1), np.ones_like(b1), b1, t1, np.full_like(b1, np.nan), one), gpus, batch)
+        prior_data = FitData(np.ones_like(b1), np.ones_like(b1), b1, t1, np.full_like(b1, np.nan), one)
+        return naive_step(prior_data, gpus, batch)
 
     # ---- evidence ----------------------------------------------------------------------------
 
@@ -281,30 +290,32 @@ class ScalingModel:
         out = []
         far = gpus > EXTRAPOLATION_WARN * self.max_gpus_measured
         if far.any():
-            out.append(f"extrapolating to {int(gpus[far].max())} GPUs, {gpus[far].max() / self.max_gpus_measured:.0f}x the "
-                       f"largest measured count ({self.max_gpus_measured}): treat as an estimate, see the interval")
+            out.append(f"extrapolating to {int(gpus[far].max())} GPUs, "
+                       f"{gpus[far].max() / self.max_gpus_measured:.0f}x the largest measured count "
+                       f"({self.max_gpus_measured}): treat as an estimate, see the interval")
         wide = nodes > self.max_nodes_measured
         if wide.any():
-            out.append(f"predicting up to {plural(int(nodes[wide].max()), 'node')}, past the largest measured node count "
-                       f"({self.max_nodes_measured})")
+            out.append(f"predicting up to {plural(int(nodes[wide].max()), 'node')}, "
+                       f"past the largest measured node count ({self.max_nodes_measured})")
         return out
 
     def _fit_warnings(self) -> list[str]:
         w = self.workload
         if not self.calibrated:
-            return [(f"uncalibrated: no measurement of {w.name}; every number is the prior's first estimate from the "
-                     "spec (MFU, achieved bandwidth and overlap as seen across published jobs), with wide intervals; "
-                     "run `advisor calibrate` or pass --calibration/--measurements")]
+            return [(f"uncalibrated: no measurement of {w.name}; every number is the prior's first estimate "
+                     "from the spec (MFU, achieved bandwidth and overlap as seen across published jobs), "
+                     "with wide intervals; run `advisor calibrate` or pass --calibration/--measurements")]
         out = []
-        if FAMILIES[self.family].has_overlap and not (self.coverage.steps_crossed_nodes or self.coverage.probes_crossed_nodes):
-            out.append(f"no measurement crossed nodes: the inter-node terms come from the declared inter_node_bandwidth "
-                       f"({w.cluster.inter_node_bandwidth / 1e9:g} GB/s per node) and inter_node_latency "
-                       f"({w.cluster.inter_node_latency * 1e6:g} us) with the prior's achieved share, not a measurement; "
-                       "calibrating across >= 3 nodes is what makes extrapolation work")
+        crossed = self.coverage.steps_crossed_nodes or self.coverage.probes_crossed_nodes
+        if FAMILIES[self.family].has_overlap and not crossed:
+            out.append(f"no measurement crossed nodes: the inter-node terms come from the declared "
+                       f"inter_node_bandwidth ({w.cluster.inter_node_bandwidth / 1e9:g} GB/s per node) and "
+                       f"inter_node_latency ({w.cluster.inter_node_latency * 1e6:g} us) with the prior's achieved "
+                       "share, not a measurement; calibrating across >= 3 nodes is what makes extrapolation work")
         n_counts = np.unique(self.data.gpus).size
         if n_counts < 3:
-            out.append(f"{plural(n_counts, 'measured GPU count')}: the prior carries what the data cannot pin; 3+ counts "
-                       "across 2+ nodes narrow the interval")
+            out.append(f"{plural(n_counts, 'measured GPU count')}: the prior carries what the data cannot pin; "
+                       "3+ counts across 2+ nodes narrow the interval")
         if self.noise.prior_dominated:
             out.append(f"only {plural(self.noise.n_residuals, 'out-of-sample residual')}: intervals lean on an assumed "
                        f"{self.noise.prior_noise:.0%} run-to-run noise")
@@ -340,16 +351,17 @@ class ScalingModel:
             declared = float(bus_bandwidth(self.workload, np.array([nodes]))[0]) / 1e9
             link = "inter-node" if nodes > 1 else "intra-node"
             if p.busbw < BUSBW_WARN_FRACTION * declared:
-                out.append(f"{op} on {plural(gpus, 'GPU')} over {plural(nodes, 'node')} reached {p.busbw:.3g} GB/s bus bandwidth, "
-                           f"{p.busbw / declared:.0%} of the declared {link} {declared:.3g} GB/s: likely a misconfiguration "
-                           "(e.g. NCCL falling back to TCP) or a wrong declared bandwidth")
+                out.append(f"{op} on {plural(gpus, 'GPU')} over {plural(nodes, 'node')} reached {p.busbw:.3g} GB/s "
+                           f"bus bandwidth, {p.busbw / declared:.0%} of the declared {link} {declared:.3g} GB/s: "
+                           "likely a misconfiguration (e.g. NCCL falling back to TCP) or a wrong declared bandwidth")
             elif p.busbw > (1 + LINK_TOLERANCE) * declared:
-                out.append(f"{op} on {plural(gpus, 'GPU')} over {plural(nodes, 'node')} measured {p.busbw:.3g} GB/s bus bandwidth, above the "
-                           f"declared {link} {declared:.3g} GB/s: the declaration contradicts the measurement; "
+                out.append(f"{op} on {plural(gpus, 'GPU')} over {plural(nodes, 'node')} measured {p.busbw:.3g} GB/s "
+                           f"bus bandwidth, above the declared {link} {declared:.3g} GB/s: "
+                           "the declaration contradicts the measurement; "
                            "raise the declared bandwidth")
         return out
 
-    def _naive_cv(self) -> Optional[float]:
+    def _naive_cv(self) -> float | None:
         """Leave-one-count-out error of the naive linear guess (per-GPU throughput of the largest other count)."""
         d = self.data
         counts = np.unique(d.gpus)
@@ -375,7 +387,8 @@ class ScalingModel:
             return []
         fitted = self.fitted.predict(d.gpus, d.nodes, d.batch)
         return [{"gpus": int(g), "nodes": int(n), "global_batch": float(b), "measured": float(m), "fitted": float(f),
-                 "error": float((f - m) / m)} for g, n, b, m, f in zip(d.gpus, d.nodes, d.batch, d.step, fitted)]
+                 "error": float((f - m) / m)}
+                for g, n, b, m, f in zip(d.gpus, d.nodes, d.batch, d.step, fitted, strict=True)]
 
     def describe(self) -> dict:
         """Calibrated or not, the family, coefficients with units and posterior 90% ranges, CV errors."""
@@ -397,7 +410,7 @@ class ScalingModel:
             "naive_linear_cv_mape": self.naive_cv_mape,
             "coefficients": coefficients,
             "priors": self.problem.priors.as_dict(),
-            "interval": {"level": 0.9, "posterior_draws": int(len(self.draws.coefs)), "residuals": self.noise.n_residuals,
+            "interval": {"level": 0.9, "posterior_draws": len(self.draws.coefs), "residuals": self.noise.n_residuals,
                          "widening_per_doubling": self.noise.widening},
             "measured": {"runs": len(m.runs) if m else 0, "steps": m.n_steps if m else 0,
                          "gpus": sorted({int(g) for g in self.data.gpus}), "max_nodes": self.max_nodes_measured,
@@ -424,11 +437,13 @@ def backtest(workload: "Workload", measurements: Measurements, fit_max_gpus: int
     where = measurements.source or "--measurements"
     counts = sorted({int(g) for g in measurements.gpus[train]})
     if len(counts) < MIN_BACKTEST_COUNTS:
-        raise InputError.at("--fit-max-gpus", "", f"a backtest fits on at least {MIN_BACKTEST_COUNTS} measured GPU counts; "
+        raise InputError.at("--fit-max-gpus", "",
+                            f"a backtest fits on at least {MIN_BACKTEST_COUNTS} measured GPU counts; "
                             f"{where} has {counts or 'none'} at or below this count: raise --fit-max-gpus or measure "
                             "more counts", fit_max_gpus)
     if train.all():
-        raise InputError.at("--fit-max-gpus", "", f"every measured run is at or below this count in {where}: nothing to predict",
+        raise InputError.at("--fit-max-gpus", "",
+                            f"every measured run is at or below this count in {where}: nothing to predict",
                             fit_max_gpus)
     model = ScalingModel(workload, measurements.subset(train), family, n_bootstrap, seed, priors)
     test = measurements.subset(~train)
@@ -437,7 +452,8 @@ def backtest(workload: "Workload", measurements: Measurements, fit_max_gpus: int
     inside = (measured >= lo) & (measured <= hi)
     points = [{"gpus": int(g), "nodes": int(n), "global_batch": float(b), "measured": float(m), "predicted": float(p),
                "error": float((p - m) / m), "low": float(lo_), "high": float(hi_), "inside": bool(i)}
-              for g, n, b, m, p, lo_, hi_, i in zip(test.gpus, test.nodes, test.global_batch, measured, pred, lo, hi, inside)]
+              for g, n, b, m, p, lo_, hi_, i in zip(test.gpus, test.nodes, test.global_batch, measured, pred, lo, hi,
+                                                     inside, strict=True)]
     naive = naive_step(model.data, test.gpus, test.global_batch)
     return {
         "workload": workload.name,

@@ -19,7 +19,6 @@ printed there, pasted here); docs/model.md lists them with their meaning.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Optional
 
 import numpy as np
 
@@ -95,7 +94,7 @@ VAGUE = replace(DEFAULTS, log_inv_mfu=1.0, log_inv_mfu_sd=3.0, log_intra_bw=0.0,
 SD_FLOOR = {"log_inv_mfu_sd": 0.4, "log_intra_bw_sd": 0.4, "log_inter_bw_sd": 0.7, "gamma_sd": 1.0}
 
 
-def learn(samples: dict[str, list[tuple[float, float, float]]], noise: Optional[dict[str, float]] = None,
+def learn(samples: dict[str, list[tuple[float, float, float]]], noise: dict[str, float] | None = None,
           base: Priors = DEFAULTS) -> Priors:
     """Empirical-Bayes priors from per-series evidence.
 

@@ -9,7 +9,6 @@ by default (each held-out count is one warm-started solve on grouped rows); `--m
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -20,7 +19,7 @@ from advisor.scaling.fitting import Problem, fit_family
 @dataclass(frozen=True)
 class CrossValidation:
     family: str
-    mape: Optional[float]
+    mape: float | None
     """Mean absolute percentage error over held-out runs; None when fewer than 3 counts."""
     log_residuals: np.ndarray
     """log(measured / predicted) of every held-out run."""

@@ -300,19 +300,34 @@ def _fsync_folder(folder: Path) -> None:
 
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM until the block ends (main thread, POSIX); they are delivered then.
+    """Hold SIGINT and SIGTERM until the block ends; one that arrived meanwhile is acted on then.
 
     Wrap the steps that make a finished result durable *and recorded as such* (write the file,
-    note it as saved), so an interrupt lands before or after them, never in between."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+    note it as saved), so an interrupt lands before or after them, never in between. The Python
+    handlers are swapped for one that only records the signal (Python runs handlers in the main
+    thread whichever thread the kernel delivered to: a signal mask would not do, since numpy's
+    and torch's worker threads leave the signals unblocked)."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    pending: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda signum, frame: pending.append(signum)) for sig in held}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if pending:
+            _deliver(pending[0], previous[pending[0]])
+
+
+def _deliver(signum: int, handler) -> None:
+    """Act on a held signal as its own handler would have."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        os.kill(os.getpid(), signum)  # the default action (terminate), now that the write is done
 
 
 @contextlib.contextmanager

@@ -73,6 +73,10 @@ MAX_PARAMS = 1e15
 MAX_JOB_STEPS = 1e9
 #: Training samples of one job: 15T tokens (Llama 3) at 128 tokens per sample is ~1.2e11; 1e14 caps it.
 MAX_JOB_SAMPLES = 1e14
+#: Training tokens of one job: Llama 3 used 1.5e13; 1e17 is ~7000x that.
+MAX_JOB_TOKENS = 1e17
+#: Memory of one GPU: B200 has 192 GB; 2^44 bytes (16 TiB) is ~90x that.
+MAX_GPU_MEMORY = 2.0**44
 #: Transformer shape: layers, width, heads, context and vocabulary far beyond any published model.
 MAX_LAYERS, MAX_HIDDEN, MAX_HEADS, MAX_SEQ_LEN, MAX_VOCAB = 10_000, 2**20, 2**16, 2**26, 2**26
 #: Training FLOPs per sample (6·P·T at MAX_PARAMS and a 1M-token sample is ~6e21).
@@ -164,7 +168,7 @@ class BatchSpec(_Section):
     """Per-GPU micro-batch; gradient accumulation steps follow from it (default: no accumulation)."""
     gradient_noise_scale: Optional[Annotated[float, Field(gt=0, le=MAX_JOB_SAMPLES)]] = None
     """Gradient noise scale B_noise in samples (McCandlish et al. 2018): steps grow as S_min·(1 + B_noise/B)."""
-    max_global_samples: Optional[Annotated[int, Field(gt=0)]] = None
+    max_global_samples: Optional[Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)]] = None
     """fixed-per-gpu: largest global batch; beyond it the per-GPU batch shrinks to floor(max / N) (strong scaling)."""
 
 
@@ -220,7 +224,7 @@ class ClusterSpec(_Section):
     """Per-hop latency between nodes (default 10 us: order of NCCL's network base latency)."""
     peak_flops: Optional[Annotated[float, Field(ge=MIN_PEAK_FLOPS, le=MAX_PEAK_FLOPS)]] = None
     """Peak dense FLOP/s per GPU at the spec's precision, for MFU (default: the catalog's)."""
-    gpu_memory: Optional[Annotated[Size, Field(gt=0)]] = None
+    gpu_memory: Optional[Annotated[Size, Field(gt=0, le=MAX_GPU_MEMORY)]] = None
     """Memory per GPU, e.g. "96 GB" (default: the catalog's); plans whose footprint exceeds it are left out."""
 
 
@@ -229,7 +233,7 @@ class JobSpec(_Section):
     """Total training samples, e.g. "250M"."""
     steps: Optional[Annotated[Count, Field(ge=1, le=MAX_JOB_STEPS)]] = None
     """Total optimizer steps (instead of samples)."""
-    tokens: Optional[Annotated[Count, Field(gt=0)]] = None
+    tokens: Optional[Annotated[Count, Field(ge=1, le=MAX_JOB_TOKENS)]] = None
     """Total training tokens, e.g. "2T" (instead of samples; needs model.seq_len): samples = tokens / seq_len."""
 
 
@@ -248,7 +252,7 @@ class Tier(_Section):
     """Reserved: billed for at least this many hours."""
     max_gpus: Optional[Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)]] = None
     """Most GPUs available on this tier."""
-    instance_gpus: Optional[Annotated[int, Field(gt=0)]] = None
+    instance_gpus: Optional[Annotated[Int, Field(gt=0, le=MAX_GPUS_PER_NODE)]] = None
     """GPUs per rentable instance (e.g. 8 for an 8x H100 VM): only whole instances are priced."""
 
 

@@ -155,3 +155,38 @@ def test_lock_refuses_a_fifo_and_accepts_a_stale_lock_file(tmp_path):
     holder.wait()
     with exclusive_lock(out):
         pass
+
+
+def test_signals_are_held_during_the_block_even_with_other_threads():
+    """numpy/torch start threads that leave SIGTERM unblocked: the hold must not rely on a mask."""
+    import signal
+    import threading
+
+    from advisor.fileio import signals_deferred
+
+    seen = []
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)  # a thread the kernel may deliver the signal to
+    worker.start()
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    try:
+        with signals_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+            assert seen == []  # held: the write in here finishes first
+        assert seen == [signal.SIGTERM]  # delivered once the block ends
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        stop.set()
+        worker.join()
+
+
+def test_a_held_default_sigterm_still_terminates_after_the_block(tmp_path):
+    code = ("import os, signal, sys; from advisor.fileio import signals_deferred, atomic_write_text\n"
+            "with signals_deferred():\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    atomic_write_text(sys.argv[1], 'whole')\n"
+            "print('not reached')\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "f.toml")], capture_output=True, text=True)
+    assert r.returncode == -15 and "not reached" not in r.stdout
+    assert (tmp_path / "f.toml").read_text() == "whole"

@@ -17,10 +17,16 @@ VLDB, §3.3-3.4: one unit at a time, backward prefetch): 3 · (P / layers / tp) 
 Activations (transformers; Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
 Transformer Models", §4, 16-bit activations): per layer and micro-batch of b samples, sequence s,
 hidden h, heads a, with tensor-parallel degree t and sequence parallelism (their eq. 4 / Table 2):
-  none:      s·b·h·(34 + 5·a·s/h) / t bytes
-  selective: s·b·h·34 / t (the attention scores, 5·a·s²·b, recomputed: their §5, eq. 6)
+  none:      s·b·h·34 / t bytes
+  selective: s·b·h·34 / t
   full:      2·s·b·h / t (only each layer's input; their §4.2) plus one layer's "none" activations,
              rebuilt while its backward runs.
+The paper's attention-score term, 5·a·s²·b per layer (scores, softmax and dropout mask), is not
+counted: fused attention (FlashAttention, Dao et al. 2022, §3: only the softmax statistics, O(s)
+memory; PyTorch's scaled_dot_product_attention picks it or the memory-efficient kernel for bf16/fp16
+by default, as torchtitan, Megatron-LM and Hugging Face transformers do) never materialises them, so
+"none" and "selective" keep the same bytes. Counting them would rule out every long-sequence plan
+(13B at 8192 tokens: 27 GB of scores per layer and micro-batch of 2) that such jobs run every day.
 Context parallelism splits the sequence: s/cp tokens per rank, the score term keeps the full key
 length (s/cp · s). With pp stages a rank holds L/pp layers but, in 1F1B, its first stage keeps up to
 pp micro-batches in flight (Korthikanti §4.2.3; Narayanan et al. 2021), so up to L layers' worth
@@ -50,9 +56,8 @@ if TYPE_CHECKING:
 STATE_BYTES_PER_PARAM = 16
 
 #: Bytes per token per hidden unit one layer keeps with no recomputation, besides the attention
-#: scores (Korthikanti et al. 2022, eq. 1: 34·s·b·h), and the scores' coefficient (5·a·s²·b).
+#: scores (Korthikanti et al. 2022, eq. 1: 34·s·b·h); fused attention stores no scores (module docstring).
 ACTIVATION_LINEAR = 34
-ACTIVATION_SCORES = 5
 
 #: Bytes per token per hidden unit a layer keeps under full recomputation: its 16-bit input (§4.2).
 FULL_RECOMPUTE_INPUT = 2
@@ -150,7 +155,7 @@ def activation_bytes(w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activati
     s_local = m.seq_len / c
     sbh = s_local * b * m.hidden / t
     scale = m.bytes_per_element / 2  # the paper's counts are for 16-bit activations
-    none = sbh * (ACTIVATION_LINEAR + ACTIVATION_SCORES * m.heads * m.seq_len / m.hidden) * scale
+    none = sbh * ACTIVATION_LINEAR * scale  # no s² scores: fused attention (module docstring)
     if activation_checkpoint == "none":
         per_layer, working = none, 0.0
     elif activation_checkpoint == "selective":

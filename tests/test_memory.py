@@ -3,8 +3,8 @@ workloads/llm7b.toml, a 13B model on A100-40GB), every degree parameter, and mea
 
 Formulas (written out here, independently of the code): state 16 bytes/parameter (ZeRO §3.1) over
 tp·pp and the FSDP shard group; FSDP's gathered units 3 x params/layers/tp x 2 bytes; activations per
-layer (Korthikanti et al. 2022) s·b·h·(34 + 5·a·s/h)/t (none), 34·s·b·h/t (selective), 2·s·b·h/t plus
-one "none" layer (full); logits 4·s·b·v/t.
+layer (Korthikanti et al. 2022) 34·s·b·h/t (none and selective: fused attention stores no 5·a·s²·b
+scores, FlashAttention), 2·s·b·h/t plus one "none" layer (full); logits 4·s·b·v/t.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ S, B, H, A, L, V, P = 8192, 2, 4096, 32, 32, 128256, 8.0e9
 SBH = S * B * H                                  # 67,108,864
 LOGITS = 4 * S * B * V                           # 8,405,385,216 bytes
 GATHERED = 3 * (P / L) * 2                       # 1.5e9 bytes
-NONE_LAYER = SBH * (34 + 5 * A * S / H)          # 67,108,864 x 354 = 23,756,537,856 bytes
+NONE_LAYER = SBH * 34                            # 67,108,864 x 34 = 2,281,701,376 bytes (no s² scores)
 
 
 def llm7b(**parallelism):
@@ -65,9 +65,9 @@ def test_degrees_split_what_they_split():
     assert f.activations[0] == pytest.approx(L * (S / 2) * B * H * 34 + 4 * (S / 2) * B * V)
     # HSDP: shard over 8 of 64 data-parallel ranks
     assert footprint(w, np.array([64]), dp_shard=8).state[0] == pytest.approx(16 * P / 8)
-    # the attention-score term keeps the full key length under cp: none, cp = 2
+    # no recomputation keeps what selective does (fused attention: no s² scores), under cp too
     f = footprint(llm7b(activation_checkpoint="none"), np.array([16]), cp=2)
-    assert f.activations[0] == pytest.approx(L * (S / 2) * B * H * (34 + 5 * A * S / H) + 4 * (S / 2) * B * V)
+    assert f.activations[0] == pytest.approx(L * (S / 2) * B * H * 34 + 4 * (S / 2) * B * V)
     # the total is the sum, and broadcasts over counts
     total = bytes_per_gpu(w, np.array([8, 16]))
     assert total.shape == (2,) and total[0] - total[1] == pytest.approx(16 * P / 8 - 16 * P / 16)
@@ -80,12 +80,12 @@ def test_ddp_keeps_the_whole_state_and_a_cnn_has_no_activation_estimate():
     assert f.activations.tolist() == [0.0, 0.0] and f.gathered.tolist() == [0.0, 0.0]
 
 
-def thirteen_b(checkpoint, gpu="A100-40GB"):
+def thirteen_b(checkpoint, gpu="A100-40GB", max_gpus=256):
     return workload_from_dict({
         "name": "b13", "model": {"params": "13B", "layers": 40, "hidden": 5120, "heads": 40, "seq_len": 4096},
         "batch": {"policy": "fixed-global", "global_samples": 1024, "micro_samples": 1},
         "parallelism": {"strategy": "fsdp", "activation_checkpoint": checkpoint},
-        "cluster": {"gpu": gpu, "max_gpus": 256, "inter_node_bandwidth": "800 Gbit/s"},
+        "cluster": {"gpu": gpu, "max_gpus": max_gpus, "inter_node_bandwidth": "800 Gbit/s"},
         "job": {"samples": "10M"}, "tiers": [{"name": "on-demand", "usd_per_gpu_hour": 1.5}],
     })
 
@@ -98,11 +98,11 @@ def test_a100_40gb_is_not_the_80gb_entry():
         assert gpu is not None and gpu.memory_bytes > 0 and gpu.source
 
 
-@pytest.mark.parametrize("checkpoint, smallest", [("none", None), ("selective", 32), ("full", 8)])
+@pytest.mark.parametrize("checkpoint, smallest", [("none", 32), ("selective", 32), ("full", 8)])
 def test_13b_fsdp_on_a100_40gb(checkpoint, smallest):
     # full, 8 GPUs: state 13e9 x 16 / 8 = 26 GB, gathered 3 x 13e9/40 x 2 = 1.95 GB, inputs 2 x 4096 x 5120 x 40
-    # = 1.68 GB, one rebuilt layer 4096 x 5120 x (34 + 5 x 40 x 4096/5120) = 4.07 GB, logits 4 x 4096 x 32000
-    # = 0.52 GB: 34.2 GB <= 40. 4 GPUs: the state alone is 52 GB.
+    # = 1.68 GB, one rebuilt layer 34 x 4096 x 5120 = 0.713 GB, logits 4 x 4096 x 32000 = 0.52 GB: 30.86 GB
+    # <= 40. 4 GPUs: the state alone is 52 GB. none keeps what selective does (no s² scores).
     # selective: activations 34 x 4096 x 5120 x 40 = 28.5 GB + 0.52 GB logits + gathered 1.95 GB; with state
     # 13e9 x 16 / N: N = 16 gives 13 + 31 = 44 GB > 40, N = 32 gives 6.5 + 31 = 37.5 GB.
     from advisor.planning.billing import sweep
@@ -110,7 +110,7 @@ def test_13b_fsdp_on_a100_40gb(checkpoint, smallest):
 
     w = thirteen_b(checkpoint)
     if checkpoint == "full":
-        assert bytes_per_gpu(w, np.array([8]))[0] == pytest.approx(34.22e9, rel=2e-3)
+        assert bytes_per_gpu(w, np.array([8]))[0] == pytest.approx(30.86e9, rel=2e-3)
     sw = sweep(w, Amdahl())
     fits = sw.gpus[sw.available[0]]
     assert (fits.min() if fits.size else None) == smallest
@@ -164,13 +164,14 @@ def test_a_pipeline_holds_no_more_micro_batches_than_a_step_has():
 
 
 def test_when_memory_rules_counts_out_the_output_says_what_recomputation_would_fit():
-    # the 13B spec of test_13b_fsdp_on_a100_40gb without recomputation fits nowhere; selective fits from 32 GPUs,
-    # full from 8 (hand-computed there)
+    # the 13B spec of test_13b_fsdp_on_a100_40gb capped at 16 GPUs: without recomputation (and with selective,
+    # which keeps the same bytes) it fits nowhere (16 GPUs: 13 + 1.95 + 28.5 + 0.52 = 44 GB > 40); full fits
+    # from 8 (hand-computed there)
     from advisor.planning.recommend import recommend
     from recommend_inputs import Amdahl
 
-    rec = recommend(thirteen_b("none"), Amdahl(baseline_gpus=8))
-    assert rec.chosen is None and rec.recompute == {"selective": 32, "full": 8}
+    rec = recommend(thirteen_b("none", max_gpus=16), Amdahl(baseline_gpus=8))
+    assert rec.chosen is None and rec.recompute == {"selective": None, "full": 8}  # None: fits at no count
     text = " ".join(rec.why)
-    assert 'With activation_checkpoint = "selective" the smallest count that fits would be 32 GPUs' in text
-    assert "at 256 GPUs it is" in text  # the largest count: the nearest to fitting
+    assert 'With activation_checkpoint = "full" the smallest count that fits would be 8 GPUs' in text
+    assert "at 16 GPUs it is" in text  # the largest count: the nearest to fitting

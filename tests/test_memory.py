@@ -173,5 +173,5 @@ def test_when_memory_rules_counts_out_the_output_says_what_recomputation_would_f
     rec = recommend(thirteen_b("none", max_gpus=16), Amdahl(baseline_gpus=8))
     assert rec.chosen is None and rec.recompute == {"selective": None, "full": 8}  # None: fits at no count
     text = " ".join(rec.why)
-    assert 'With activation_checkpoint = "full" the smallest count that fits would be 8 GPUs' in text
+    assert 'with activation_checkpoint = "full" the smallest count that fits would be 8 GPUs' in text
     assert "at 16 GPUs it is" in text  # the largest count: the nearest to fitting

@@ -8,9 +8,10 @@ Format: docs/formats.md. A file holds `schema`, `workload`, `[provenance]`, `[en
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Callable, Literal, Optional, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
@@ -48,13 +49,13 @@ class Provenance(_Strict):
     """measured: a real run (host, date, versions in [environment]); published: a citation per run."""
     created: str
     """ISO 8601 UTC time the file was created."""
-    host: Optional[str] = None
+    host: str | None = None
     """Host the measurement ran on (measured)."""
-    command: Optional[str] = None
+    command: str | None = None
     """Command that produced the file."""
-    citation: Optional[str] = None
+    citation: str | None = None
     """Publication the values come from (published); each run may cite more precisely."""
-    notes: Optional[str] = None
+    notes: str | None = None
     """Anything a reader needs to judge the numbers."""
 
 
@@ -65,22 +66,22 @@ class Run(_Strict):
     """Nodes the GPUs were spread over (at most gpus)."""
     step_seconds: Steps
     """Wall seconds of each timed optimizer step, after warm-up."""
-    compute_seconds: Optional[Steps] = None
+    compute_seconds: Steps | None = None
     """Seconds of each timed step without gradient synchronisation (exposes communication)."""
-    comm_seconds: Optional[Annotated[list[Annotated[float, Field(ge=0, le=MAX_SECONDS)]],
-                                     Field(max_length=MAX_STEPS_PER_RUN)]] = None
+    comm_seconds: Annotated[list[Annotated[float, Field(ge=0, le=MAX_SECONDS)]],
+                            Field(max_length=MAX_STEPS_PER_RUN)] | None = None
     """Seconds of communication per step, where measured directly."""
-    global_batch: Optional[Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES * MAX_GPUS_LIMIT)]] = None
+    global_batch: Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES * MAX_GPUS_LIMIT)] | None = None
     """Samples per optimizer step in this run, when it differs from the workload's batch policy."""
-    micro_samples: Optional[Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES)]] = None
+    micro_samples: Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES)] | None = None
     """Per-GPU micro-batch used in this run."""
-    peak_memory_bytes: Optional[Annotated[int, Strict(), Field(ge=0, le=2**60)]] = None
+    peak_memory_bytes: Annotated[int, Strict(), Field(ge=0, le=2 ** 60)] | None = None
     """Largest peak device memory over ranks."""
-    tokens_per_second: Optional[Annotated[float, Field(gt=0, le=1e18)]] = None
+    tokens_per_second: Annotated[float, Field(gt=0, le=1e+18)] | None = None
     """Whole-job tokens per second, where reported."""
-    layout: Optional[str] = None
+    layout: str | None = None
     """Parallel layout of the run, e.g. "dp_shard=8, dp_replicate=4, tp=1, pp=1" (advisor.layouts)."""
-    source: Optional[str] = None
+    source: str | None = None
     """Citation for this run's values (published files: required)."""
 
 
@@ -94,11 +95,11 @@ class Collective(_Strict):
     """Median seconds of one collective."""
     busbw: Annotated[float, Field(ge=0, le=MAX_BUSBW_GBPS)]
     """Bus bandwidth in GB/s (1e9 bytes/s), nccl-tests definition."""
-    group: Optional[str] = None
+    group: str | None = None
     """Ranks probed: "world", or one layout mesh dimension (dp_shard, dp_replicate, tp); gpus is its size."""
-    rank_seconds: Optional[list[Annotated[float, Field(ge=0)]]] = None
+    rank_seconds: list[Annotated[float, Field(ge=0)]] | None = None
     """Each rank's own median seconds, in the group's rank order (the slowest sets `seconds`)."""
-    source: Optional[str] = None
+    source: str | None = None
 
 
 class Calibration(_Strict):
@@ -106,7 +107,7 @@ class Calibration(_Strict):
     workload: str
     provenance: Provenance
     environment: dict = {}
-    setup: Optional[dict[str, Union[bool, int, float, str]]] = None
+    setup: dict[str, bool | int | float | str] | None = None
     """What defines the measurement: the spec fields that change a step's time (`setup_of`),
     recorded by `advisor calibrate`; `--resume` and `--collect` refuse a spec that differs."""
     runs: list[Run] = []
@@ -115,7 +116,7 @@ class Calibration(_Strict):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True)
 
     #: Where the file was read from (not part of the file).
-    path: Optional[Path] = Field(default=None, exclude=True)
+    path: Path | None = Field(default=None, exclude=True)
 
     def measured_counts(self) -> set[tuple[int, int]]:
         """(gpus, nodes) placements already present."""
@@ -123,10 +124,10 @@ class Calibration(_Strict):
 
 
 def now_utc() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def calibration_from_dict(data: dict, file: str | Path, workload: Optional[str] = None) -> Calibration:
+def calibration_from_dict(data: dict, file: str | Path, workload: str | None = None) -> Calibration:
     file = str(file)
     if not isinstance(data, dict):
         raise InputError.at(file, "", "expected a TOML document of tables")
@@ -159,7 +160,8 @@ def _run_problems(cal: Calibration, file: str) -> list[Problem]:
     for i, run in enumerate(cal.runs):
         key = (run.gpus, run.nodes)
         if key in seen:
-            out.append(Problem(file, f"runs[{i}]", f"repeats the placement of runs[{seen[key]}] ({plural(run.gpus, 'GPU')} over "
+            out.append(Problem(file, f"runs[{i}]", f"repeats the placement of runs[{seen[key]}] "
+                               f"({plural(run.gpus, 'GPU')} over "
                                f"{plural(run.nodes, 'node')}); keep one run per placement, its step_seconds "
                                "holding every repeat",
                                None, False))
@@ -172,7 +174,7 @@ def _run_problems(cal: Calibration, file: str) -> list[Problem]:
     return out
 
 
-def load_calibration(path: str | Path, workload: Optional[str] = None) -> Calibration:
+def load_calibration(path: str | Path, workload: str | None = None) -> Calibration:
     """Read and validate a calibration file; `workload` checks it belongs to that workload."""
     from advisor.fileio import load_toml
 
@@ -189,7 +191,7 @@ def save_calibration(cal: Calibration, path: str | Path) -> None:
     atomic_write_text(path, tomli_w.dumps(data))
 
 
-def calibrations_dir(workload_path: Optional[Path] = None) -> Path:
+def calibrations_dir(workload_path: Path | None = None) -> Path:
     """`calibrations/` beside the spec's `workloads/` folder if it exists, else under the cwd."""
     if workload_path is not None:
         candidate = Path(workload_path).resolve().parent.parent / "calibrations"
@@ -198,7 +200,7 @@ def calibrations_dir(workload_path: Optional[Path] = None) -> Path:
     return Path.cwd() / "calibrations"
 
 
-def find_calibrations(name: str, workload_path: Optional[Path] = None) -> list[Path]:
+def find_calibrations(name: str, workload_path: Path | None = None) -> list[Path]:
     """Checked-in calibration files for workload `name`: `NAME.toml` or `NAME_*.toml`, sorted."""
     folder = calibrations_dir(workload_path)
     found = [folder / f"{name}.toml", *sorted(folder.glob(f"{name}_*.toml"))]
@@ -219,7 +221,7 @@ def merge_calibrations(cals: list[Calibration]) -> Calibration:
     })
 
 
-def load_calibrations(paths: list[str | Path], workload: Optional[str] = None) -> Calibration:
+def load_calibrations(paths: list[str | Path], workload: str | None = None) -> Calibration:
     """Read several calibration files (each checked to belong to `workload`) and merge them."""
     return merge_calibrations([load_calibration(p, workload) for p in paths])
 
@@ -236,7 +238,7 @@ def update_calibration_file(path: str | Path, workload: str, new: Callable[[], C
     return cal.model_copy(update={"path": path})
 
 
-def load_workload_calibration(name: str, workload_path: Optional[Path] = None) -> Optional[Calibration]:
+def load_workload_calibration(name: str, workload_path: Path | None = None) -> Calibration | None:
     """All checked-in calibrations of a workload merged into one (runs and probes together), or None."""
     paths = find_calibrations(name, workload_path)
     if not paths:

@@ -11,14 +11,17 @@ import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Optional
 
 from advisor.units import parse_bandwidth
 
 #: Which catalog column gives the peak for each compute precision. fp32 training on tensor-core
 #: GPUs runs matmuls in TF32 by default in most frameworks' mixed setups; we report against TF32
 #: where the GPU has it, else plain FP32.
-_PEAK_COLUMN = {"bf16": ("peak_bf16_flops",), "fp16": ("peak_fp16_flops",), "fp32": ("peak_tf32_flops", "peak_fp32_flops")}
+_PEAK_COLUMN = {
+    "bf16": ("peak_bf16_flops",),
+    "fp16": ("peak_fp16_flops",),
+    "fp32": ("peak_tf32_flops", "peak_fp32_flops"),
+}
 
 
 @dataclass(frozen=True)
@@ -27,10 +30,10 @@ class GPU:
     aliases: tuple[str, ...]
     memory_bytes: float
     peaks: dict
-    intra_node_bandwidth: Optional[float]
+    intra_node_bandwidth: float | None
     source: str
 
-    def peak_flops(self, precision: str) -> Optional[float]:
+    def peak_flops(self, precision: str) -> float | None:
         """Peak dense FLOP/s at a compute precision, or None when the GPU has no such mode."""
         for column in _PEAK_COLUMN[precision]:
             if self.peaks.get(column):
@@ -60,7 +63,7 @@ def gpus() -> tuple[GPU, ...]:
     )
 
 
-def find_gpu(name: str) -> Optional[GPU]:
+def find_gpu(name: str) -> GPU | None:
     """The catalog entry whose name or alias matches `name` (case and punctuation ignored)."""
     key = _key(name)
     for gpu in gpus():

@@ -31,8 +31,9 @@ import signal
 import stat
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from advisor.errors import InputError
 

@@ -21,15 +21,15 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from advisor.calibration_data import MAX_SECONDS, MIN_SECONDS
 from advisor.errors import InputError
-from advisor.text import plural
 from advisor.fileio import MAX_CSV_BYTES, read_input_text
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
+from advisor.text import plural
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration, Collective
@@ -47,7 +47,7 @@ class MeasuredRun:
     global_batch: float
     step_seconds: np.ndarray
     """Raw timed steps (after warm-up); one value for a CSV row."""
-    comm_seconds: Optional[np.ndarray] = None
+    comm_seconds: np.ndarray | None = None
     """Exposed (not overlapped) communication per step, same length as step_seconds, or None."""
 
     @property
@@ -106,7 +106,7 @@ class Measurements:
 
     def subset(self, keep: np.ndarray) -> "Measurements":
         """The runs where `keep` is true (probes kept)."""
-        runs = [r for r, k in zip(self.runs, keep) if k]
+        runs = [r for r, k in zip(self.runs, keep, strict=True) if k]
         return Measurements(runs, self.probes, self.source)
 
 
@@ -161,7 +161,7 @@ class CsvTable:
         cells = next(csv.reader([self.data_lines[row]]))
         return cells[self.header.index(column)].strip()
 
-    def fail(self, row: int, column: Optional[str], message: str, *value: object) -> InputError:
+    def fail(self, row: int, column: str | None, message: str, *value: object) -> InputError:
         """`FILE: line N.column: message (got VALUE)`; VALUE defaults to the cell's text."""
         where = f"line {self.lines[row]}" + (f".{column}" if column else "")
         if value:
@@ -194,7 +194,7 @@ def _header(lines: list[tuple[int, str]], file: str) -> list[str]:
 _EMPTY_CELL = re.compile(r"(^|,)[ \t]*(?=,|$)", re.MULTILINE)
 
 
-def _parse_fast(data: list[str], width: int) -> Optional[np.ndarray]:
+def _parse_fast(data: list[str], width: int) -> np.ndarray | None:
     """numpy's C parser over plain rows (no quotes, no nan/inf words, every row `width` cells);
     None when the rows need the careful path (which also finds the line to blame)."""
     text = "\n".join(data)
@@ -259,7 +259,7 @@ def read_csv_table(path: str | Path) -> CsvTable:
     return table
 
 
-def _first(mask: np.ndarray) -> Optional[int]:
+def _first(mask: np.ndarray) -> int | None:
     hits = np.flatnonzero(mask)
     return int(hits[0]) if hits.size else None
 
@@ -318,7 +318,8 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
     if (row := _first(nodes > gpus)) is not None:
         raise t.fail(row, "nodes", f"more nodes than GPUs ({gpus[row]})", int(nodes[row]))
     if (row := _first(-(-gpus // nodes) > per_node)) is not None:
-        raise t.fail(row, "nodes", f"{plural(int(gpus[row]), 'GPU')} on {plural(int(nodes[row]), 'node')} exceed cluster.gpus_per_node "
+        raise t.fail(row, "nodes", f"{plural(int(gpus[row]), 'GPU')} on {plural(int(nodes[row]), 'node')} "
+                     "exceed cluster.gpus_per_node "
                      f"({per_node})",
                      int(nodes[row]))
     batch = v["global_batch"] if "global_batch" in v else np.full(len(gpus), np.nan)
@@ -346,13 +347,14 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
     has_comm = (~np.isnan(comm)).tolist()
     runs = [  # one-element views of the column arrays: no copy per row
         MeasuredRun(g, n, b, step[i:i + 1], comm[i:i + 1] if has_comm[i] else None)
-        for i, (g, n, b) in enumerate(zip(cols["gpus"].tolist(), cols["nodes"].tolist(), cols["global_batch"].tolist()))
+        for i, (g, n, b) in enumerate(zip(cols["gpus"].tolist(), cols["nodes"].tolist(), cols["global_batch"].tolist(),
+                                          strict=True))
     ]
     return Measurements(runs, [], table.file)
 
 
-def combine_measurements(workload: "Workload", cal: Optional["Calibration"] = None,
-                         csv_measurements: Optional[Measurements] = None) -> Measurements:
+def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
+                         csv_measurements: Measurements | None = None) -> Measurements:
     """One set of measurements from a (merged) calibration file and a measurement CSV: the file's
     runs and collective probes plus the CSV's runs. A calibration that holds only probes (an
     imported nccl-tests log) adds them to the CSV's step times; the CSV cannot carry probes."""

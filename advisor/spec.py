@@ -9,7 +9,7 @@ descriptions in `advisor schema`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -19,8 +19,6 @@ from advisor.fileio import load_toml
 from advisor.text import plural
 from advisor.units import parse_bandwidth, parse_count, parse_duration, parse_size
 from advisor.validation import validation_error
-
-
 
 Count = Annotated[float, BeforeValidator(parse_count)]
 Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth)]
@@ -113,21 +111,22 @@ class _Section(BaseModel):
 class ModelSpec(_Section):
     params: Annotated[Count, Field(gt=0, ge=1, le=MAX_PARAMS)]
     """Trainable parameters, e.g. "6.7B"."""
-    layers: Optional[Annotated[Int, Field(gt=0, le=MAX_LAYERS)]] = None
+    layers: Annotated[Int, Field(gt=0, le=MAX_LAYERS)] | None = None
     """Transformer layers. With hidden, heads and seq_len: builds the calibration proxy and adds the attention FLOPs."""
-    hidden: Optional[Annotated[Int, Field(gt=0, le=MAX_HIDDEN)]] = None
+    hidden: Annotated[Int, Field(gt=0, le=MAX_HIDDEN)] | None = None
     """Transformer hidden size (model width)."""
-    heads: Optional[Annotated[Int, Field(gt=0, le=MAX_HEADS)]] = None
+    heads: Annotated[Int, Field(gt=0, le=MAX_HEADS)] | None = None
     """Attention heads; must divide hidden."""
-    seq_len: Optional[Annotated[Int, Field(gt=0, le=MAX_SEQ_LEN)]] = None
+    seq_len: Annotated[Int, Field(gt=0, le=MAX_SEQ_LEN)] | None = None
     """Tokens per sample."""
-    vocab: Optional[Annotated[Int, Field(gt=0, le=MAX_VOCAB)]] = None
+    vocab: Annotated[Int, Field(gt=0, le=MAX_VOCAB)] | None = None
     """Vocabulary size of the calibration proxy's embedding (default 32000)."""
     precision: Literal["bf16", "fp16", "fp32"] = "bf16"
     """Compute dtype; also sets gradient bytes (bf16/fp16: 2, fp32: 4)."""
-    kv_heads: Optional[Annotated[Int, Field(gt=0, le=MAX_HEADS)]] = None
-    """Key/value heads (grouped-query attention, GQA; default: heads). Must divide heads; sizes the K/V that context parallelism exchanges and the proxy's K/V projection."""
-    flops_per_sample: Optional[Annotated[float, Field(ge=1, le=MAX_FLOPS_PER_SAMPLE)]] = None
+    kv_heads: Annotated[Int, Field(gt=0, le=MAX_HEADS)] | None = None
+    ("Key/value heads (grouped-query attention, GQA; default: heads). Must divide heads; "
+     "sizes the K/V that context parallelism exchanges and the proxy's K/V projection.")
+    flops_per_sample: Annotated[float, Field(ge=1, le=MAX_FLOPS_PER_SAMPLE)] | None = None
     """Training FLOPs per sample (forward + backward). Required without a transformer shape (a CNN, a recommender)."""
 
     @property
@@ -160,15 +159,15 @@ class ModelSpec(_Section):
 class BatchSpec(_Section):
     policy: Literal["fixed-global", "fixed-per-gpu"]
     """fixed-global: strong scaling (global batch fixed, per-GPU share shrinks); fixed-per-gpu: weak scaling."""
-    global_samples: Optional[Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)]] = None
+    global_samples: Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)] | None = None
     """Samples per optimizer step across all GPUs; required when policy is fixed-global."""
-    per_gpu_samples: Optional[Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)]] = None
+    per_gpu_samples: Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)] | None = None
     """Samples per optimizer step on each GPU; required when policy is fixed-per-gpu."""
-    micro_samples: Optional[Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)]] = None
+    micro_samples: Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)] | None = None
     """Per-GPU micro-batch; gradient accumulation steps follow from it (default: no accumulation)."""
-    gradient_noise_scale: Optional[Annotated[float, Field(gt=0, le=MAX_JOB_SAMPLES)]] = None
+    gradient_noise_scale: Annotated[float, Field(gt=0, le=MAX_JOB_SAMPLES)] | None = None
     """Gradient noise scale B_noise in samples (McCandlish et al. 2018): steps grow as S_min·(1 + B_noise/B)."""
-    max_global_samples: Optional[Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)]] = None
+    max_global_samples: Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)] | None = None
     """fixed-per-gpu: largest global batch; beyond it the per-GPU batch shrinks to floor(max / N) (strong scaling)."""
 
 
@@ -178,27 +177,35 @@ Degree = Annotated[Int, Field(ge=1, le=MAX_GPUS_LIMIT)]
 
 class ParallelismSpec(_Section):
     strategy: Literal["ddp", "fsdp", "hsdp", "auto"]
-    """ddp: replicated weights, one gradient all-reduce per step; fsdp: sharded over every data-parallel rank (all-gather x2 + reduce-scatter); hsdp: sharded inside a node, replicated across nodes; auto: advisor chooses the layout per GPU count (advisor.layouts)."""
-    data_parallel_shard_degree: Optional[Annotated[Int, Field(ge=-1, le=MAX_GPUS_LIMIT)]] = None
-    """torchtitan's name: ranks that shard the weights (FSDP). -1 = the rest of the GPUs (default: every data-parallel rank under fsdp, 1 under ddp, the data-parallel ranks in one node under hsdp)."""
-    data_parallel_replicate_degree: Optional[Annotated[Int, Field(ge=-1, le=MAX_GPUS_LIMIT)]] = None
+    ("ddp: replicated weights, one gradient all-reduce per step; "
+     "fsdp: sharded over every data-parallel rank (all-gather x2 + reduce-scatter); "
+     "hsdp: sharded inside a node, replicated across nodes; "
+     "auto: advisor chooses the layout per GPU count (advisor.layouts).")
+    data_parallel_shard_degree: Annotated[Int, Field(ge=-1, le=MAX_GPUS_LIMIT)] | None = None
+    ("torchtitan's name: ranks that shard the weights (FSDP). -1 = the rest of the GPUs "
+     "(default: every data-parallel rank under fsdp, 1 under ddp, the data-parallel ranks in one node under hsdp).")
+    data_parallel_replicate_degree: Annotated[Int, Field(ge=-1, le=MAX_GPUS_LIMIT)] | None = None
     """torchtitan's name: replicas of the (sharded) weights that all-reduce gradients (DDP / HSDP). -1 = the rest."""
-    tensor_parallel_degree: Optional[Degree] = None
-    """Megatron-style tensor parallelism inside a layer (default 1; under strategy auto, advisor tries 1, 2, 4, ... up to a node)."""
+    tensor_parallel_degree: Degree | None = None
+    ("Megatron-style tensor parallelism inside a layer "
+     "(default 1; under strategy auto, advisor tries 1, 2, 4, ... up to a node).")
     tensor_parallel_across_nodes: bool = False
-    """Allow tensor_parallel_degree larger than cluster.gpus_per_node (its per-layer all-reduces then cross the slow link)."""
+    ("Allow tensor_parallel_degree larger than cluster.gpus_per_node "
+     "(its per-layer all-reduces then cross the slow link).")
     pipeline_parallel_degree: Degree = 1
     """Pipeline stages (layers split across GPUs; point-to-point activations between stages)."""
-    pipeline_microbatches: Optional[Degree] = None
+    pipeline_microbatches: Degree | None = None
     """Micro-batches per pipeline per optimizer step (default: the data-parallel rank's batch / batch.micro_samples)."""
     pipeline_schedule: Literal["1f1b", "interleaved"] = "1f1b"
-    """1f1b (PipeDream-Flush) or interleaved 1F1B with pipeline_virtual_stages model chunks per GPU (Megatron-LM SC21 §2.2)."""
-    pipeline_virtual_stages: Optional[Degree] = None
+    ("1f1b (PipeDream-Flush) or interleaved 1F1B with pipeline_virtual_stages model chunks per GPU "
+     "(Megatron-LM SC21 §2.2).")
+    pipeline_virtual_stages: Degree | None = None
     """Model chunks per GPU for the interleaved schedule (default 2; 1 for 1f1b)."""
     context_parallel_degree: Degree = 1
     """Ranks that split each sequence (ring attention: K/V passed around the context-parallel ring)."""
     activation_checkpoint: Literal["none", "selective", "full"] = "none"
-    """Activation recomputation (Korthikanti et al. 2022): none, selective (attention) or full (only layer inputs kept)."""
+    ("Activation recomputation (Korthikanti et al. 2022): none, selective (attention) "
+     "or full (only layer inputs kept).")
 
     @property
     def virtual_stages(self) -> int:
@@ -214,7 +221,7 @@ class ClusterSpec(_Section):
     """GPUs in one node (one NVLink/NVSwitch domain)."""
     max_gpus: Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)]
     """Largest GPU count to consider."""
-    intra_node_bandwidth: Optional[Annotated[Bandwidth, Field(ge=MIN_BANDWIDTH, le=MAX_BANDWIDTH)]] = None
+    intra_node_bandwidth: Annotated[Bandwidth, Field(ge=MIN_BANDWIDTH, le=MAX_BANDWIDTH)] | None = None
     """Per-GPU one-direction bandwidth inside a node, e.g. "450 GB/s" (default: the catalog's)."""
     intra_node_latency: Annotated[Duration, Field(ge=0, le=MAX_LATENCY)] = 3e-6
     """Per-hop latency inside a node (default 3 us: order of NCCL's NVLink base latency, src/graph/tuning.cc)."""
@@ -222,18 +229,18 @@ class ClusterSpec(_Section):
     """Per-node bandwidth between nodes, all NICs together, e.g. "3200 Gbit/s" (8 x 400 Gbit/s)."""
     inter_node_latency: Annotated[Duration, Field(ge=0, le=MAX_LATENCY)] = 10e-6
     """Per-hop latency between nodes (default 10 us: order of NCCL's network base latency)."""
-    peak_flops: Optional[Annotated[float, Field(ge=MIN_PEAK_FLOPS, le=MAX_PEAK_FLOPS)]] = None
+    peak_flops: Annotated[float, Field(ge=MIN_PEAK_FLOPS, le=MAX_PEAK_FLOPS)] | None = None
     """Peak dense FLOP/s per GPU at the spec's precision, for MFU (default: the catalog's)."""
-    gpu_memory: Optional[Annotated[Size, Field(gt=0, le=MAX_GPU_MEMORY)]] = None
+    gpu_memory: Annotated[Size, Field(gt=0, le=MAX_GPU_MEMORY)] | None = None
     """Memory per GPU, e.g. "96 GB" (default: the catalog's); plans whose footprint exceeds it are left out."""
 
 
 class JobSpec(_Section):
-    samples: Optional[Annotated[Count, Field(ge=1, le=MAX_JOB_SAMPLES)]] = None
+    samples: Annotated[Count, Field(ge=1, le=MAX_JOB_SAMPLES)] | None = None
     """Total training samples, e.g. "250M"."""
-    steps: Optional[Annotated[Count, Field(ge=1, le=MAX_JOB_STEPS)]] = None
+    steps: Annotated[Count, Field(ge=1, le=MAX_JOB_STEPS)] | None = None
     """Total optimizer steps (instead of samples)."""
-    tokens: Optional[Annotated[Count, Field(ge=1, le=MAX_JOB_TOKENS)]] = None
+    tokens: Annotated[Count, Field(ge=1, le=MAX_JOB_TOKENS)] | None = None
     """Total training tokens, e.g. "2T" (instead of samples; needs model.seq_len): samples = tokens / seq_len."""
 
 
@@ -250,20 +257,21 @@ class Tier(_Section):
     """Spot: time to write one checkpoint."""
     min_hours: Annotated[float, Field(ge=0, le=MAX_MIN_HOURS)] = 0.0
     """Reserved: billed for at least this many hours."""
-    max_gpus: Optional[Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)]] = None
+    max_gpus: Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)] | None = None
     """Most GPUs available on this tier."""
-    instance_gpus: Optional[Annotated[Int, Field(gt=0, le=MAX_GPUS_PER_NODE)]] = None
+    instance_gpus: Annotated[Int, Field(gt=0, le=MAX_GPUS_PER_NODE)] | None = None
     """GPUs per rentable instance (e.g. 8 for an 8x H100 VM): only whole instances are priced."""
 
 
 class CalibrationSpec(_Section):
-    gpus: Annotated[list[Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)]], Field(min_length=1, max_length=64)] = [1, 2, 4, 8, 16]
+    gpus: Annotated[list[Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)]],
+                    Field(min_length=1, max_length=64)] = [1, 2, 4, 8, 16]
     """GPU counts to calibrate at."""
     warmup_steps: Annotated[Int, Field(ge=0, le=MAX_CALIBRATION_STEPS)] = 3
     """Untimed steps before timing."""
     steps: Annotated[Int, Field(gt=0, le=MAX_CALIBRATION_STEPS)] = 10
     """Timed optimizer steps per GPU count."""
-    proxy_layers: Optional[Annotated[Int, Field(gt=0, le=MAX_LAYERS)]] = None
+    proxy_layers: Annotated[Int, Field(gt=0, le=MAX_LAYERS)] | None = None
     """Layers of the calibration proxy when the full model does not fit (default: all)."""
 
 
@@ -282,7 +290,7 @@ class Workload(_Section):
     calibration: CalibrationSpec = CalibrationSpec()
 
     #: Where the spec was read from (not part of the spec).
-    source: Optional[Path] = Field(default=None, exclude=True)
+    source: Path | None = Field(default=None, exclude=True)
 
     def model_parallel_size(self) -> int:
         """GPUs that hold one data-parallel replica's share of the work: tensor x pipeline x context
@@ -312,7 +320,7 @@ class Workload(_Section):
         return find_gpu(self.cluster.gpu).intra_node_bandwidth
 
     @property
-    def peak_flops(self) -> Optional[float]:
+    def peak_flops(self) -> float | None:
         """Peak dense FLOP/s per GPU at the spec's precision: declared, else catalog, else None (no MFU)."""
         if self.cluster.peak_flops is not None:
             return self.cluster.peak_flops
@@ -343,11 +351,13 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
     if given and len(given) < len(shape):
         for k in shape:
             if shape[k] is None:
-                out.append((f"model.{k}", f"required with {', '.join(given)} (a transformer shape needs layers, hidden, heads and seq_len)", None))
+                out.append((f"model.{k}", f"required with {', '.join(given)} "
+                            "(a transformer shape needs layers, hidden, heads and seq_len)", None))
     if m.hidden is not None and m.heads is not None and m.hidden % m.heads:
         out.append(("model.heads", f"must divide model.hidden ({m.hidden})", m.heads))
     if not given and m.flops_per_sample is None:
-        out.append(("model.flops_per_sample", "required when no transformer shape (layers, hidden, heads, seq_len) is given", None))
+        out.append(("model.flops_per_sample",
+                    "required when no transformer shape (layers, hidden, heads, seq_len) is given", None))
 
     # Each policy needs its own batch size (which the micro-batch must divide) and ignores the other's.
     policies = {"fixed-global": "global_samples", "fixed-per-gpu": "per_gpu_samples"}
@@ -365,7 +375,8 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
     if w.cluster.intra_node_bandwidth is None:
         gpu = find_gpu(w.cluster.gpu)
         if gpu is None or gpu.intra_node_bandwidth is None:
-            out.append(("cluster.intra_node_bandwidth", f"required: GPU {w.cluster.gpu!r} is not in the catalog (advisor gpus)", None))
+            out.append(("cluster.intra_node_bandwidth",
+                        f"required: GPU {w.cluster.gpu!r} is not in the catalog (advisor gpus)", None))
 
     if sum(x is not None for x in (w.job.samples, w.job.steps, w.job.tokens)) != 1:
         out.append(("job", "give exactly one of job.samples, job.steps or job.tokens", None))
@@ -397,15 +408,18 @@ def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:
     at = "parallelism."
     if m.kv_heads is not None:
         if m.heads is None:
-            out.append(("model.kv_heads", "needs model.heads (grouped-query attention groups the query heads)", m.kv_heads))
+            out.append(("model.kv_heads", "needs model.heads (grouped-query attention groups the query heads)",
+                        m.kv_heads))
         elif m.heads % m.kv_heads:
             out.append(("model.kv_heads", f"must divide model.heads ({m.heads})", m.kv_heads))
     tp, pp, cp = p.tensor_parallel_degree or 1, p.pipeline_parallel_degree, p.context_parallel_degree
-    for key, degree in (("tensor_parallel_degree", tp), ("pipeline_parallel_degree", pp), ("context_parallel_degree", cp)):
+    for key, degree in (("tensor_parallel_degree", tp), ("pipeline_parallel_degree", pp),
+                        ("context_parallel_degree", cp)):
         if degree > 1 and not m.is_transformer:
             out.append((at + key, "needs a transformer shape (model.layers, hidden, heads, seq_len)", degree))
     if tp > g and not p.tensor_parallel_across_nodes:
-        out.append((at + "tensor_parallel_degree", f"exceeds cluster.gpus_per_node ({g}): its per-layer all-reduces would "
+        out.append((at + "tensor_parallel_degree", f"exceeds cluster.gpus_per_node ({g}): "
+                    "its per-layer all-reduces would "
                     "cross nodes; set parallelism.tensor_parallel_across_nodes = true to allow it", tp))
     if m.is_transformer:
         # Megatron-LM splits attention heads (and GQA's query groups) evenly over tensor-parallel ranks.
@@ -413,13 +427,15 @@ def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:
             if heads is not None and heads % tp:
                 out.append((at + "tensor_parallel_degree", f"must divide {key} ({heads})", tp))
         if pp * p.virtual_stages > m.layers:
-            out.append((at + "pipeline_parallel_degree", f"x {plural(p.virtual_stages, 'model chunk')} per GPU exceeds model.layers "
+            out.append((at + "pipeline_parallel_degree",
+                        f"x {plural(p.virtual_stages, 'model chunk')} per GPU exceeds model.layers "
                         f"({m.layers}): every stage needs a layer", pp))
         # torchtitan's load-balanced ring attention cuts each sequence into 2 x cp chunks.
         if cp > 1 and m.seq_len % (2 * cp):
             out.append((at + "context_parallel_degree", f"2 x the degree must divide model.seq_len ({m.seq_len})", cp))
     if p.pipeline_schedule == "1f1b" and p.pipeline_virtual_stages not in (None, 1):
-        out.append((at + "pipeline_virtual_stages", "only used with pipeline_schedule = 'interleaved'", p.pipeline_virtual_stages))
+        out.append((at + "pipeline_virtual_stages", "only used with pipeline_schedule = 'interleaved'",
+                    p.pipeline_virtual_stages))
     if pp == 1:
         for key, unset in (("pipeline_microbatches", None), ("pipeline_schedule", "1f1b")):
             if getattr(p, key) != unset:
@@ -453,7 +469,8 @@ def _data_parallel_problems(w: Workload, model_parallel: int) -> list[tuple[str,
     if p.strategy == "auto":
         for key, value in (("data_parallel_shard_degree", shard), ("data_parallel_replicate_degree", rep)):
             if value is not None:
-                out.append((at + key, "strategy 'auto' chooses the data-parallel degrees: leave it out or name a strategy", value))
+                out.append((at + key, "strategy 'auto' chooses the data-parallel degrees: "
+                            "leave it out or name a strategy", value))
     if shard == -1 and rep == -1:
         out.append((at + "data_parallel_replicate_degree", "only one degree may be -1 (the rest)", rep))
     if out:
@@ -470,7 +487,8 @@ def _data_parallel_problems(w: Workload, model_parallel: int) -> list[tuple[str,
         return out
     key = named[0]
     if fixed > w.cluster.max_gpus:
-        out.append((at + key, f"the degrees multiply to {fixed} GPUs, more than cluster.max_gpus ({w.cluster.max_gpus})",
+        out.append((at + key,
+                    f"the degrees multiply to {fixed} GPUs, more than cluster.max_gpus ({w.cluster.max_gpus})",
                     getattr(p, key)))
     bad = [n for n in w.calibration.gpus if ((n % fixed) if fills else (n != fixed))]
     if bad:

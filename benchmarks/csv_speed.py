@@ -42,8 +42,9 @@ def write_csv(path: Path, rows: int) -> None:
     gpus = rng.choice([1, 2, 4], rows)
     step = 0.5 + rng.permutation(rows) / rows  # distinct: exact copies of a row are refused
     with path.open("w") as f:
-        f.write("# synthetic timing input for benchmarks/csv_speed.py\ngpus,nodes,step_seconds,global_batch,comm_seconds\n")
-        f.writelines(f"{g},1,{s:.9f},32,{s / 4:.9f}\n" for g, s in zip(gpus.tolist(), step.tolist()))
+        f.write("# synthetic timing input for benchmarks/csv_speed.py\n"
+                "gpus,nodes,step_seconds,global_batch,comm_seconds\n")
+        f.writelines(f"{g},1,{s:.9f},32,{s / 4:.9f}\n" for g, s in zip(gpus.tolist(), step.tolist(), strict=True))
 
 
 def main() -> None:

@@ -7,8 +7,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from conftest import ROOT, WORKLOADS
 
@@ -32,7 +32,7 @@ def small_workload(folder: Path, strategy: str = "ddp", name: str = "tiny-test",
     return path
 
 
-def cli_env(extra: Optional[dict] = None) -> dict:
+def cli_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra or {})
@@ -47,14 +47,14 @@ def start_cli(*args: str, **popen) -> subprocess.Popen:
     )
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, what: str, proc: Optional[subprocess.Popen] = None):
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, proc: subprocess.Popen | None = None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         if proc is not None and proc.poll() is not None:
-            out, err = proc.communicate()
+            _out, err = proc.communicate()
             raise AssertionError(f"CLI exited ({proc.returncode}) before {what}:\n{err}")
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")

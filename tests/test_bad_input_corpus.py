@@ -16,18 +16,26 @@ TORCHTITAN = (ROOT / "calibrations" / "llm7b_published_torchtitan.toml").read_te
 
 CSV_CASES = {
     "missing columns": ("gpus,foo\n1,0.5\n2,0.6\n",
-                        "data.csv: line 1: unknown column; known columns: gpus, nodes, step_seconds, throughput, global_batch, comm_seconds (got 'foo')"),
+                        "data.csv: line 1: unknown column; known columns: gpus, nodes, step_seconds, throughput, "
+                        "global_batch, comm_seconds (got 'foo')"),
     "no step column": ("gpus,nodes\n1,1\n2,1\n", "data.csv: line 1: needs a 'step_seconds' or a 'throughput' column"),
-    "non-numeric cell": ("gpus,step_seconds\n1,abc\n2,0.6\n", "data.csv: line 2.step_seconds: must be a number (got 'abc')"),
-    "nan cell": ("gpus,step_seconds\n1,nan\n2,0.6\n", "data.csv: line 2.step_seconds: must be a positive number (got 'nan')"),
-    "negative cell": ("gpus,step_seconds\n1,-1\n2,0.6\n", "data.csv: line 2.step_seconds: must be a positive number (got '-1')"),
-    "fractional gpus": ("gpus,step_seconds\n1.5,0.5\n2,0.6\n", "data.csv: line 2.gpus: must be a whole number (got '1.5')"),
-    "ragged row": ("gpus,step_seconds\n1,0.5,9\n2,0.6\n", "data.csv: line 2: expected 2 fields like the header (got 3)"),
+    "non-numeric cell": ("gpus,step_seconds\n1,abc\n2,0.6\n",
+                         "data.csv: line 2.step_seconds: must be a number (got 'abc')"),
+    "nan cell": ("gpus,step_seconds\n1,nan\n2,0.6\n",
+                 "data.csv: line 2.step_seconds: must be a positive number (got 'nan')"),
+    "negative cell": ("gpus,step_seconds\n1,-1\n2,0.6\n",
+                      "data.csv: line 2.step_seconds: must be a positive number (got '-1')"),
+    "fractional gpus": ("gpus,step_seconds\n1.5,0.5\n2,0.6\n",
+                        "data.csv: line 2.gpus: must be a whole number (got '1.5')"),
+    "ragged row": ("gpus,step_seconds\n1,0.5,9\n2,0.6\n",
+                   "data.csv: line 2: expected 2 fields like the header (got 3)"),
     "duplicate row": ("gpus,step_seconds\n1,0.5\n2,0.3\n1,0.5\n",
-                      "data.csv: line 4: repeats line 2 exactly; remove the copy (rows of one placement with different values count as repeated measurements)"),
+                      "data.csv: line 4: repeats line 2 exactly; remove the copy "
+                      "(rows of one placement with different values count as repeated measurements)"),
     "empty file": ("", "data.csv: no header row (expected columns: gpus, step_seconds or throughput, ...)"),
     "header only": ("gpus,step_seconds\n", "data.csv: no data rows after the header"),
-    "more nodes than gpus": ("gpus,nodes,step_seconds\n1,2,0.5\n2,1,0.6\n", "data.csv: line 2.nodes: more nodes than GPUs (1) (got 2)"),
+    "more nodes than gpus": ("gpus,nodes,step_seconds\n1,2,0.5\n2,1,0.6\n",
+                             "data.csv: line 2.nodes: more nodes than GPUs (1) (got 2)"),
 }
 
 
@@ -63,7 +71,8 @@ def test_bad_calibration_through_a_subprocess(tmp_path):
     """One case end to end in a real process: exit status, one line, no traceback."""
     (tmp_path / "cal.toml").write_text(TORCHTITAN[:300])
     r = run_cli("predict", LLM7B, "--calibration", "cal.toml", cwd=tmp_path)
-    assert (r.returncode, r.stdout, r.stderr.strip()) == (2, "", "cal.toml: end of file: malformed TOML: Unterminated string")
+    assert (r.returncode, r.stdout, r.stderr.strip()) == (
+        2, "", "cal.toml: end of file: malformed TOML: Unterminated string")
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -85,7 +94,8 @@ cells = st.one_of(st.integers(-3, 70).map(str), st.floats(allow_nan=True, allow_
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(header=st.lists(st.sampled_from(["gpus", "nodes", "step_seconds", "throughput", "global_batch", "comm_seconds", "x"]),
+@given(header=st.lists(st.sampled_from(["gpus", "nodes", "step_seconds",
+                                        "throughput", "global_batch", "comm_seconds", "x"]),
                        min_size=0, max_size=4),
        rows=st.lists(st.lists(cells, min_size=0, max_size=5), max_size=5))
 def test_any_csv_exits_0_or_2(tmp_path, header, rows):
@@ -98,7 +108,7 @@ def test_any_csv_exits_0_or_2(tmp_path, header, rows):
     writer.writerows(rows)
     path = tmp_path / "data.csv"
     path.write_text(buf.getvalue())
-    code, out, err = invoke("fit", TINY, "--measurements", path, "--json")
+    code, _out, err = invoke("fit", TINY, "--measurements", path, "--json")
     assert code in (0, 2), err
     if code == 2:
         assert err.strip() and all(line.startswith(str(path)) for line in err.strip().splitlines()), err

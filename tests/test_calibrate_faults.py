@@ -34,7 +34,7 @@ def _rank_pid(cli: subprocess.Popen, rank: int) -> int:
 def _saved_counts(path: Path) -> list[int]:
     try:
         return [r.gpus for r in load_calibration(path).runs]
-    except Exception:  # noqa: BLE001 - not written yet
+    except Exception:
         return []
 
 
@@ -66,8 +66,8 @@ def test_hung_rank_is_killed_by_timeout_with_its_whole_group(tmp_path):
     env, scratch = _tmp_env(tmp_path)
     r = run_cli("calibrate", spec, "--gpus", "1", "--steps", "2", *CPU, "--out", out, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
-    cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--timeout", "12", "--out", out, "--resume",
-                    env=env)
+    cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--timeout", "12", "--out", out,
+                    "--resume", env=env)
     hung = _rank_pid(cli, 1)
     os.kill(hung, signal.SIGSTOP)  # a real hang: rank 1 stops, rank 0 waits for it
     peers = list(workers_of(cli.pid))
@@ -77,7 +77,8 @@ def test_hung_rank_is_killed_by_timeout_with_its_whole_group(tmp_path):
     assert f"finished counts kept in {out}: none" in err
     assert_no_workers_left(cli.pid)
     for pid in peers:  # the stopped rank too: SIGKILL ends stopped processes
-        assert not Path(f"/proc/{pid}").exists() or b"Z" in Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1][:3]
+        assert (not Path(f"/proc/{pid}").exists()
+                or b"Z" in Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1][:3])
     assert _saved_counts(out) == [1]
     assert _leftovers(scratch) == []
 
@@ -335,7 +336,7 @@ def test_concurrent_writers_one_file_never_corrupted(tmp_path):
     errs = [c.communicate()[1] for c in clis]
     codes = [c.returncode for c in clis]
     assert codes.count(0) >= 1 and set(codes) <= {0, 2}, errs
-    for code, err in zip(codes, errs):
+    for code, err in zip(codes, errs, strict=True):
         if code == 2:
             assert "another advisor process is writing this file" in err and "Traceback" not in err
     assert _saved_counts(out) == [1, 2] and reads > 0

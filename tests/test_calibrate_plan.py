@@ -48,7 +48,8 @@ def test_batch_plan_fixed_per_gpu_is_constant_per_gpu():
         assert plan.micro_batches == (2, 2, 2) and plan.global_batch == 6 * n
 
 
-@pytest.mark.parametrize("gradient_bytes, device, gpus", [(13.75e6, "cpu", 2), (13.4e9, "cuda", 8), (1e5, "cpu", 4), (3e9, "cpu", 3)])
+@pytest.mark.parametrize("gradient_bytes, device, gpus",
+                         [(13.75e6, "cpu", 2), (13.4e9, "cuda", 8), (1e5, "cpu", 4), (3e9, "cpu", 3)])
 def test_probe_sizes_span_1mib_to_capped_gradient(gradient_bytes, device, gpus):
     sizes = probe_sizes(gradient_bytes, device, gpus)
     cap = {"cpu": 64 * MIB, "cuda": 1024 * MIB}[device]
@@ -100,12 +101,13 @@ def test_emitted_torchrun_lines_one_per_node(tmp_path):
     w = load_workload(WORKLOADS / "llm7b.toml")
     placements = emit_placements(w, None)  # default: counts needing more than one node
     assert placements == [(16, 2)]
-    text = torchrun_commands(w, WORKLOADS / "llm7b.toml", emit_placements(w, "16,32@4"), tmp_path, "cuda", 10, 3, "10.0.0.1", 29555)
+    text = torchrun_commands(w, WORKLOADS / "llm7b.toml", emit_placements(w, "16,32@4"),
+                             tmp_path, "cuda", 10, 3, "10.0.0.1", 29555)
     lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
     assert len(lines) == 2 + 4
     words = shlex.split(lines[3])
     assert words[:2] == ["torchrun", "--nnodes"]
-    opts = dict(zip(words[1::2], words[2::2]))
+    opts = dict(zip(words[1::2], words[2::2], strict=False))
     assert opts["--nnodes"] == "4" and opts["--node-rank"] == "1" and opts["--nproc-per-node"] == "8"
     assert opts["--rdzv-endpoint"] == "10.0.0.1:29555" and opts["--rdzv-backend"] == "c10d"
     assert opts["--rdzv-conf"] == "is_host=0" and "is_host=1" in lines[2]  # node 0 hosts the store

@@ -31,7 +31,8 @@ def _check_file(path, name, counts, nodes=1, strategy="ddp"):
         if n == 1:
             assert not probes
             continue
-        for op, factor in (("all_reduce", 2 * (n - 1) / n), ("reduce_scatter", (n - 1) / n), ("all_gather", (n - 1) / n)):
+        for op, factor in (("all_reduce", 2 * (n - 1) / n), ("reduce_scatter", (n - 1) / n),
+                           ("all_gather", (n - 1) / n)):
             sizes = sorted(c.bytes for c in probes if c.op == op)
             assert len(sizes) >= 4 and sizes[0] <= 2**20
             for c in (c for c in probes if c.op == op):  # nccl-tests: busbw = bytes/s/1e9 * factor
@@ -93,7 +94,7 @@ def test_collect_rejects_results_of_another_workload(tmp_path):
     results = tmp_path / "results"
     r = run_cli("calibrate", other, "--emit", "torchrun", "--gpus", "1@1", "--device", "cpu", "--steps", "1",
                 "--warmup", "0", "--results", results, "--rdzv-host", "127.0.0.1", "--rdzv-port", "29599")
-    line = [ln for ln in r.stdout.splitlines() if ln.startswith("OMP")][0]
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("OMP"))
     env = cli_env({"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})
     assert subprocess.run(["bash", "-c", line], env=env, capture_output=True).returncode == 0
     r = run_cli("calibrate", spec, "--collect", results, "--out", tmp_path / "cal.toml")

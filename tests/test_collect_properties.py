@@ -11,11 +11,11 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_hostile_corpus import valid_result, write_result
+from test_spec_properties import apply, paths  # the same mutations as for specs
 
 from calibrate_support import small_workload
 from cli_inprocess import invoke
-from test_hostile_corpus import valid_result, write_result
-from test_spec_properties import apply, paths  # the same mutations as for specs
 
 BASE = valid_result()
 
@@ -37,7 +37,8 @@ def _check(tmp_path, text: str) -> None:
     if out.exists():
         out.unlink()
     write_result(folder, None, raw=text)
-    code, stdout, err = invoke("calibrate", tmp_path / "tiny-test.toml", "--collect", tmp_path / "results", "--out", out)
+    code, stdout, err = invoke("calibrate", tmp_path / "tiny-test.toml", "--collect", tmp_path / "results",
+                               "--out", out)
     assert code in (0, 2), err
     if code == 2:
         lines = err.strip().splitlines()

@@ -13,8 +13,15 @@ import time
 import pytest
 
 from advisor.errors import InputError
-from advisor.fileio import (MAX_DEPTH, atomic_write_bytes, exclusive_lock, load_json, load_toml, read_input_bytes,
-                            read_input_text)
+from advisor.fileio import (
+    MAX_DEPTH,
+    atomic_write_bytes,
+    exclusive_lock,
+    load_json,
+    load_toml,
+    read_input_bytes,
+    read_input_text,
+)
 
 
 def _special_files(tmp_path):
@@ -25,7 +32,8 @@ def _special_files(tmp_path):
     sock.bind(str(sock_path))
     link = tmp_path / "link"
     link.symlink_to("/dev/zero")
-    return {"fifo": (fifo, "a FIFO"), "socket": (sock_path, "a socket"), "dev-zero": ("/dev/zero", "a character device"),
+    return {"fifo": (fifo, "a FIFO"), "socket": (sock_path, "a socket"),
+            "dev-zero": ("/dev/zero", "a character device"),
             "dev-null": ("/dev/null", "a character device"), "directory": (tmp_path, "a directory"),
             "link-to-dev-zero": (link, "a character device")}, sock
 
@@ -102,7 +110,7 @@ def test_writer_never_replaces_a_special_file(tmp_path, target):
     if target == "directory":
         path.mkdir()
     before = os.stat(path)
-    with pytest.raises(InputError, match="not a regular file|is a directory"):
+    with pytest.raises(InputError, match=r"not a regular file|is a directory"):
         atomic_write_bytes(path, b"PNG")
     after = os.stat(path)
     assert (after.st_mode, after.st_ino, after.st_rdev) == (before.st_mode, before.st_ino, before.st_rdev)
@@ -128,9 +136,8 @@ def test_lock_never_follows_a_planted_symlink(tmp_path):
     elsewhere.parent.mkdir()
     out = tmp_path / "cal.toml"
     (tmp_path / "cal.toml.lock").symlink_to(elsewhere)
-    with pytest.raises(InputError) as err:
-        with exclusive_lock(out):
-            pass
+    with pytest.raises(InputError) as err, exclusive_lock(out):
+        pass
     assert err.value.lines() == [f"{out}: lock file cal.toml.lock is a symbolic link; remove it "
                                  "(advisor never follows links for its lock)"]
     assert not elsewhere.exists()
@@ -139,18 +146,17 @@ def test_lock_never_follows_a_planted_symlink(tmp_path):
 def test_lock_refuses_a_fifo_and_accepts_a_stale_lock_file(tmp_path):
     out = tmp_path / "cal.toml"
     os.mkfifo(tmp_path / "cal.toml.lock")
-    with pytest.raises(InputError, match=r"lock file cal.toml.lock is not a regular file \(a FIFO\); remove it"):
-        with exclusive_lock(out):
-            pass
+    with (pytest.raises(InputError, match=r"lock file cal.toml.lock is not a regular file \(a FIFO\); remove it"),
+          exclusive_lock(out)):
+        pass
     os.unlink(tmp_path / "cal.toml.lock")
     # A lock file whose holder was SIGKILLed: the kernel released its flock, the file stays.
     holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], "
                                "os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); print(1, flush=True); "
                                "time.sleep(60)", str(tmp_path / "cal.toml.lock")], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "1"
-    with pytest.raises(InputError, match="another advisor process is writing this file"):
-        with exclusive_lock(out):
-            pass
+    with pytest.raises(InputError, match="another advisor process is writing this file"), exclusive_lock(out):
+        pass
     holder.kill()
     holder.wait()
     with exclusive_lock(out):

@@ -59,7 +59,8 @@ def assert_clean(code: int, out: str, err: str, prefix: str, expected: str | Non
 SPEC_VALUES = {
     "per_gpu_samples 1e23": ("batch.per_gpu_samples", 10**23, "must be <= 16777216"),
     "gpus_per_node 1e30": ("cluster.gpus_per_node", 10**30, "must be <= 1024"),
-    "gpus_per_node true": ("cluster.gpus_per_node", True, "cluster.gpus_per_node: must be a whole number, not true/false"),
+    "gpus_per_node true": ("cluster.gpus_per_node", True,
+                           "cluster.gpus_per_node: must be a whole number, not true/false"),
     "gpus_per_node 8.5": ("cluster.gpus_per_node", 8.5, "cluster.gpus_per_node: Input should be a valid integer"),
     "max_gpus true": ("cluster.max_gpus", True, "cluster.max_gpus: must be a whole number, not true/false"),
     "layers true": ("model.layers", True, "model.layers: must be a whole number, not true/false"),
@@ -90,7 +91,8 @@ SPEC_VALUES = {
     "inter bandwidth 1e-300": ("cluster.inter_node_bandwidth", "1e-300 Gbit/s", "must be >= 1000"),
     "params 1e-300": ("model.params", 1e-300, "model.params: must be >= 1"),
     "steps 1e-300": ("job.steps", 1e-300, "job.steps: must be >= 1"),
-    "tier name with an ANSI escape": ("tiers.0.name", "spot\x1b[2J", "tiers[0].name: must not contain control characters"),
+    "tier name with an ANSI escape": ("tiers.0.name", "spot\x1b[2J",
+                                      "tiers[0].name: must not contain control characters"),
     "gpu with a carriage return": ("cluster.gpu", "H100\rA100", "cluster.gpu: must not contain control characters"),
     "description of 1 MB": ("description", "x" * 2**20, "description: must have at most 2,000 characters"),
     "model not a table": ("model", 5, "model"),
@@ -197,7 +199,8 @@ def test_hostile_calibration_file(tmp_path, case):
 # -- measurement CSVs --------------------------------------------------------------------------------
 
 CSV_CASES = {
-    "repeated column": ("gpus,gpus,step_seconds\n1,1,0.5\n2,2,0.3\n", "line 1: column named twice; each column once (got 'gpus')"),
+    "repeated column": ("gpus,gpus,step_seconds\n1,1,0.5\n2,2,0.3\n",
+                        "line 1: column named twice; each column once (got 'gpus')"),
     "BOM and repeated column": ("\ufeffgpus,step_seconds,step_seconds\n1,1,1\n", "line 1: column named twice"),
     "throughput contradicts": ("gpus,step_seconds,throughput\n1,1.0,3200\n2,0.6,53\n",
                                "line 2.throughput: contradicts step_seconds: 32 samples / 1 s = 32 samples/s"),
@@ -212,7 +215,8 @@ CSV_CASES = {
     "not UTF-8": (b"gpus,step_seconds\n1,\xff\n", "not UTF-8 text"),
     "quoted ragged": ('gpus,step_seconds\n"1,2",1\n2\n', "line 2.gpus: must be a number"),
     "throughput zero": ("gpus,throughput\n1,0\n2,1\n", "line 2.throughput: must be a positive number"),
-    "step 1e-300": ("gpus,step_seconds\n1,1e-300\n2,1\n", "line 2.step_seconds: must be >= 1e-09 s (no step is shorter)"),
+    "step 1e-300": ("gpus,step_seconds\n1,1e-300\n2,1\n",
+                    "line 2.step_seconds: must be >= 1e-09 s (no step is shorter)"),
 }
 
 
@@ -333,7 +337,7 @@ def test_valid_collect_result_is_merged(tmp_path):
     """The corpus' base result is itself valid: each case above fails for its one edit."""
     spec = small_workload(tmp_path)
     write_result(tmp_path / "results" / "gpus2-nodes2", valid_result())
-    (code, out, err), cal = _collect(tmp_path, spec)
+    (code, _out, err), cal = _collect(tmp_path, spec)
     assert code == 0, err
     from advisor.calibration_data import load_calibration
 
@@ -378,9 +382,11 @@ def test_special_files_in_collect_and_resume(tmp_path, specials, kind):
         (folder / "result.json").mkdir()
     else:
         (folder / "result.json").symlink_to(target)
-    code, out, err = _cli("calibrate", spec, "--collect", tmp_path / "results", "--out", tmp_path / "c.toml", cwd=tmp_path)
+    code, out, err = _cli("calibrate", spec, "--collect", tmp_path / "results",
+                          "--out", tmp_path / "c.toml", cwd=tmp_path)
     assert_clean(code, out, err, f"{folder / 'result.json'}: ", "not a regular file")
-    code, out, err = _cli("calibrate", spec, "--gpus", "1", "--device", "cpu", "--resume", "--out", target, cwd=tmp_path)
+    code, out, err = _cli("calibrate", spec, "--gpus", "1", "--device", "cpu", "--resume",
+                          "--out", target, cwd=tmp_path)
     assert_clean(code, out, err, f"{target}: ")
     assert "not a regular file" in err or "is a directory" in err
 
@@ -391,7 +397,7 @@ def test_plot_onto_a_special_file_is_refused_and_the_file_survives(tmp_path, tar
     if target == "fifo":
         os.mkfifo(path)
     before = os.stat(path or ".")
-    code, out, err = _cli("predict", WORKLOADS / "llm7b.toml", "--gpus", "8,16", "--plot", path, cwd=tmp_path)
+    code, _out, err = _cli("predict", WORKLOADS / "llm7b.toml", "--gpus", "8,16", "--plot", path, cwd=tmp_path)
     assert code == 2 and "Traceback" not in err, err
     line = err.strip().splitlines()[-1]
     assert line.startswith(f"{path or '.'}: ") and ("not a regular file" in line or "is a directory" in line), err

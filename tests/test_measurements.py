@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_features import LLM7B  # a fixed spec: global batch 1024, 8 GPUs per node
 
 from advisor.errors import InputError
 from advisor.measurements import read_measurements_csv
 from advisor.placement import parse_placements
-from test_features import LLM7B  # a fixed spec: global batch 1024, 8 GPUs per node
 
 
 def write(tmp_path, text):
@@ -31,12 +31,15 @@ def test_csv_rows_become_runs_with_defaults(tmp_path):
 BAD = {
     "missing gpus column": ("step_seconds\n1.0\n", "m.csv: line 1: missing required column 'gpus'"),
     "no time column": ("gpus,nodes\n1,1\n", "m.csv: line 1: needs a 'step_seconds' or a 'throughput' column"),
-    "unknown column": ("gpus,step_secs\n1,1\n", "m.csv: line 1: unknown column; did you mean 'step_seconds'? (got 'step_secs')"),
+    "unknown column": ("gpus,step_secs\n1,1\n",
+                       "m.csv: line 1: unknown column; did you mean 'step_seconds'? (got 'step_secs')"),
     "bad number": ("gpus,step_seconds\n1,fast\n", "m.csv: line 2.step_seconds: must be a number (got 'fast')"),
     "fractional gpus": ("gpus,step_seconds\n1.5,1\n", "m.csv: line 2.gpus: must be a whole number (got '1.5')"),
     "negative time": ("gpus,step_seconds\n2,-1\n", "m.csv: line 2.step_seconds: must be a positive number (got '-1')"),
-    "more nodes than gpus": ("gpus,nodes,step_seconds\n2,4,1\n", "m.csv: line 2.nodes: more nodes than GPUs (2) (got 4)"),
-    "overfull node": ("gpus,nodes,step_seconds\n16,1,1\n", "m.csv: line 2.nodes: 16 GPUs on 1 node exceed cluster.gpus_per_node (8) (got 1)"),
+    "more nodes than gpus": ("gpus,nodes,step_seconds\n2,4,1\n",
+                             "m.csv: line 2.nodes: more nodes than GPUs (2) (got 4)"),
+    "overfull node": ("gpus,nodes,step_seconds\n16,1,1\n",
+                      "m.csv: line 2.nodes: 16 GPUs on 1 node exceed cluster.gpus_per_node (8) (got 1)"),
     "short row": ("gpus,step_seconds\n2\n", "m.csv: line 2: expected 2 fields like the header (got 1)"),
     "header only": ("# nothing\ngpus,step_seconds\n", "m.csv: no data rows after the header"),
 }

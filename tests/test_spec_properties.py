@@ -24,17 +24,18 @@ toml_scalars = st.one_of(
     st.booleans(),
     st.sampled_from(["6.7B", "400 Gbit/s", "400 Gbps/s", "-3 min", "1e400", "0", "nan", "fixed-global", "ddp"]),
 )
-toml_values = st.one_of(toml_scalars, st.lists(toml_scalars, max_size=3), st.dictionaries(st.text(min_size=1, max_size=8), toml_scalars, max_size=2))
+toml_values = st.one_of(toml_scalars, st.lists(toml_scalars, max_size=3),
+                        st.dictionaries(st.text(min_size=1, max_size=8), toml_scalars, max_size=2))
 
 
 def paths(node, prefix=()):
     yield prefix
     if isinstance(node, dict):
         for k, v in node.items():
-            yield from paths(v, prefix + (k,))
+            yield from paths(v, (*prefix, k))
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            yield from paths(v, prefix + (i,))
+            yield from paths(v, (*prefix, i))
 
 
 ALL_PATHS = [p for p in paths(BASE) if p]
@@ -65,7 +66,7 @@ def apply(doc, path, action, value):
 def test_validate_never_crashes(tmp_path, path, action, value):
     spec = tmp_path / "spec.toml"
     spec.write_text(tomli_w.dumps(apply(BASE, path, action, value)))
-    code, out, err = invoke("validate", spec)
+    code, _out, err = invoke("validate", spec)
     assert code in (0, 2), err
     if code == 2:
         lines = err.strip().splitlines()

@@ -16,6 +16,7 @@ worker asks the kernel to SIGKILL it if the launcher dies (PR_SET_PDEATHSIG).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -23,9 +24,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 #: Seconds between SIGTERM and SIGKILL when stopping a run's process group.
 KILL_GRACE_SECONDS = 3.0
@@ -48,7 +49,7 @@ class CalibrationFailed(Exception):
 
     The session adds `out` (the calibration file) and `saved` (the counts saved to it this run)."""
 
-    def __init__(self, message: str, out: Optional[Path] = None, saved: Optional[list[int]] = None):
+    def __init__(self, message: str, out: Path | None = None, saved: list[int] | None = None):
         super().__init__(message)
         self.out, self.saved = out, list(saved or [])
 
@@ -58,7 +59,7 @@ class RankState:
     rank: int
     proc: subprocess.Popen
     log: Path
-    exited_at: Optional[float] = None
+    exited_at: float | None = None
 
 
 def threads_per_rank(ranks: int, device: str) -> int:
@@ -131,10 +132,8 @@ def kill_group(pgid: int, states: list[RankState]) -> None:
         if all(s.proc.poll() is not None for s in states):
             break
     for s in states:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             s.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def _store_socket() -> socket.socket:
@@ -197,8 +196,8 @@ def _note_exits(states: list[RankState]) -> list[RankState]:
     return [s for s in states if s.exited_at is not None and s.proc.returncode != 0]
 
 
-def _watch(states: list[RankState], gpus: int, results: Path, timeout: Optional[float],
-           on_progress: Optional[Callable[[str], None]]) -> None:
+def _watch(states: list[RankState], gpus: int, results: Path, timeout: float | None,
+           on_progress: Callable[[str], None] | None) -> None:
     """Wait until every rank exits cleanly; on a failure or past `timeout`, kill the group and raise."""
     pgid, start, shown = states[0].proc.pid, time.monotonic(), ""
     while True:
@@ -233,8 +232,8 @@ def launch_local(
     steps: int,
     warmup: int,
     results: Path,
-    timeout: Optional[float] = None,
-    on_progress: Optional[Callable[[str], None]] = None,
+    timeout: float | None = None,
+    on_progress: Callable[[str], None] | None = None,
 ) -> dict:
     """Run one calibration at `gpus` ranks on this machine; return rank 0's checked result.json.
 

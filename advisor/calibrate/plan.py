@@ -145,6 +145,6 @@ def setup_differences(recorded: dict, current: dict) -> list[tuple[str, object, 
     for key in sorted(recorded):
         old, new = recorded[key], current.get(key, UNSET)
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (old, new))
-        if not (old == new and type(old) is type(new) or numbers and float(old) == float(new)):
+        if not ((old == new and type(old) is type(new)) or (numbers and float(old) == float(new))):
             out.append((key, old, new))
     return out

@@ -10,7 +10,7 @@ import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
@@ -33,8 +33,8 @@ from advisor.validation import validation_error
 
 #: A value of the environment table: TOML-writable scalars, lists of them, or one level of table
 #: (per-count values such as load_average keyed by GPU count).
-Scalar = Union[bool, int, float, str]
-EnvValue = Union[Scalar, list[Scalar], list[list[Scalar]], dict[str, Union[Scalar, list[Scalar]]]]
+Scalar = bool | int | float | str
+EnvValue = Scalar | list[Scalar] | list[list[Scalar]] | dict[str, Scalar | list[Scalar]]
 
 
 class _Result(BaseModel):
@@ -49,10 +49,10 @@ class ProbeResult(_Result):
     seconds: Positive
     busbw: Annotated[float, Field(ge=0, le=MAX_BUSBW_GBPS)]
     # a probe of one layout mesh group (advisor.calibrate.worker.probe_groups): its size and nodes
-    gpus: Optional[Count] = None
-    nodes: Optional[Count] = None
-    group: Optional[Annotated[str, Field(max_length=64)]] = None
-    rank_seconds: Optional[list[Annotated[float, Field(ge=0, allow_inf_nan=False)]]] = None
+    gpus: Count | None = None
+    nodes: Count | None = None
+    group: Annotated[str, Field(max_length=64)] | None = None
+    rank_seconds: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = None
 
 
 class ResultEnvironment(_Result):
@@ -60,34 +60,34 @@ class ResultEnvironment(_Result):
     TOML-writable values (they are copied into the calibration file's [environment])."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
-    __pydantic_extra__: dict[str, Optional[EnvValue]]  # None (e.g. no CUDA version) is dropped
+    __pydantic_extra__: dict[str, EnvValue | None]  # None (e.g. no CUDA version) is dropped
 
     hosts: list[Annotated[str, Field(max_length=255)]] = []
-    backend: Optional[str] = None
-    device: Optional[str] = None
-    strategy: Optional[str] = None
-    declared_precision: Optional[str] = None
-    declared_params: Optional[Annotated[int, Strict()]] = None
-    gpus_per_node: Optional[Count] = None
-    omp_threads: Optional[Annotated[int, Strict(), Field(ge=0, le=2**20)]] = None
-    load_average: Optional[list[Annotated[float, Field(ge=0)]]] = None
+    backend: str | None = None
+    device: str | None = None
+    strategy: str | None = None
+    declared_precision: str | None = None
+    declared_params: Annotated[int, Strict()] | None = None
+    gpus_per_node: Count | None = None
+    omp_threads: Annotated[int, Strict(), Field(ge=0, le=2 ** 20)] | None = None
+    load_average: list[Annotated[float, Field(ge=0)]] | None = None
 
 
 class RankResult(_Result):
     """rank 0's result.json (advisor.calibrate.worker), validated before anything is taken from it."""
 
-    workload: Optional[str] = None
+    workload: str | None = None
     gpus: Count
     nodes: Count
     step_seconds: Steps
-    compute_seconds: Optional[Steps] = None
+    compute_seconds: Steps | None = None
     global_batch: Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES * MAX_GPUS_LIMIT)]
-    micro_samples: Optional[Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES)]] = None
-    peak_memory_bytes: Optional[Annotated[int, Strict(), Field(ge=0, le=2**60)]] = None
-    tokens_per_second: Optional[Annotated[float, Field(gt=0, le=1e18)]] = None
+    micro_samples: Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES)] | None = None
+    peak_memory_bytes: Annotated[int, Strict(), Field(ge=0, le=2 ** 60)] | None = None
+    tokens_per_second: Annotated[float, Field(gt=0, le=1e+18)] | None = None
     collectives: list[ProbeResult] = []
     environment: ResultEnvironment = ResultEnvironment()
-    layout: Optional[Annotated[str, Field(max_length=200)]] = None
+    layout: Annotated[str, Field(max_length=200)] | None = None
 
 
 def parse_result(data: object, path: Path) -> dict:
@@ -173,8 +173,8 @@ class SummaryRow:
     throughput: float
     speedup: float
     efficiency: float
-    busbw: Optional[float]
-    exposed_comm: Optional[float]
+    busbw: float | None
+    exposed_comm: float | None
 
 
 def summary(cal: Calibration, w: Workload) -> list[SummaryRow]:

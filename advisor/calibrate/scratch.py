@@ -4,7 +4,8 @@ Each count's ranks write into a fresh folder. Its owner (the CLI process) remove
 is saved, interrupted or failed (a failed count's rank logs move beside the calibration file, to
 `OUT.logs/`, named in the message). A temp folder is kept only when a message names it: a finished
 measurement the disk refused to store (`--collect` adds it later), or a failed count's logs when
-`OUT.logs/` cannot be written; such a folder is marked `.kept`. A folder whose owner died without cleaning up (SIGKILL, power loss) is found by the
+`OUT.logs/` cannot be written; such a folder is marked `.kept`. A folder whose owner died without
+cleaning up (SIGKILL, power loss) is found by the
 next calibration through its `.owner` file (pid and process start time, so a reused pid does not
 count as alive) and removed; leftovers of older advisor versions without a marker are named, not
 guessed at.
@@ -12,6 +13,7 @@ guessed at.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -67,10 +69,8 @@ def new_folder(name: str, gpus: int) -> Path:
 
 def keep(folder: Path) -> Path:
     """Mark a folder as kept on purpose (a message names it): the next run's sweep leaves it."""
-    try:
+    with contextlib.suppress(OSError):
         (folder / KEPT).write_text("named in an advisor message; remove when done\n")
-    except OSError:
-        pass
     return folder
 
 

@@ -19,9 +19,9 @@ import re
 import shlex
 import socket
 import sys
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Optional
 
 from advisor.calibrate import scratch
 from advisor.calibrate.launcher import CalibrationFailed, launch_local
@@ -49,14 +49,15 @@ MAX_LOCAL_RANKS = 256
 CPU_NOTE = "CPU processes with gloo stand in for GPUs, one OpenMP thread each; the proxy ran in fp32 on CPU"
 
 
-def resolve_device(device: str) -> tuple[str, Optional[int]]:
+def resolve_device(device: str) -> tuple[str, int | None]:
     """('cpu', None) or ('cuda', visible GPUs). `auto` is cuda when torch sees a GPU."""
     if device == "cpu":
         return "cpu", None
     try:
         import torch
     except ImportError:
-        raise InputError.at("--device", "", "calibration needs torch: pip install -e '.[calibrate]' (from the advisor checkout)", device) from None
+        raise InputError.at("--device", "", "calibration needs torch: pip install -e '.[calibrate]' "
+                            "(from the advisor checkout)", device) from None
     if torch.cuda.is_available():
         return "cuda", torch.cuda.device_count()
     if device == "cuda":
@@ -81,11 +82,11 @@ def device_label(device: str) -> str:
 
 def default_out(w: Workload, label: str) -> Path:
     """calibrations/<name>_<device>_<date>.toml (beside the spec's workloads/ folder)."""
-    date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    date = datetime.now(UTC).strftime("%Y-%m-%d")
     return calibrations_dir(w.source) / f"{w.name}_{label}_{date}.toml"
 
 
-def local_counts(w: Workload, gpus: Optional[str], device: str, available: Optional[int]) -> list[int]:
+def local_counts(w: Workload, gpus: str | None, device: str, available: int | None) -> list[int]:
     """Counts to measure on this machine: --gpus, else the spec's calibration.gpus; on CUDA capped
     by the visible GPUs (explicit counts above it are an error, default ones are dropped)."""
     if gpus is None:
@@ -117,7 +118,7 @@ def local_counts(w: Workload, gpus: Optional[str], device: str, available: Optio
     return [n for n, _ in placements]
 
 
-def _new_calibration(w: Workload, device: str, notes: Optional[str], command: Optional[str]) -> Calibration:
+def _new_calibration(w: Workload, device: str, notes: str | None, command: str | None) -> Calibration:
     parts = [CPU_NOTE] if device == "cpu" else []
     if notes:
         parts.append(notes)
@@ -134,7 +135,7 @@ class CalibrationInterrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM stopped a calibration: which counts are in `out`, and the folder holding a
     count that had finished but was not saved yet (None when there was none)."""
 
-    def __init__(self, out: Path, saved: list[int], kept: Optional[Path] = None, hint: str = ""):
+    def __init__(self, out: Path, saved: list[int], kept: Path | None = None, hint: str = ""):
         super().__init__()
         self.out, self.saved, self.kept, self.hint = out, list(saved), kept, hint
 
@@ -209,7 +210,7 @@ def _sweep(event: Callable[[str, str], None]) -> None:
                       "runs): " + ", ".join(map(str, unowned)))
 
 
-def _finished_result(folder: Path) -> Optional[dict]:
+def _finished_result(folder: Path) -> dict | None:
     """The complete, valid result in `folder`, or None (no result yet, or a partial one)."""
     try:
         return read_result_dir(folder) if (folder / "result.json").is_file() else None
@@ -260,16 +261,16 @@ def _measure_count(w: Workload, workload_path: Path, n: int, run: dict, cal: Cal
 
 def calibrate(
     workload_path: str | Path,
-    gpus: Optional[str] = None,
+    gpus: str | None = None,
     device: str = "auto",
-    steps: Optional[int] = None,
-    warmup: Optional[int] = None,
-    out: Optional[str | Path] = None,
+    steps: int | None = None,
+    warmup: int | None = None,
+    out: str | Path | None = None,
     resume: bool = False,
-    timeout: Optional[float] = None,
-    notes: Optional[str] = None,
-    command: Optional[str] = None,
-    on_event: Optional[Callable[[str, str], None]] = None,
+    timeout: float | None = None,
+    notes: str | None = None,
+    command: str | None = None,
+    on_event: Callable[[str, str], None] | None = None,
 ) -> tuple[Calibration, Path]:
     """Measure the workload at each GPU count on this machine; returns (calibration, file path).
 
@@ -333,10 +334,10 @@ def _check_result(w: Workload, folder: Path, result: dict) -> None:
 def collect(
     workload_path: str | Path,
     results_root: str | Path,
-    out: Optional[str | Path] = None,
-    notes: Optional[str] = None,
-    command: Optional[str] = None,
-    on_event: Optional[Callable[[str, str], None]] = None,
+    out: str | Path | None = None,
+    notes: str | None = None,
+    command: str | None = None,
+    on_event: Callable[[str, str], None] | None = None,
 ) -> tuple[Calibration, Path]:
     """Merge results of emitted (multi-node) runs under `results_root` into the calibration file.
 

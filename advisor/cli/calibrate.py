@@ -14,7 +14,7 @@ import signal
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -26,13 +26,13 @@ EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 
 
-class Device(str, Enum):
+class Device(str, Enum):  # noqa: UP042 -- StrEnum would change str() of members
     auto = "auto"
     cuda = "cuda"
     cpu = "cpu"
 
 
-class Emit(str, Enum):
+class Emit(str, Enum):  # noqa: UP042 -- StrEnum would change str() of members
     torchrun = "torchrun"
     slurm = "slurm"
     skypilot = "skypilot"
@@ -53,34 +53,41 @@ def calibrate_command(
     gpus: GpusOpt = None,
     device: Annotated[Device, typer.Option("--device",
         help="cuda (NCCL), cpu (gloo ranks stand in for GPUs), or auto.")] = Device.auto,
-    steps: Annotated[Optional[int], typer.Option("--steps", min=1, max=100_000,
+    steps: Annotated[int | None, typer.Option("--steps", min=1, max=100_000,
         help="Timed steps per count (default: calibration.steps).")] = None,
-    warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, max=100_000,
+    warmup: Annotated[int | None, typer.Option("--warmup", min=0, max=100_000,
         help="Untimed warm-up steps (default: calibration.warmup_steps).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out",
+    out: Annotated[Path | None, typer.Option("--out",
         help="Calibration file (default: calibrations/NAME_DEVICE_DATE.toml).")] = None,
     resume: Annotated[bool, typer.Option("--resume",
         help="Continue an existing --out file: skip the counts already in it.")] = False,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, max=7 * 86400,
+    timeout: Annotated[float | None, typer.Option("--timeout", min=1, max=7 * 86400,
         help="Seconds one count may take before its ranks are killed.")] = None,
-    emit: Annotated[Optional[Emit], typer.Option("--emit",
+    emit: Annotated[Emit | None, typer.Option("--emit",
         help="Print per-node torchrun commands, a Slurm script or SkyPilot task YAMLs for multi-node counts.")] = None,
-    collect: Annotated[Optional[Path], typer.Option("--collect",
+    collect: Annotated[Path | None, typer.Option("--collect",
         help="Merge the results of emitted runs under DIR into the calibration file.")] = None,
-    results: Annotated[Optional[Path], typer.Option("--results",
+    results: Annotated[Path | None, typer.Option("--results",
         help="With --emit: folder the ranks write results to (default: advisor-results/NAME).")] = None,
-    rdzv_host: Annotated[Optional[str], typer.Option("--rdzv-host",
+    rdzv_host: Annotated[str | None, typer.Option("--rdzv-host",
         help="With --emit torchrun: node 0's address (default: this host's name).")] = None,
     rdzv_port: Annotated[int, typer.Option("--rdzv-port", min=1, max=65535,
         help="With --emit: rendezvous port on node 0 (1-65535).")] = 29500,
-    partition: Annotated[Optional[str], typer.Option("--partition", help="With --emit slurm: #SBATCH --partition.")] = None,
-    account: Annotated[Optional[str], typer.Option("--account", help="With --emit slurm: #SBATCH --account.")] = None,
-    time_limit: Annotated[Optional[str], typer.Option("--time", help="With --emit slurm: allocation time limit (default: the per-placement --timeout limits summed + 10 min).")] = None,
-    setup: Annotated[Optional[str], typer.Option("--setup", help="With --emit slurm|skypilot: a script sourced before the runs (venv, modules).")] = None,
-    root: Annotated[Optional[str], typer.Option("--root", help="With --emit slurm: folder paths are relative to on the cluster (default $SLURM_SUBMIT_DIR).")] = None,
-    env: Annotated[Optional[list[str]], typer.Option("--env", help="With --emit slurm|skypilot: NAME=VALUE exported into the job (repeatable).")] = None,
-    bucket: Annotated[Optional[str], typer.Option("--bucket", help="With --emit skypilot: bucket every node writes results to.")] = None,
-    notes: Annotated[Optional[str], typer.Option("--notes",
+    partition: Annotated[str | None, typer.Option("--partition",
+        help="With --emit slurm: #SBATCH --partition.")] = None,
+    account: Annotated[str | None, typer.Option("--account", help="With --emit slurm: #SBATCH --account.")] = None,
+    time_limit: Annotated[str | None, typer.Option("--time",
+        help="With --emit slurm: allocation time limit (default: the per-placement --timeout limits summed "
+             "+ 10 min).")] = None,
+    setup: Annotated[str | None, typer.Option("--setup",
+        help="With --emit slurm|skypilot: a script sourced before the runs (venv, modules).")] = None,
+    root: Annotated[str | None, typer.Option("--root",
+        help="With --emit slurm: folder paths are relative to on the cluster (default $SLURM_SUBMIT_DIR).")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env",
+        help="With --emit slurm|skypilot: NAME=VALUE exported into the job (repeatable).")] = None,
+    bucket: Annotated[str | None, typer.Option("--bucket",
+        help="With --emit skypilot: bucket every node writes results to.")] = None,
+    notes: Annotated[str | None, typer.Option("--notes",
         help="Text for the file's provenance notes (e.g. other load on the host).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -110,7 +117,8 @@ def calibrate_command(
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
-        raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install -e '.[calibrate]' (from the advisor checkout) "
+        raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install -e '.[calibrate]' "
+                            "(from the advisor checkout) "
                             "(CPU-only machines: pip install torch==2.13.0); --emit needs no torch here")
     cal, path = _run_local(err, workload, gpus, device.value, steps, warmup, out, resume, timeout, notes, command)
     _summary(workload, cal, path, err)

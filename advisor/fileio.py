@@ -233,19 +233,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         old = os.stat(path)
     except OSError:
         old = None
+    tmp = _temp_copy(path, folder, data, old)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode) if old else 0o666 & ~_umask())
-            if old is not None and os.geteuid() == 0:
-                with contextlib.suppress(OSError):
-                    os.fchown(f.fileno(), old.st_uid, old.st_gid)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         check_output_target(path)  # became a special file meanwhile: still never replace it
         os.replace(tmp, path)
         _fsync_folder(folder)
@@ -264,16 +253,8 @@ def write_new_bytes(path: str | Path, data: bytes, exists: str = "exists; adviso
     path = Path(path)
     check_output_target(path)
     folder = path.parent if str(path.parent) else Path(".")
+    tmp = _temp_copy(path, folder, data, None)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         os.link(tmp, path)
         _fsync_folder(folder)
     except FileExistsError:
@@ -283,6 +264,31 @@ def write_new_bytes(path: str | Path, data: bytes, exists: str = "exists; adviso
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def _temp_copy(path: Path, folder: Path, data: bytes, old: os.stat_result | None) -> str:
+    """`data` in a new temporary file beside `path`, fsynced: mode 0666 & ~umask (mkstemp's 0600
+    would hide it from the team), or the replaced file's mode and (as root) owner. Its name."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode) if old else 0o666 & ~_umask())
+            if old is not None and os.geteuid() == 0:
+                with contextlib.suppress(OSError):
+                    os.fchown(f.fileno(), old.st_uid, old.st_gid)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException as exc:  # a full disk, or a signal mid-write: no temporary file is left
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
+        raise
+    return tmp
 
 
 def _fsync_folder(folder: Path) -> None:

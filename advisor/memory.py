@@ -22,7 +22,7 @@ hidden h, heads a, with tensor-parallel degree t and sequence parallelism (their
   full:      2·s·b·h / t (only each layer's input; their §4.2) plus one layer's "none" activations,
              rebuilt while its backward runs.
 The paper's attention-score term, 5·a·s²·b per layer (scores, softmax and dropout mask), is not
-counted: fused attention (FlashAttention, Dao et al. 2022, §3: only the softmax statistics, O(s)
+counted: fused attention (FlashAttention, Dao et al. 2022, §3: only the softmax statistics, linear in s
 memory; PyTorch's scaled_dot_product_attention picks it or the memory-efficient kernel for bf16/fp16
 by default, as torchtitan, Megatron-LM and Hugging Face transformers do) never materialises them, so
 "none" and "selective" keep the same bytes. Counting them would rule out every long-sequence plan

@@ -71,6 +71,9 @@ class Measurements:
     runs: list[MeasuredRun]
     probes: list["Collective"] = field(default_factory=list)
     source: str = ""
+    #: memory peaks the calibration measured (advisor.memory.measured_peaks; none from a CSV): read
+    #: with the runs, so the plan's memory check never opens the files a second time
+    peaks: list = field(default_factory=list)
 
     def __post_init__(self):
         if not self.runs:
@@ -107,7 +110,7 @@ class Measurements:
     def subset(self, keep: np.ndarray) -> "Measurements":
         """The runs where `keep` is true (probes kept)."""
         runs = [r for r, k in zip(self.runs, keep, strict=True) if k]
-        return Measurements(runs, self.probes, self.source)
+        return Measurements(runs, self.probes, self.source, self.peaks)
 
 
 def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
@@ -124,7 +127,9 @@ def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
             comm = np.asarray(run.comm_seconds, dtype=float)
         batch = run.global_batch if run.global_batch is not None else float(workload.global_batch(run.gpus))
         runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm))
-    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"))
+    from advisor.memory import measured_peaks
+
+    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), measured_peaks(cal))
 
 
 #: Bounds of CSV cells: (whole number, zero allowed, upper bound). GPU and node counts share the
@@ -358,19 +363,23 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
     """One set of measurements from a (merged) calibration file and a measurement CSV: the file's
     runs and collective probes plus the CSV's runs. A calibration that holds only probes (an
     imported nccl-tests log) adds them to the CSV's step times; the CSV cannot carry probes."""
+    from advisor.memory import measured_peaks
+
     runs: list[MeasuredRun] = []
     probes: list = []
     sources: list[str] = []
+    peaks: list = []
     if cal is not None:
         if cal.runs:
             runs += from_calibration(cal, workload).runs
         probes += list(cal.collectives)
         sources.append(str(cal.path or "<calibration>"))
+        peaks = measured_peaks(cal)
     if csv_measurements is not None:
         runs += csv_measurements.runs
         probes += csv_measurements.probes
         sources.append(csv_measurements.source)
-    return Measurements(runs, probes, " + ".join(sources))
+    return Measurements(runs, probes, " + ".join(sources), peaks)
 
 
 def combine_sources(workload: "Workload", calibration=None, measurements=None) -> Measurements:

@@ -116,11 +116,9 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
 
     m = _model(workload, calibration, measurements, model)
     placements = parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus is not None else _default_counts(m)
-    from advisor.cli.recommend import _peaks
     from advisor.layouts import predict as predict_layouts
 
-    peaks = _peaks(m.workload, workload, calibration, measurements) if m.calibrated else []
-    p, layouts, whys = predict_layouts(m, [g for g, _ in placements], [n for _, n in placements], peaks)
+    p, layouts, whys = predict_layouts(m, [g for g, _ in placements], [n for _, n in placements], m.peaks)
     if plot is not None:
         from advisor.scaling.plot import plot_scaling
 

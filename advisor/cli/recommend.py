@@ -104,8 +104,8 @@ def recommend(
         if found is None:
             missing.append((path, w))
             continue
-        model, peaks = found
-        recs.append(recommend_plan(w, model, tier=tier, limits=limits, objective=free, peaks=peaks))
+        model = found
+        recs.append(recommend_plan(w, model, tier=tier, limits=limits, objective=free))
         measured[w.name] = model.describe()["measured"]["gpus"] if plot is not None else []  # drawn on top
     _plot(recs, plot, measured)
     if as_json:
@@ -155,8 +155,9 @@ def _workloads(workload: Path | None):
 
 
 def _model(w, path, calibration, measurements, named: bool):
-    """(model, measured memory peaks), or None for a workload without calibration data and no prior
-    model (only when recommending every workload; a named one re-raises the model's error)."""
+    """The fitted model (it carries its calibration's memory peaks), or None for a workload without
+    calibration data and no prior model (only when recommending every workload; a named one
+    re-raises the model's error)."""
     from advisor.calibration_data import find_calibrations
 
     has_data = calibration is not None or measurements is not None or bool(find_calibrations(w.name, path))
@@ -166,30 +167,13 @@ def _model(w, path, calibration, measurements, named: bool):
         if has_data or named:
             raise
         return None  # no calibration data and a scaling model without a prior: the old one-line path
-    return model, _peaks(w, path, calibration, measurements)
-
-
-def _peaks(w, path, calibration, measurements):
-    """Measured memory peaks of the calibration behind the model (none for a measurement CSV)."""
-    from advisor.calibration_data import load_calibrations, load_workload_calibration
-    from advisor.memory import measured_peaks
-
-    if measurements is not None:
-        return []
-    if calibration:
-        paths = calibration if isinstance(calibration, (list, tuple)) else [calibration]
-        return measured_peaks(load_calibrations(paths, w.name))
-    return measured_peaks(load_workload_calibration(w.name, path))
+    return model
 
 
 def build_step_time_model(w, path, calibration, measurements):
-    """The fitted scaling model (advisor.scaling.model) from the checked-in calibration or the given file."""
-    try:
-        from advisor.scaling.model import build_model
-    except ImportError:  # the scaling model is not part of this build
-        raise InputError.at(
-            path, "", "no scaling model in this advisor build (advisor.scaling.model missing)"
-        ) from None
+    """The fitted scaling model (advisor.scaling.model) from the checked-in calibration or the given files."""
+    from advisor.scaling.model import build_model
+
     return build_model(w, calibration=calibration, measurements=measurements)
 
 

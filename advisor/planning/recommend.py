@@ -493,11 +493,12 @@ def recommend(
     budget in USD, deadline in hours (or one `limits` value), tier restricts to one billing tier,
     confidence (0..1) asks that a plan meet its limits with at least that probability (default: on
     the median); `objective` chooses worth-the-cost (default) or speedup-per-dollar when there are
-    no limits; `peaks` are measured memory peaks (advisor.memory.measured_peaks; default: those of the
-    workload's checked-in calibration, as advisor.scaling.model.build_model uses by default).
+    no limits; `peaks` are measured memory peaks (advisor.memory.measured_peaks; default: the model's
+    own, read with the calibration it was fitted on, or for a model that carries none, e.g. a test's
+    stand-in, those of the workload's checked-in calibration).
     """
     if peaks is None:
-        peaks = checked_in_peaks(w)
+        peaks = model.peaks if hasattr(model, "peaks") else checked_in_peaks(w)
     limits = limits if limits is not None else Limits(budget, deadline, confidence)
     chosen_objective = limits.objective(objective)
     from advisor.layouts import sweep as layout_sweep  # the layout per count; strategy auto: the fastest that fits

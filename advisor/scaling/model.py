@@ -152,6 +152,8 @@ class ScalingModel:
         self.workload = workload
         self.measurements = measurements
         self.calibrated = measurements is not None
+        #: memory peaks the calibration measured (advisor.memory.MeasuredPeak), read with its runs
+        self.peaks = list(measurements.peaks) if measurements is not None else []
         self.problem = Problem.of(workload, measurements, priors)
         self.data = self.problem.data
         self.coverage = self.problem.coverage

@@ -22,7 +22,7 @@ from advisor.cli.app import app
 from advisor.cli.options import CalibrationOpt, JsonOpt, MeasurementsOpt, OptionalWorkloadArg, PlotOpt
 from advisor.cli.output import console, current, warn
 from advisor.errors import InputError
-from advisor.planning.limits import FREE_OBJECTIVES, Limits, Objective
+from advisor.planning.limits import Limits, free_objective
 
 LayoutsOpt = Annotated[
     str | None,
@@ -86,7 +86,7 @@ def recommend(
     from advisor.planning.recommend import select_tiers
 
     limits = Limits(budget, deadline, confidence)
-    free = _objective(objective)
+    free = free_objective(objective)
     limits.objective(free)  # a bad or conflicting --objective fails before any fitting
     if workload is None and (calibration is not None or measurements is not None):
         raise InputError.at("--calibration" if calibration else "--measurements", "", "needs a WORKLOAD argument")
@@ -117,18 +117,6 @@ def recommend(
     if unmet:
         current().note(f"no plan meets the limits for {', '.join(unmet)} (exit status {EXIT_NONE_QUALIFIES})")
         raise SystemExit(EXIT_NONE_QUALIFIES)
-
-
-def _objective(name: str | None) -> Objective | None:
-    if name is None:
-        return None
-    try:
-        objective = Objective(name)
-    except ValueError:
-        objective = None
-    if objective not in FREE_OBJECTIVES:
-        raise InputError.at("--objective", "", f"choose from {', '.join(o.value for o in FREE_OBJECTIVES)}", name)
-    return objective
 
 
 def _plot(recs, plot, measured) -> None:

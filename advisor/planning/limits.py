@@ -70,10 +70,8 @@ class Limits:
 
     def objective(self, free: Objective | None = None) -> Objective:
         """The objective these limits imply; `free` (default worth-the-cost) when there are none."""
-        if free is not None and free not in FREE_OBJECTIVES:
-            raise InputError.at(
-                "--objective", "", f"choose from {', '.join(o.value for o in FREE_OBJECTIVES)}", free.value
-            )
+        if free is not None:
+            free_objective(free.value)
         if self.budget is not None and self.deadline is not None:
             chosen = Objective.CHEAPEST_WITHIN_BOTH
         elif self.budget is not None:
@@ -87,3 +85,16 @@ class Limits:
                 "--objective", "", f"applies only without --budget/--deadline (with them: {chosen.value})", free.value
             )
         return chosen
+
+
+def free_objective(name: str | None) -> Objective | None:
+    """`--objective NAME` as an Objective, one of FREE_OBJECTIVES (None when not given)."""
+    if name is None:
+        return None
+    try:
+        objective = Objective(name)
+    except ValueError:
+        objective = None
+    if objective not in FREE_OBJECTIVES:
+        raise InputError.at("--objective", "", f"choose from {', '.join(o.value for o in FREE_OBJECTIVES)}", name)
+    return objective

@@ -16,7 +16,7 @@ The experiment (issue 6), all through advisor's own multi-node path:
    one-node run, whose ranks never touch the link). Bar: capped < 1.3x, uncapped clearly more.
 
 Usage: sudo python benchmarks/emulated_cluster.py [--rate 200mbit] [--steps 5] [--json]
-Results to stdout; progress to stderr. The integration test (tests/test_emulated_cluster.py)
+Results to stdout; progress to stderr. The integration test (tests/calibration/test_emulated_cluster.py)
 runs `experiment()` and checks the same bars.
 """
 

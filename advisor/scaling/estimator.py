@@ -25,7 +25,7 @@ Two optional extra targets pin the communication coefficients independently of s
 `OverlapModel` is the numpy/scipy core the model fits with; `OverlapRegressor` (imported lazily
 from advisor.scaling.sklearn_estimator) is the same as a scikit-learn estimator: parameters in
 `__init__`, validation in `fit`, fitted attributes end in `_` (checked with
-`parametrize_with_checks` in tests/test_estimator.py).
+`parametrize_with_checks` in tests/unit/test_estimator.py).
 """
 
 from __future__ import annotations

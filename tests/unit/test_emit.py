@@ -17,7 +17,7 @@ import yaml
 
 from cli_inprocess import invoke
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LLM7B = ROOT / "workloads" / "llm7b.toml"
 
 SRUN = """#!/bin/bash

@@ -16,7 +16,7 @@ from advisor.fileio import exclusive_lock
 from advisor.scaling.features import bus_bandwidth_gbps
 from cli_inprocess import invoke
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NCCL = ROOT / "tests" / "fixtures" / "nccl-tests"
 TITAN = ROOT / "tests" / "fixtures" / "torchtitan"
 RENTAL = ROOT / "workloads" / "rental-ethernet.toml"

@@ -9,7 +9,7 @@ from pathlib import Path
 from advisor.calibration_data import load_calibration
 from cli_inprocess import invoke
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RENTAL = ROOT / "workloads" / "rental-ethernet.toml"
 RENTAL_CAL = ROOT / "calibrations" / "rental-ethernet_published_torchtitan.toml"
 LOG = ROOT / "tests" / "fixtures" / "nccl-tests" / "h100_2node_gcp_a3mega_all_reduce.log"

@@ -12,7 +12,7 @@ import pytest
 
 from cli_inprocess import invoke
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LLM7B = ROOT / "workloads" / "llm7b.toml"
 RENTAL = ROOT / "workloads" / "rental-ethernet.toml"
 

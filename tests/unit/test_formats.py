@@ -12,7 +12,7 @@ import pytest
 
 from cli_inprocess import invoke
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
 
 

@@ -34,8 +34,9 @@ here is arithmetic on numpy arrays, one row per tier and one column per GPU coun
 GPU counts considered (`gpu_counts`): powers of two inside one node (1, 2, 4, ... up to
 gpus_per_node, and gpus_per_node itself), then whole nodes up to cluster.max_gpus; n = ceil(N /
 gpus_per_node). Left out before pricing: counts the batch rules out (advisor.batch: under
-one sample per GPU, or not dividing a fixed global batch) and counts whose footprint (advisor.topology.memory:
-state + activations, corrected by a calibration's measured peak) exceeds the GPU's memory.
+one sample per GPU, or not dividing a fixed global batch) and counts where the parallel layout does
+not fit (advisor.topology.layouts.Layout.fits: degrees that cannot split the count, or a footprint,
+state + activations corrected by a calibration's measured peak, above the GPU's memory).
 """
 
 from __future__ import annotations

@@ -37,3 +37,19 @@ def test_a_probe_with_one_rank_per_node_uses_no_intra_node_link():
     links = F.probe_link_seconds(LLM7B, "all_reduce", np.array([4.0]), np.array([4.0]), np.array([1e9]))
     assert links.intra_bandwidth[0] == 0
     assert links.inter_bandwidth[0] == pytest.approx(2 * 3 / 4 * 1e9 / 400e9)
+
+
+def test_the_probe_and_the_step_charge_hsdps_replica_group_alike():
+    # HSDP at 32 GPUs on 4 nodes: shard group of 8 in each node, replica groups of 4 ranks, one per node.
+    # The step's replica all-reduce and a probe of that group (4 ranks on 4 nodes) meet the same rule:
+    # no NVLink bytes, tree hops 2·log2(4) across nodes. (The step's NICs also carry the node's 7 other
+    # replica rings, which run at the same time: a probe record names its group, not the world.)
+    from advisor.topology.layouts import build
+
+    w = LLM7B.model_copy(update={"parallelism": LLM7B.parallelism.model_copy(update={"strategy": "hsdp"})})
+    lay = build(w, [32], [4])
+    replica = [t for t in lay.traffic(w) if t.name.startswith("hsdp replica")]
+    step = lay.link_seconds(w, traffic=replica)
+    probe = F.probe_link_seconds(w, "all_reduce", np.array([4.0]), np.array([4.0]), np.array([1e9]))
+    assert step.intra_bandwidth[0] == probe.intra_bandwidth[0] == 0
+    assert step.inter_latency[0] == probe.inter_latency[0] == pytest.approx(2 * 2 * 10e-6)

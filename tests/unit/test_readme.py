@@ -91,6 +91,14 @@ def test_readme_links_resolve():
             assert anchor in headings, f"{target}#{anchor}"
 
 
+@pytest.mark.parametrize("page", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: p.name)
+def test_docs_links_resolve(page):
+    """A link in docs/PAGE.md is relative to docs/ (`formats.md`, `../benchmarks/...`), not to the root."""
+    text = page.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)\s#:]+\.md)(?:#[^)]*)?\)", text)
+    assert [t for t in targets if not (page.parent / t).is_file()] == []
+
+
 def usage_commands() -> list[list[str]]:
     """The `advisor` lines of docs/usage.md that run on checked-in files without a GPU or a log."""
     found = []

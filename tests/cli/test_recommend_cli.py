@@ -206,6 +206,7 @@ def test_nothing_qualifies_as_a_user_runs_it_exits_3_with_the_json_printed():
     assert result.returncode == 3, result.stderr
     doc = json.loads(result.stdout)
     statuses = {w["workload"]: w["status"] for w in doc["workloads"]}
+    assert set(statuses) == {p.stem for p in WORKLOADS.glob("*.toml")}  # those without data too (--help says so)
     assert statuses["llm7b"] == "none-qualifies" and statuses["tiny-cpu"] == "ok"  # tiny-cpu costs cents
     last = result.stderr.splitlines()[-1]
     assert last.startswith("no plan meets the limits for ") and last.endswith("(exit status 3)")

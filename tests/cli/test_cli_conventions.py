@@ -223,3 +223,27 @@ def test_validate_json_of_a_bad_value_is_strict_json(tmp_path, value):
     assert result.returncode == 2
     doc = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
     assert doc["problems"][0]["path"] == "model.params"
+
+
+def _documented(section: str, key: str) -> bool:
+    """`key` or "key" in the section; `x_low`/`x_high` count as documented with `x` (`cost_usd` (+))."""
+    stem = re.sub(r"_(low|high)$", "", key)
+    return any(f"{q}{k}{q}" in section for k in (key, stem) for q in ('`', '"'))
+
+
+@pytest.mark.parametrize("args, rows", [
+    (("predict", WORKLOADS / "tiny-cpu.toml", "--gpus", "2"), ["predictions"]),
+    (("fit", WORKLOADS / "tiny-cpu.toml"), ["residuals"]),
+    (("backtest", WORKLOADS / "tiny-cpu.toml", "--calibration", ROOT / "calibrations" / "tiny-cpu_cpu_2026-11-30.toml",
+      "--fit-max-gpus", "2"), ["points"]),
+    (("recommend", WORKLOADS / "tiny-cpu.toml"), ["candidates", "workloads"]),
+], ids=lambda v: v[0] if isinstance(v, tuple) else None)
+def test_every_json_field_printed_is_documented(args, rows):
+    """docs/formats.md's section of each command names every key it prints, and those of its rows."""
+    doc = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
+    section = doc.split(f"`advisor {args[0]} --json`", 1)[1].split("\n`advisor ", 1)[0]
+    code, out, err = invoke(*args, "--json")
+    assert code == 0, err
+    printed = json.loads(out)
+    keys = set(printed) | {k for row in rows for k in printed[row][0]}
+    assert {k for k in keys if not _documented(section, k)} == set(), args[0]

@@ -41,6 +41,7 @@ from advisor.scaling.fitting import FIT_NOISE, FitData, Problem, fit_family, nai
 from advisor.scaling.intervals import NoiseModel, interval, pooled_noise, posterior_draws, sigma_spread
 from advisor.scaling.priors import LEARNED, LINK_TOLERANCE, Priors
 from advisor.scaling.selection import leave_one_count_out
+from advisor.step_model import StepTimeModel
 from advisor.text import plural
 
 if TYPE_CHECKING:
@@ -134,8 +135,9 @@ DEFAULT_FAMILY = "topology"
 BOUND_WARN = 1.02
 
 
-class ScalingModel:
-    """A fitted (or, without measurements, prior-only) scaling curve for one workload, with intervals."""
+class ScalingModel(StepTimeModel):
+    """A fitted (or, without measurements, prior-only) scaling curve for one workload, with intervals:
+    the advisor.step_model contract, from measurements."""
 
     def __init__(self, workload: "Workload", measurements: Measurements | None, family: str = "auto",
                  n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED):
@@ -272,6 +274,19 @@ class ScalingModel:
         return Prediction(gpus, nodes, batch, t, lo, hi, thr, batch / hi, batch / lo, speedup,
                           speedup * self.baseline_gpus / gpus, mfu, batch / self.naive_step(gpus, batch),
                           self.fit_warnings + self.extrapolation_warnings(gpus, nodes))
+
+    @property
+    def measured_batch(self) -> float | None:
+        """The largest global batch the measurements ran (None without measured runs)."""
+        m = self.measurements
+        return float(np.max(m.global_batch)) if m is not None and np.size(m.global_batch) else None
+
+    def warnings(self, gpus=None, nodes=None) -> list[str]:
+        """The fit's caveats, and with placements those of extrapolating to them (StepTimeModel.warnings)."""
+        out = list(self.fit_warnings)
+        if gpus is not None:
+            out += self.extrapolation_warnings(np.asarray(gpus), np.asarray(nodes))
+        return out
 
     def naive_step(self, gpus, batch) -> np.ndarray:
         """The naive linear guess: per-GPU throughput of the largest measured count held (of the

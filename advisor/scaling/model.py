@@ -41,7 +41,7 @@ from advisor.scaling.fitting import FIT_NOISE, FitData, Problem, fit_family, nai
 from advisor.scaling.intervals import NoiseModel, interval, pooled_noise, posterior_draws, sigma_spread
 from advisor.scaling.priors import LEARNED, LINK_TOLERANCE, Priors
 from advisor.scaling.selection import leave_one_count_out
-from advisor.step_model import StepTimeModel
+from advisor.step_model import LEVEL, StepTimeModel
 from advisor.text import plural
 
 if TYPE_CHECKING:
@@ -427,7 +427,7 @@ class ScalingModel(StepTimeModel):
             "naive_linear_cv_mape": self.naive_cv_mape,
             "coefficients": coefficients,
             "priors": self.problem.priors.as_dict(),
-            "interval": {"level": 0.9, "posterior_draws": len(self.draws.coefs), "residuals": self.noise.n_residuals,
+            "interval": {"level": LEVEL, "posterior_draws": len(self.draws.coefs), "residuals": self.noise.n_residuals,
                          "widening_per_doubling": self.noise.widening},
             "measured": {"runs": len(m.runs) if m else 0, "steps": m.n_steps if m else 0,
                          "gpus": sorted({int(g) for g in self.data.gpus}), "max_nodes": self.max_nodes_measured,

@@ -125,9 +125,6 @@ class Problem:
         """The same problem on a subset of the rows (coverage kept: the columns stay the same)."""
         return replace(self, data=self.data.take(keep))
 
-    def with_data(self, data: FitData) -> "Problem":
-        return replace(self, data=data)
-
     @property
     def t_ref(self) -> float:
         """Shortest measured micro-batch (step / gradient-accumulation steps): the scale the per-step

@@ -35,7 +35,7 @@ import numpy as np
 
 from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration
-from advisor.scaling.families import FAMILIES
+from advisor.scaling.families import FAMILIES, family_named
 from advisor.scaling.features import bus_bandwidth, flops_per_gpu
 from advisor.scaling.fitting import FIT_NOISE, FitData, Problem, fit_family, naive_step
 from advisor.scaling.intervals import NoiseModel, interval, pooled_noise, posterior_draws, sigma_spread
@@ -47,8 +47,6 @@ from advisor.text import plural
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration
     from advisor.spec import Workload
-
-FAMILY_CHOICES = ("auto", *FAMILIES)
 
 #: Warn when predicting past this multiple of the largest measured GPU count.
 EXTRAPOLATION_WARN = 4.0
@@ -126,11 +124,6 @@ class Prediction:
         return out
 
 
-#: The model `auto` uses: the physical topology family with learned priors (docs/model.md). Choosing
-#: among families by leave-one-count-out CV was dropped: with 3-4 counts the node-unaware families
-#: won on luck (the emulated cluster picked Ernest, 48% off at 8@4), and it cost 4x the solves.
-DEFAULT_FAMILY = "topology"
-
 #: Warn when a fitted coefficient sits within this factor of its physical bound (the fit leans on it).
 BOUND_WARN = 1.02
 
@@ -141,8 +134,7 @@ class ScalingModel(StepTimeModel):
 
     def __init__(self, workload: "Workload", measurements: Measurements | None, family: str = "auto",
                  n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED):
-        if family not in FAMILY_CHOICES:
-            raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", family)
+        family_named(family)  # an unknown name fails before any fitting
         from threadpoolctl import threadpool_limits
 
         # Small least-squares problems: multi-threaded BLAS only adds contention, and one thread
@@ -160,8 +152,8 @@ class ScalingModel(StepTimeModel):
         self.data = self.problem.data
         self.coverage = self.problem.coverage
         self.requested_family = family
-        self.family = DEFAULT_FAMILY if family == "auto" else family
-        fam = FAMILIES[self.family]
+        fam = family_named(family)
+        self.family = fam.name
         self.fitted = fit_family(fam, self.problem)
         est = self.fitted.estimator
         self.cv = {self.family: leave_one_count_out(fam, self.problem, init=(est.coef_, est.gamma_))}

@@ -87,9 +87,9 @@ def build_model(workload: "Workload", calibration=None, measurements=None, famil
     return ScalingModel(workload, m, family, n_bootstrap, seed, priors)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Prediction:
-    """Predicted quantities per placement (numpy arrays of equal length)."""
+    """Predicted quantities per placement (numpy arrays of equal length), built by keyword."""
 
     gpus: np.ndarray
     nodes: np.ndarray
@@ -263,9 +263,10 @@ class ScalingModel(StepTimeModel):
         speedup = thr / (base_batch / t_base)
         peak = self.workload.peak_flops
         mfu = flops_per_gpu(self.workload, gpus, batch) / t / peak if peak else None
-        return Prediction(gpus, nodes, batch, t, lo, hi, thr, batch / hi, batch / lo, speedup,
-                          speedup * self.baseline_gpus / gpus, mfu, batch / self.naive_step(gpus, batch),
-                          self.fit_warnings + self.extrapolation_warnings(gpus, nodes))
+        return Prediction(gpus=gpus, nodes=nodes, global_batch=batch, step_seconds=t, step_low=lo, step_high=hi,
+                          throughput=thr, throughput_low=batch / hi, throughput_high=batch / lo, speedup=speedup,
+                          efficiency=speedup * self.baseline_gpus / gpus, mfu=mfu,
+                          naive_throughput=batch / self.naive_step(gpus, batch), warnings=self.warnings(gpus, nodes))
 
     @property
     def measured_batch(self) -> float | None:
@@ -288,7 +289,8 @@ class ScalingModel(StepTimeModel):
         one = np.ones(1)
         b1 = np.asarray(batch, float) / np.asarray(gpus, float)
         t1 = self.fitted.predict(np.ones_like(b1), np.ones_like(b1), b1)
-        prior_data = FitData(np.ones_like(b1), np.ones_like(b1), b1, t1, np.full_like(b1, np.nan), one)
+        prior_data = FitData(gpus=np.ones_like(b1), nodes=np.ones_like(b1), batch=b1, step=t1,
+                             comm=np.full_like(b1, np.nan), count=one)
         return naive_step(prior_data, gpus, batch)
 
     # ---- evidence ----------------------------------------------------------------------------

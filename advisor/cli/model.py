@@ -55,8 +55,8 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
     desc = m.describe()
     if as_json:
         current().result({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": desc,
-                          "residuals": m.residuals(), "warnings": m.fit_warnings})
-        _warn(m.fit_warnings)
+                          "residuals": m.residuals(), "warnings": m.warnings()})
+        _warn(m.warnings())
         return
     from rich.table import Table
 
@@ -99,7 +99,7 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
         con.print(r)
     if len(m.residuals()) > 60:
         con.print(f"... {len(m.residuals()) - 60} more runs (--json lists all)")
-    _warn(m.fit_warnings)
+    _warn(m.warnings())
 
 
 def _default_counts(m) -> list[tuple[int, int]]:

@@ -58,7 +58,7 @@ class StepTimeModel(abc.ABC):
       `[calibration] gpus`.
     - `baseline_nodes`: the node count that baseline ran on; None: the count filled node by node.
     - `calibrated`: False for a prior-only model (no measurement behind it): plans are marked so.
-    - `peaks`: memory peaks the calibration measured (advisor.memory.MeasuredPeak), which move the
+    - `peaks`: memory peaks the calibration measured (advisor.topology.memory.MeasuredPeak), which move the
       footprint estimate; () when none was measured.
     - `measured_batch`: the largest global batch behind the model, against which a plan's batch
       growth is judged; None: nothing measured (the planner takes the batch at the baseline count).
@@ -75,7 +75,7 @@ class StepTimeModel(abc.ABC):
                   ) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
         """(median, low, high) seconds per step for equal-length arrays of GPU and node counts; low
         and high bound a LEVEL interval. `global_batch` (samples per step, per row) is the batch
-        advisor.planning.batch gives each count; None: the workload's batch policy. A model whose
+        advisor.batch gives each count; None: the workload's batch policy. A model whose
         step does not depend on the batch may ignore it."""
 
     def warnings(self, gpus: "np.ndarray | None" = None, nodes: "np.ndarray | None" = None) -> list[str]:

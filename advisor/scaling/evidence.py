@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from advisor.scaling.features import bus_bandwidth
 from advisor.scaling.priors import LINK_TOLERANCE
 from advisor.text import plural
+from advisor.topology.collectives import bus_bandwidth
 
 if TYPE_CHECKING:
     from advisor.scaling.fitting import FitData, FittedFamily

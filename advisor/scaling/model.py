@@ -222,7 +222,7 @@ class ScalingModel(StepTimeModel):
 
     @property
     def peaks(self) -> list:
-        """Memory peaks the calibration measured (advisor.memory.MeasuredPeak), read with its runs."""
+        """Memory peaks the calibration measured (advisor.topology.memory.MeasuredPeak), read with its runs."""
         return list(self.measurements.peaks) if self.measurements is not None else []
 
     @property
@@ -248,7 +248,7 @@ class ScalingModel(StepTimeModel):
 
     def for_workload(self, workload: "Workload") -> "ScalingModel":
         """This fitted model predicting for another layout of the same job (`workload` differs only in
-        [parallelism], e.g. advisor.layouts.with_layout): the coefficients are factors on compute and on
+        [parallelism], e.g. advisor.topology.layouts.with_layout): the coefficients are factors on compute and on
         each link's declared speed, so they carry over; the design follows the new layout's traffic."""
         import copy
 

@@ -23,6 +23,11 @@ posteriori with physical bounds and the priors learned from published series
 efficiency are relative to the smallest measured count (`baseline_gpus`, 1 when uncalibrated); MFU
 is achieved FLOP/s per GPU over the GPU's peak (PaLM, Chowdhery et al. 2022, App. B), None when
 the peak is unknown, and never above 100% (the compute coefficient is bounded).
+
+`ScalingModel` is the advisor.step_model contract implemented from measurements (what planning
+reads: baseline, calibrated, peaks, measured_batch, warnings, for_workload); what one fit produced
+is one frozen `FitRecord` (`model.record`), and what the evidence says about it (what the runs
+span, the caveats) lives in `advisor.scaling.evidence`.
 """
 
 from __future__ import annotations

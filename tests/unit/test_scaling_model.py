@@ -250,3 +250,14 @@ def test_steps_faster_than_the_peak_allows_stay_physical_and_say_so():
     floor = compute_seconds(LLM7B, gpus, LLM7B.global_batch(gpus))
     assert (p.step_low >= floor * (1 - 1e-12)).all() and (p.mfu <= 1 + 1e-9).all()
     assert (p.throughput_high * (p.step_low / p.global_batch) <= 1 + 1e-9).all()
+
+
+def test_the_fit_record_is_frozen_and_another_layout_leaves_the_original_alone():
+    import dataclasses
+
+    model = build_model(LLM7B, calibration=synthetic_calibration([(1, 1), (2, 1), (4, 1), (8, 1)]), n_bootstrap=2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        model.record.noise = None
+    ddp = LLM7B.model_copy(update={"parallelism": LLM7B.parallelism.model_copy(update={"strategy": "ddp"})})
+    other = model.for_workload(ddp)
+    assert other.workload is ddp and model.workload is LLM7B and other.record.cv is model.record.cv

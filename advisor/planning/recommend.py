@@ -210,9 +210,10 @@ class KnifeEdge:
     budget_for_fastest: float  # the budget that keeps `fastest` within with 90% odds
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Recommendation:
-    """One workload's decision: the sweep, the chosen plan, the frontier, and why."""
+    """One workload's decision: the sweep, the chosen plan, the frontier, and why (built by keyword:
+    three of its fields are plans and two lists of plans, easy to swap by position)."""
 
     workload: str
     objective: Objective
@@ -503,15 +504,15 @@ def recommend(
     frontier = frontier_of(sw)
     chosen, closest, stop = choose(sw, chosen_objective, limits, probabilities, frontier)
     rec = Recommendation(
-        w.name,
-        chosen_objective,
-        limits,
-        sw,
-        chosen,
-        closest,
-        frontier,
-        spot_payoff(sw),
-        probabilities,
+        workload=w.name,
+        objective=chosen_objective,
+        limits=limits,
+        sweep=sw,
+        chosen=chosen,
+        closest=closest,
+        frontier=frontier,
+        spot=spot_payoff(sw),
+        probabilities=probabilities,
         stop=stop,
         calibrated=bool(model.calibrated),
         measured_batch=_measured_batch(model, w, sw),

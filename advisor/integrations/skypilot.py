@@ -22,7 +22,7 @@ sends the task to its API server as YAML, and a Python estimator does not travel
 The callable takes a Resources (duck-typed: only `.accelerators`, `{"H100": 8}`, is read) and returns
 seconds for the whole job on `num_nodes` such nodes: the job's optimizer steps at that count
 (advisor.planning.billing.job_steps, as `advisor recommend` counts them) x the predicted step time
-there (advisor.layouts.predict, as `advisor predict` gives it). SkyPilot passes no node count to an
+there (advisor.planning.layout_choice.predict, as `advisor predict` gives it). SkyPilot passes no node count to an
 estimator (its optimizer's FIXME), so `num_nodes` is fixed when the estimator is made (the task's).
 - The spec's GPU (`cluster.gpu`, e.g. H100-SXM for SkyPilot's H100): the calibrated model, from
   `calibration` or the workload's checked-in calibration files.
@@ -73,8 +73,8 @@ def job_seconds(model, gpus: int, nodes: int) -> float:
     import numpy as np
 
     from advisor.errors import InputError
-    from advisor.layouts import predict
     from advisor.planning.billing import job_steps
+    from advisor.planning.layout_choice import predict
 
     try:
         prediction, _layouts, _why = predict(model, [gpus], [nodes], model.peaks)

@@ -7,6 +7,7 @@ SkyPilot tasks are read back with PyYAML and, where skypilot is installed, with 
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shlex
@@ -308,14 +309,16 @@ def test_one_placement_prints_its_task_and_json_is_strict(tmp_path):
     assert [f["path"] for f in doc["files"]][-1] == "t/launch.sh" and doc["placements"][1] == {"gpus": 24, "nodes": 3}
 
 
-def test_skypilot_schema_of_the_installed_package_when_present(tmp_path):
+@pytest.mark.parametrize("extra", [(), ("--bucket", "my-results"), ("--torch-cuda", "cu126", "--env", "A=1"),
+                                   ("--device", "cpu")])
+def test_skypilot_schema_of_the_installed_package_when_present(tmp_path, extra):
     sky = pytest.importorskip("sky", reason="skypilot not installed; structure checked above")
     from sky.utils import common_utils, schemas
 
-    for f in _sky_files(tmp_path):
+    for f in _sky_files(tmp_path, *extra):
         d = yaml.safe_load(f.read_text())
         common_utils.validate_schema(d, schemas.get_task_schema(), "Invalid task YAML: ")
-        assert sky.Task.from_yaml_config(d).num_nodes == d["num_nodes"]
+        assert sky.Task.from_yaml_config(copy.deepcopy(d)).num_nodes == d["num_nodes"]  # it pops the keys it reads
 
 
 def test_runs_at_one_multi_node_count_point_to_plan_calibration():

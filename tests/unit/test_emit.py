@@ -181,6 +181,10 @@ def test_nccl_settings_pass_through_and_setup_is_sourced(tmp_path, monkeypatch):
     ("--partition", "gpu --wrap=id"),
     ("--time", "1 hour"),
     ("--torch-cuda", "12.6"),
+    ("--setup", ""),
+    ("--root", ""),
+    ("--rdzv-host", ""),
+    ("--time", ""),
 ])
 def test_unsplittable_sbatch_values_exit_2(tmp_path, args):
     code, out, err = invoke("calibrate", LLM7B, "--emit", "slurm", "--gpus", "16@2", *args)
@@ -326,3 +330,11 @@ def test_runs_at_one_multi_node_count_point_to_plan_calibration():
     two = _emit_in(ROOT, "workloads/llm7b.toml", "--emit", "slurm", "--gpus", "16@2,24@3")
     assert "advisor plan-calibration workloads/llm7b.toml" in one
     assert "plan-calibration" not in two
+
+
+def test_out_dir_is_checked_whole_before_anything_is_written(tmp_path):
+    (tmp_path / "tasks" / "launch.sh").mkdir(parents=True)  # the last file's target is a folder
+    shutil.copy(LLM7B, tmp_path / "w.toml")
+    err = _refused_in(tmp_path, "w.toml", "--emit", "skypilot", "--gpus", "16@2,24@3", "--out-dir", "tasks")
+    assert "launch.sh: is a directory" in err
+    assert [p.name for p in (tmp_path / "tasks").iterdir()] == ["launch.sh"]

@@ -41,12 +41,14 @@ def write_files(files: list[EmittedFile], out_dir: Path) -> list[Path]:
     """Every file into `out_dir` (created), each written whole or not at all (fileio.atomic_write_text)."""
     import os
 
-    from advisor.fileio import atomic_write_text
+    from advisor.fileio import atomic_write_text, check_output_target
 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError.at("--out-dir", "", f"cannot create the folder: {exc.strerror}", str(out_dir)) from None
+    for f in files:  # a target no file can replace (a folder, a device) stops the emit before any write
+        check_output_target(out_dir / f.name)
     paths = []
     for f in files:
         path = out_dir / f.name

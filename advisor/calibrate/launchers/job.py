@@ -149,6 +149,8 @@ def emit_job(w: Workload, workload_path: Path, gpus: str | None, device: str, re
     """An EmitJob after checking every text option (`texts`: option name -> value) and the file name."""
     check_text("WORKLOAD (the file name)", workload_path)
     for option, value in texts.items():
+        if value is not None and not str(value):
+            raise InputError.at(option, "", "empty value; leave the option out for its default", value)
         if value is not None:
             check_text(option, value)
     if results is not None:

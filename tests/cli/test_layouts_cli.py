@@ -6,6 +6,7 @@ cannot split refused with exit 2, and strategy auto choosing HSDP on rental-ethe
 from __future__ import annotations
 
 import json
+import re
 
 from cli_inprocess import run_in_process
 from conftest import WORKLOADS, run_cli
@@ -63,3 +64,18 @@ def test_calibrate_as_a_user_runs_it_refuses_a_count_the_layout_cannot_split_bef
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.startswith("--gpus: the parallel layout cannot split 1 GPUs")
     assert not (tmp_path / "out.toml").exists()
+
+
+def test_the_rental_ethernet_table_in_the_usage_guide_is_what_recommend_prints():
+    """docs/usage.md's `--layouts auto` table on rental-ethernet: layout, step seconds and speedup per count."""
+    from conftest import ROOT
+
+    text = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| (\w+): (dp_shard=\d+, dp_replicate=\d+) \| ([\d.]+) \| ([\d.]+)x \|", text, re.M)
+    assert len(rows) == 4, "the table moved or changed shape"
+    r = run_in_process("recommend", WORKLOADS / "rental-ethernet.toml", "--layouts", "auto", "--json")
+    plans = {p["gpus"]: p for p in json.loads(r.stdout)["candidates"] if p["tier"] == "on-demand"}
+    for gpus, strategy, layout, step, speedup in rows:
+        p = plans[int(gpus)]
+        assert (p["strategy"], p["layout"].startswith(layout + ",")) == (strategy, True), gpus
+        assert (f"{p['step_seconds']:.2f}", f"{p['speedup']:.2f}") == (step, speedup), gpus

@@ -103,7 +103,30 @@ def parse_result(data: object, path: Path) -> dict:
         raise InputError.at(path, "nodes", f"more nodes than GPUs ({result.gpus})", result.nodes)
     if result.gpus == 1 and result.collectives:
         raise InputError.at(path, "collectives", "a 1-GPU run has no collectives to probe")
+    for i, probe in enumerate(result.collectives):
+        check_probe(probe, result, str(path), f"collectives[{i}]")
     return result.model_dump(exclude_none=True)
+
+
+def check_probe(probe: ProbeResult, result: RankResult, file: str, where: str) -> None:
+    """A probe must be possible within its run, and its numbers must agree, as an nccl-tests row
+    must (advisor.imports.common.check_collective): a group of at least 2 and at most the run's
+    ranks that divides them, spread evenly over at most the run's nodes (the one placement rule),
+    one time per rank of the group, and busbw = size / time x nccl-tests' factor for the group."""
+    from advisor.imports.common import check_collective
+    from advisor.placement import check_placement
+
+    gpus, nodes = probe.gpus or result.gpus, probe.nodes or result.nodes
+    if not 2 <= gpus <= result.gpus or result.gpus % gpus:
+        raise InputError.at(file, f"{where}.gpus", f"a probe group of the run's {result.gpus} ranks has 2 to "
+                            f"{result.gpus} of them and divides them", gpus)
+    if nodes > result.nodes:
+        raise InputError.at(file, f"{where}.nodes", f"more nodes than the run's {result.nodes}", nodes)
+    check_placement(gpus, nodes, result.gpus, f"{file}: {where}", f"{gpus}@{nodes}")
+    if probe.rank_seconds is not None and len(probe.rank_seconds) != gpus:
+        raise InputError.at(file, f"{where}.rank_seconds", f"expected one time per rank of the {gpus}-rank group",
+                            len(probe.rank_seconds))
+    check_collective(probe.op, gpus, probe.bytes, probe.seconds, probe.busbw, file, f"{where}.busbw")
 
 
 def run_from_result(w: Workload, result: dict) -> tuple[Run, list[Collective]]:

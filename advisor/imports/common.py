@@ -71,6 +71,27 @@ def decimal(text: str, file: str, where: str, what: str = "a number", grouped: b
     return value
 
 
+#: Relative tolerance of the busbw consistency check, on top of print rounding (the bar: +-2%).
+BUSBW_TOLERANCE = 0.02
+
+
+def check_collective(op: str, gpus: int, nbytes: float, seconds: float, busbw: float, file: str, where: str) -> None:
+    """The one consistency check of a measured collective, for nccl-tests rows and `--collect`
+    probes alike: its busbw must be size / time x nccl-tests' factor for its ranks (2(n-1)/n for
+    all-reduce, (n-1)/n otherwise), within 2% plus the rounding of a 2-decimal print and a time of
+    >= 4 significant digits (nccl-tests util.cu getFloatStr). A mismatch means the rank count, the
+    collective or the numbers are wrong: InputError at `file: where`."""
+    from advisor.scaling.features import busbw_factor
+
+    factor = float(busbw_factor(op, gpus))
+    expected = nbytes / seconds * factor / 1e9
+    slack = BUSBW_TOLERANCE * expected + 0.005 + expected * 5e-4
+    if not math.isfinite(expected) or abs(busbw - expected) > slack:
+        raise InputError.at(file, where, f"busbw disagrees with size / time x {factor:.3f} ({op} on "
+                            f"{gpus} ranks: {nbytes:.6g} bytes in {seconds:.6g} s is {expected:.3g} GB/s): wrong "
+                            "rank count, collective or time", busbw)
+
+
 def distinct_logs(logs: list) -> tuple[list, list[str]]:
     """The logs of one command with a file given twice (the same file by device and inode, under
     any name) kept once, and a note for each one left out: its rows must not count twice."""

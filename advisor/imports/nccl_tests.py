@@ -24,7 +24,6 @@ collective is wrong, and the file is refused.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +32,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from advisor.errors import InputError
-from advisor.imports.common import build, decimal, distinct_logs, not_this_format, read_log, target_file, whole_number
-from advisor.scaling.features import bus_bandwidth, busbw_factor
+from advisor.imports.common import (
+    build,
+    check_collective,
+    decimal,
+    distinct_logs,
+    not_this_format,
+    read_log,
+    target_file,
+    whole_number,
+)
+from advisor.scaling.features import bus_bandwidth
 from advisor.text import plural
 
 if TYPE_CHECKING:
@@ -43,9 +51,6 @@ if TYPE_CHECKING:
 
 #: Test programs advisor models (their collectives are the ones DDP and FSDP issue).
 PROGRAMS = {"all_reduce_perf": "all_reduce", "reduce_scatter_perf": "reduce_scatter", "all_gather_perf": "all_gather"}
-
-#: Relative tolerance of the busbw consistency check, on top of print rounding (the bar: +-2%).
-BUSBW_TOLERANCE = 0.02
 
 # Every pattern is anchored at the line's start and linear in its length (no nested or adjacent
 # quantifiers over the same characters), and ASCII: `\d` would also take `²` or `٣`.
@@ -259,21 +264,14 @@ def table_op(table: Table, file: str, op: str | None = None) -> str:
 
 
 def check_busbw(table: Table, op: str, file: str) -> None:
-    """Refuse a table whose printed busbw disagrees with size / time x nccl-tests' factor for its ranks."""
-    factor = float(busbw_factor(op, table.gpus))
+    """Refuse a table whose printed busbw disagrees with size / time x nccl-tests' factor for its
+    ranks (advisor.imports.common.check_collective, the check `--collect` applies to probes)."""
     for r in table.rows:
-        expected = r.bytes / r.seconds * factor / 1e9
-        # Printed busbw has 2 decimals; time has >= 4 significant digits (util.cu getFloatStr).
-        slack = BUSBW_TOLERANCE * expected + 0.005 + expected * 5e-4
-        if not math.isfinite(expected) or abs(r.busbw - expected) > slack:
-            raise InputError.at(
-                file,
-                f"line {r.line}.busbw",
-                f"printed busbw disagrees with size / time x {factor:.3f} "
-                f"({op} on {table.gpus} ranks, {expected:.3g} GB/s): wrong rank count or collective "
-                "(pass --op)",
-                r.busbw,
-            )
+        try:
+            check_collective(op, table.gpus, r.bytes, r.seconds, r.busbw, file, f"line {r.line}.busbw")
+        except InputError as exc:
+            p = exc.problems[0]
+            raise InputError.at(p.file, p.path, f"printed {p.message} (pass --op)", r.busbw) from None
 
 
 def read_nccl_tests(path: str | Path, op: str | None = None) -> list[tuple[Table, str]]:

@@ -676,6 +676,7 @@ def sweep(w: Workload, model, tiers=None, baseline_gpus=None, gpus=None, peaks=(
     count: the fastest median step among the candidates the count can run (batch, memory, tier)."""
     from dataclasses import fields
 
+    from advisor.memory import gpu_memory_bytes
     from advisor.planning.billing import gpu_counts
     from advisor.planning.billing import sweep as priced
 
@@ -693,10 +694,15 @@ def sweep(w: Workload, model, tiers=None, baseline_gpus=None, gpus=None, peaks=(
         fits = lay.fits(cw, peaks, measured=w)  # peaks were measured in the spec's own layout
         memory = lay.memory_bytes(cw, peaks, measured=w)
         available = sw.offered & sw.fits_batch[None, :] & fits[None, :]
-        sweeps.append(replace(sw, fits_memory=fits, memory_bytes=memory, available=available))
+        # GPU memory unknown: nothing is left out for memory (as billing.fits_memory), so no memory
+        # sentence is written without a capacity to name (it crashed on tiny-cpu --layouts auto)
+        fits_memory = fits if gpu_memory_bytes(cw) is not None else np.ones_like(fits)
+        sweeps.append(replace(sw, fits_memory=fits_memory, memory_bytes=memory, available=available))
     seconds = np.stack([np.where(s.available.any(axis=0), s.step_seconds[0], np.inf) for s in sweeps])
-    # where no candidate runs, show the one closest to fitting (the least memory), so "left out" reads right
-    least_memory = np.argmin(np.stack([s.memory_bytes for s in sweeps]), axis=0)
+    # where no candidate runs, show the one closest to fitting (the least memory among those the
+    # count can run), so "left out" reads right
+    least_memory = np.argmin(np.stack([np.where(lay.valid, s.memory_bytes, np.inf)
+                                       for lay, s in zip(layouts, sweeps, strict=True)]), axis=0)
     pick = np.where(np.isfinite(seconds).any(axis=0), np.argmin(seconds, axis=0), least_memory)
     cols = np.arange(counts.size)
     merged = {}

@@ -81,7 +81,7 @@ def check_collective(op: str, gpus: int, nbytes: float, seconds: float, busbw: f
     all-reduce, (n-1)/n otherwise), within 2% plus the rounding of a 2-decimal print and a time of
     >= 4 significant digits (nccl-tests util.cu getFloatStr). A mismatch means the rank count, the
     collective or the numbers are wrong: InputError at `file: where`."""
-    from advisor.scaling.features import busbw_factor
+    from advisor.topology.collectives import busbw_factor
 
     factor = float(busbw_factor(op, gpus))
     expected = nbytes / seconds * factor / 1e9

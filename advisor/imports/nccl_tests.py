@@ -42,8 +42,8 @@ from advisor.imports.common import (
     target_file,
     whole_number,
 )
-from advisor.scaling.features import bus_bandwidth
 from advisor.text import plural
+from advisor.topology.collectives import bus_bandwidth
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration, Collective

@@ -76,21 +76,14 @@ class Family:
         ones = np.ones_like(gpus)
         d = self.design(workload, gpus, nodes, ones, coverage)
         X = np.zeros_like(d.X)
-        bw = np.zeros_like(gpus)
-        lat = np.zeros_like(gpus)
-        for i, p in enumerate(probes):
-            b, lt = F.collective_seconds_at_declared(workload, p.op, gpus[i:i + 1], nodes[i:i + 1], np.array([p.bytes]),
-                                                     _INTER_HOPS.get(self.name, "tree"))
-            bw[i], lat[i] = b[0], lt[0]
         names = [c.name for c in d.columns]
-        multi = nodes > 1
-        # As in a step (features.comm_seconds_at_declared): a probe across nodes also runs through
-        # the intra-node links, at the volume over the intra link.
-        X[:, names.index("intra_bandwidth")] = np.where(multi, bw * F.bus_bandwidth(workload, nodes)
-                                                        / workload.intra_node_bandwidth, bw)
-        X[multi, names.index("inter_bandwidth")] = bw[multi]
-        for link, rows in (("intra", ~multi), ("inter", multi)):
-            X[rows, names.index(f"{link}_latency")] = lat[rows]
+        # THE crossing rule, as in a step (advisor.topology.collectives): a probe across nodes with
+        # several ranks per node also runs through their intra-node links; one rank per node does not.
+        for i, p in enumerate(probes):
+            links = F.probe_link_seconds(workload, p.op, gpus[i:i + 1], nodes[i:i + 1], np.array([p.bytes]),
+                                         _INTER_HOPS.get(self.name, "tree"))
+            for col in ("intra_bandwidth", "inter_bandwidth", "intra_latency", "inter_latency"):
+                X[i, names.index(col)] = getattr(links, col)[0]
         return X, np.array([p.seconds for p in probes], float)
 
 
@@ -124,7 +117,7 @@ def _topology(inter_hops: str):
 
         multi = nodes > 1
         single = (~multi) & (gpus > 1)
-        links = F.link_seconds_at_declared(w, gpus, nodes, inter_hops)  # each link's own traffic (advisor.layouts)
+        links = F.link_seconds_at_declared(w, gpus, nodes, inter_hops)  # each link's own traffic (topology.layouts)
         if cov.steps_crossed_nodes:
             cols.append(Column("intra_sync", "s", "per-step synchronisation overhead in one node"))
             arrays.append(single.astype(float))

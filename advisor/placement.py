@@ -6,6 +6,8 @@ syntax so every command (predict, recommend, backtest) reads it the same way, an
 at least one GPU and node, no more nodes than GPUs, no node over `cluster.gpus_per_node`, and
 every node running the same number of ranks (`8@3` is refused: torchrun, Slurm and SkyPilot
 start the same number of processes on each node, and the model assumes symmetric nodes).
+Measurement CSVs are records of other systems and keep the placements they report (Pollux's
+traces hold 3 GPUs over 2 nodes): the rule is for what advisor is asked to run or import.
 """
 
 from __future__ import annotations

@@ -263,3 +263,23 @@ def test_uneven_placements_are_refused_by_every_command(tmp_path, placement):
                     ("calibrate", RENTAL, "--emit", "torchrun", "--gpus", placement)):
         code, out, err = invoke(*command)
         _clean(code, out, err, "--gpus:", "same number of ranks")
+
+
+# -- measurement CSVs: the same number syntax as the logs ------------------------------------------
+
+CSV_GOOD = "gpus,nodes,step_seconds\n8,1,1.0\n16,2,0.55\n32,4,0.3\n"
+
+
+@pytest.mark.parametrize("cell", ["١", "1_0", "1²", "１", "0x10", "1,0", "٠.5"])
+def test_csv_cells_with_odd_number_syntax_are_refused(tmp_path, cell):
+    csv = tmp_path / "m.csv"
+    csv.write_text(CSV_GOOD.replace("16,2,0.55", f'16,2,"{cell}"'))
+    code, out, err = invoke("predict", ROOT / "workloads" / "llm7b.toml", "--measurements", csv, "--gpus", "64")
+    _clean(code, out, err, f"{csv}: line 3.step_seconds: must be a number")
+
+
+def test_the_csv_base_is_valid(tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text(CSV_GOOD)
+    code, _, err = invoke("predict", ROOT / "workloads" / "llm7b.toml", "--measurements", csv, "--gpus", "64")
+    assert code == 0, err

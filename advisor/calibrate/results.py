@@ -7,6 +7,7 @@ holds rank 0's `result.json` (see advisor.calibrate.worker) and one `rank<R>.jso
 from __future__ import annotations
 
 import os
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,7 +178,21 @@ def read_result_dir(folder: Path) -> dict:
     if missing:
         shown = missing if len(missing) <= 8 else [*missing[:8], "..."]
         raise InputError.at(folder, "", f"incomplete run: no rank<R>.json from {plural(len(missing), 'rank')} {shown}")
+    extra = sorted(n for n in names if _RANK_FILE.fullmatch(n) and int(n[4:-5]) >= result["gpus"])
+    if extra:
+        raise InputError.at(folder / extra[0], "", f"a rank beyond the {plural(result['gpus'], 'rank')} result.json "
+                            "reports: results of two runs mixed in one folder")
+    named = _RESULT_DIR.fullmatch(folder.name)
+    if named and (int(named.group(1)), int(named.group(2))) != (result["gpus"], result["nodes"]):
+        raise InputError.at(folder / "result.json", "gpus", f"the folder is named for {named.group(1)} GPUs over "
+                            f"{named.group(2)} nodes, the result reports {result['gpus']} over {result['nodes']}",
+                            result["gpus"])
     return result
+
+
+#: `rank<R>.json` (ASCII digits, bounded) and the folder names `--emit` gives each placement.
+_RANK_FILE = re.compile(r"rank[0-9]{1,7}\.json", re.ASCII)
+_RESULT_DIR = re.compile(r"gpus([0-9]{1,7})-nodes([0-9]{1,7})", re.ASCII)
 
 
 def find_result_dirs(root: Path) -> list[Path]:

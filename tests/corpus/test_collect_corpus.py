@@ -59,3 +59,21 @@ def test_consistent_probes_are_merged(tmp_path, index, edit):
     (code, _, err), _, cal = _run(tmp_path, edit, index)
     assert code == 0, err
     assert cal.exists()
+
+
+def test_a_rank_file_beyond_the_results_ranks_is_refused(tmp_path):
+    spec = small_workload(tmp_path)
+    folder = tmp_path / "results" / "gpus2-nodes2"
+    write_result(folder, valid_result(), ranks=4)  # ranks 2 and 3 of another run
+    code, out, err = invoke("calibrate", spec, "--collect", tmp_path / "results", "--out", tmp_path / "cal.toml")
+    assert_clean(code, out, err, str(folder / "rank2.json"), "a rank beyond the 2 ranks")
+    assert not (tmp_path / "cal.toml").exists()
+
+
+@pytest.mark.parametrize("name", ["gpus4-nodes2", "gpus2-nodes1"])
+def test_a_folder_named_for_another_placement_is_refused(tmp_path, name):
+    spec = small_workload(tmp_path)
+    folder = tmp_path / "results" / name
+    write_result(folder, valid_result())
+    code, out, err = invoke("calibrate", spec, "--collect", tmp_path / "results", "--out", tmp_path / "cal.toml")
+    assert_clean(code, out, err, str(folder / "result.json"), "the folder is named for")

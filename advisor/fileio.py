@@ -36,6 +36,7 @@ import os
 import signal
 import socket
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -160,6 +161,8 @@ def load_toml(path: str | Path, what: str = "a TOML file") -> dict:
         where = f"line {m.group(1)}, column {m.group(2)}" if m else "end of file"
         what_went_wrong = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", msg)
         raise InputError.at(path, "", f"{where}: malformed TOML: {what_went_wrong}") from None
+    except ValueError:  # int() of an integer over Python's 4,300-digit limit, inside the parser
+        raise InputError.at(path, "", f"a number of more than {sys.get_int_max_str_digits():,} digits") from None
     return _check_depth(path, data)
 
 
@@ -194,6 +197,8 @@ def load_json(path: str | Path, what: str = "a JSON file") -> Any:
         raise InputError.at(path, exc.key, "key repeated in one object") from None
     except json.JSONDecodeError as exc:
         raise InputError.at(path, "", f"malformed JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except ValueError:  # int() of an integer over Python's 4,300-digit limit, inside the parser
+        raise InputError.at(path, "", f"a number of more than {sys.get_int_max_str_digits():,} digits") from None
     return _check_depth(path, data)
 
 

@@ -283,3 +283,28 @@ def test_the_csv_base_is_valid(tmp_path):
     csv.write_text(CSV_GOOD)
     code, _, err = invoke("predict", ROOT / "workloads" / "llm7b.toml", "--measurements", csv, "--gpus", "64")
     assert code == 0, err
+
+
+# -- integers over Python's 4,300-digit int() limit in TOML and JSON inputs -----------------------
+
+@pytest.mark.parametrize("kind", ["spec", "calibration", "result"])
+def test_an_integer_of_5000_digits_in_toml_or_json_is_one_line(tmp_path, kind):
+    if kind == "spec":
+        spec = tmp_path / "spec.toml"
+        spec.write_text(re.sub(r"max_gpus = \d+", f"max_gpus = {HUGE}", (ROOT / "workloads" / "tiny-cpu.toml")
+                               .read_text()))
+        code, out, err = invoke("validate", spec)
+        prefix = str(spec)
+    elif kind == "calibration":
+        cal = tmp_path / "cal.toml"
+        cal.write_text(f'schema = 1\nworkload = "rental-ethernet"\n[[runs]]\ngpus = {HUGE}\nstep_seconds = [1.0]\n')
+        code, out, err = invoke("predict", RENTAL, "--calibration", cal, "--gpus", "8")
+        prefix = str(cal)
+    else:
+        folder = tmp_path / "results" / "run"
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(f'{{"gpus": {HUGE}}}')
+        code, out, err = invoke("calibrate", ROOT / "workloads" / "tiny-cpu.toml", "--collect", tmp_path / "results",
+                                "--out", tmp_path / "o.toml")
+        prefix = str(folder / "result.json")
+    _clean(code, out, err, prefix, "4,300 digits")

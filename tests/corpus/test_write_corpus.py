@@ -162,3 +162,28 @@ def test_a_symlinked_init_out_is_refused(tmp_path):
     code, _, err = invoke("init", "--out", link)
     assert code == 2 and str(link) in err and "Traceback" not in err, err
     assert link.is_symlink() and not link.exists()
+
+
+def test_concurrent_imports_lose_nothing_and_leave_no_lock(tmp_path):
+    """Imports racing for one file: each either adds its rows or is refused (another process is
+    writing), and the file holds exactly the rows of those that succeeded."""
+    from advisor.calibration_data import load_calibration
+
+    logs = sorted((ROOT / "tests" / "fixtures" / "nccl-tests").glob("*.log"))
+    rows = {"h100_2node_gcp_a3mega_all_reduce.log": 31, "a100_1node_oci_all_reduce.log": 1,
+            "a100_2node_oci_all_reduce.log": 1}
+    out = tmp_path / "cal.toml"
+    procs = [subprocess.Popen([sys.executable, "-m", "advisor", "import", "nccl-tests", str(RENTAL), str(log),
+                               "--out", str(out)], env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for log in logs for _ in range(2)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    expected = set()
+    for (code, err), log in zip(results, [log for log in logs for _ in range(2)], strict=True):
+        assert code in (0, 2) and "Traceback" not in err, err
+        if code == 2:
+            assert "another advisor process is writing this file" in err, err
+        else:
+            expected.add(log.name)
+    assert expected, results
+    assert len(load_calibration(out).collectives) == sum(rows[n] for n in expected)
+    assert _leftovers(tmp_path) == []

@@ -23,9 +23,11 @@ class Problem:
     has_value: bool = False
 
     def line(self) -> str:
+        """One line, whatever the file name or message holds: a newline or control character in a
+        path (`--out $'a\\nb'`) is escaped, never printed (it would split the line or drive the terminal)."""
         where = f"{self.file}: {self.path}: " if self.path else f"{self.file}: "
         got = f" (got {_show(self.value)})" if self.has_value else ""
-        return f"{where}{self.message}{got}"
+        return printable(f"{where}{self.message}") + got
 
 
 def dotted_path(loc: tuple) -> str:

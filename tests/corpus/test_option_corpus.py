@@ -181,3 +181,13 @@ def test_budget_and_deadline_out_of_range(command, workload, flag, value):
 def test_large_but_finite_limits_answer_without_warnings(command, flag):
     code, out, err = invoke(command, TINY, flag, "1e11")
     assert code in (0, 2, 3) and "RuntimeWarning" not in err and "Traceback" not in err and "$inf" not in out, err
+
+
+@pytest.mark.parametrize("name", sorted(PATH_CHARS))
+def test_an_error_naming_an_odd_path_is_one_line(tmp_path, name):
+    odd = tmp_path / f"a{PATH_CHARS[name]}b"
+    for args in (("validate", odd), ("import", "nccl-tests", RENTAL, odd),
+                 ("import", "nccl-tests", RENTAL, NCCL_LOG, "--out", odd / "x.toml")):
+        code, out, err = invoke(*args)
+        assert code == 2 and out == "" and "Traceback" not in err, err
+        assert len(err.strip().splitlines()) == 1 and "\x1b" not in err and "\u2028" not in err, err

@@ -80,3 +80,13 @@ def test_activation_checkpointing_recomputes_the_blocks_it_declares(tmp_path):
         # every checkpointed block runs its forward once more, in the backward
         assert plain["full"]["forwards"] == 2  # one per micro-batch
         assert full["full"]["forwards"] == selective["full"]["forwards"] == 4
+
+
+def test_hsdp_by_tp_at_world_8_on_the_fake_backend_shards_computes_bf16_and_reduces(tmp_path):
+    """What one process can check of an 8-rank layout (the device check runs this on its one GPU)."""
+    from worker_harness import fake_world_case
+
+    spec = _spec(tmp_path, "hsdp", 8, "tensor_parallel_degree = 2")
+    case = fake_world_case(spec, 8, "bf16")
+    assert case["layout"] == "dp_shard=2, dp_replicate=2, tp=2, pp=1"
+    _check_step_counts("hsdp x tp", case, reduces=True)

@@ -88,11 +88,11 @@ class Counters:
                 "params": sum(1 for m in self.rank.modules for _ in m.parameters())}
 
 
-def _one_case(workload: str, precision: str, local_world: int) -> dict:
+def _one_case(workload: str, precision: str, local_world: int, device: str = "cpu") -> dict:
     from advisor.calibrate.worker import Rank
 
     os.environ["LOCAL_WORLD_SIZE"] = str(local_world)  # ranks per node: what the layout reads
-    args = argparse.Namespace(workload=workload, results="/nonexistent", device="cpu", steps=1, warmup=0,
+    args = argparse.Namespace(workload=workload, results="/nonexistent", device=device, steps=1, warmup=0,
                               precision=precision, collective_timeout=120.0)
     rank = Rank(args)
     rank.build()
@@ -128,3 +128,48 @@ def run_ranks(cases, ranks: int) -> dict[int, list[dict]]:
                           rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", max_restarts=0,
                           monitor_interval=0.1, start_method="spawn")
     return elastic_launch(config, _rank_main)([(str(w), p, n) for w, p, n in cases])
+
+
+def fake_world_case(workload, world: int, precision: str = "auto", device: str = "cpu") -> dict:
+    """One case as rank 0 of `world` ranks on torch's fake backend (torch.testing._internal.distributed
+    .fake_pg: every collective returns at once, nothing moves): what one process can check of a
+    multi-rank layout (its meshes, sharding, dtypes, gradient counts), not its timing."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    import advisor.calibrate.rendezvous as rendezvous
+
+    os.environ.update({"RANK": "0", "WORLD_SIZE": str(world), "LOCAL_RANK": "0"})
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+    original, rendezvous.init_process_group = rendezvous.init_process_group, lambda *a, **k: None
+    try:
+        return _one_case(str(workload), precision, world, device)
+    finally:
+        rendezvous.init_process_group = original
+        dist.destroy_process_group()
+
+
+def single_case(workload, precision: str = "auto", device: str = "cpu") -> dict:
+    """One case at world 1 in this process (nccl on CUDA, gloo on CPU): the device check's precision
+    and gradient assertions on a real GPU (scripts/device_check.sh)."""
+    import socket
+
+    import torch.distributed as dist
+
+    import advisor.calibrate.rendezvous as rendezvous
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": str(port)})
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.set_device(0)
+    dist.init_process_group("nccl" if cuda else "gloo", device_id=torch.device("cuda", 0) if cuda else None)
+    original, rendezvous.init_process_group = rendezvous.init_process_group, lambda *a, **k: None
+    try:
+        return _one_case(str(workload), precision, 1, device)
+    finally:
+        rendezvous.init_process_group = original
+        dist.destroy_process_group()

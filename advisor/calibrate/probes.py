@@ -54,7 +54,7 @@ def time_loop(rank, run, calls: int) -> float:
 def probe_one(rank, op: str, size: int, group, ranks: list[int], name: str) -> dict:
     """One probe row: `seconds` is the median over loops of the slowest rank's seconds per call,
     `rank_seconds` every rank's own median (what the collective cost each rank)."""
-    from advisor.scaling.features import bus_bandwidth_gbps
+    from advisor.topology.collectives import bus_bandwidth_gbps
 
     torch = rank.torch
     warm, batches, calls = PROBE_REPEATS["cuda" if rank.cuda else "cpu"]

@@ -1,7 +1,7 @@
 """One calibration rank: `python -m advisor.calibrate.worker --workload W.toml --results DIR ...`.
 
-Runs under the local launcher (advisor.calibrate.launcher) or under torchrun on each node
-(advisor.calibrate.emit); it reads its place from the standard torch.distributed variables
+Runs under the local launcher (advisor.calibrate.launchers.local) or under torchrun on each node
+(advisor.calibrate.launchers); it reads its place from the standard torch.distributed variables
 RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (env:// rendezvous;
 torchrun sets them). Gloo picks its network interface from GLOO_SOCKET_IFNAME when set (read by
 torch itself; this module never overrides it), NCCL from NCCL_SOCKET_IFNAME.
@@ -128,8 +128,8 @@ class Rank:
 
     # -- model ---------------------------------------------------------------------------------
     def layout(self):
-        """The spec's layout at this world size (advisor.layouts), refused when the degrees do not fit it."""
-        from advisor.layouts import build as build_layout
+        """The spec's layout at this world size (advisor.topology.layouts), refused when the degrees do not fit it."""
+        from advisor.topology.layouts import build as build_layout
 
         nodes = max(1, self.world // self.local_world)
         lay = build_layout(self.workload, [self.world], [nodes])

@@ -12,7 +12,16 @@ from typing import Annotated
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import CalibrationOpt, GpusOpt, JsonOpt, MeasurementsOpt, ModelOpt, PlotOpt, WorkloadArg
+from advisor.cli.options import (
+    BacktestCalibrationOpt,
+    CalibrationOpt,
+    GpusOpt,
+    JsonOpt,
+    MeasurementsOpt,
+    ModelOpt,
+    PlotOpt,
+    WorkloadArg,
+)
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
 from advisor.cli.output import warn as _warn
@@ -20,12 +29,11 @@ from advisor.text import interval, plural
 
 
 def _model(workload, calibration, measurements, family):
-    from advisor.errors import InputError
-    from advisor.scaling.model import FAMILY_CHOICES, build_model
+    from advisor.scaling.families import family_named
+    from advisor.scaling.model import build_model
     from advisor.spec import load_workload
 
-    if family not in FAMILY_CHOICES:
-        raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", family)
+    family_named(family)  # an unknown --model fails before the spec is read
     w = load_workload(workload)
     return build_model(w, calibration=calibration, measurements=measurements, family=family)
 
@@ -47,8 +55,8 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
     desc = m.describe()
     if as_json:
         current().result({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": desc,
-                          "residuals": m.residuals(), "warnings": m.fit_warnings})
-        _warn(m.fit_warnings)
+                          "residuals": m.residuals(), "warnings": m.warnings()})
+        _warn(m.warnings())
         return
     from rich.table import Table
 
@@ -91,7 +99,7 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
         con.print(r)
     if len(m.residuals()) > 60:
         con.print(f"... {len(m.residuals()) - 60} more runs (--json lists all)")
-    _warn(m.fit_warnings)
+    _warn(m.warnings())
 
 
 def _default_counts(m) -> list[tuple[int, int]]:
@@ -102,7 +110,7 @@ def _default_counts(m) -> list[tuple[int, int]]:
         counts.append(n)
         n *= 2
     counts.append(top)
-    from advisor.layouts import build
+    from advisor.topology.layouts import build
 
     valid = build(m.workload, counts).valid  # counts the parallel layout can split (tp x pp x cp divides them)
     return [(g, int(m.workload.nodes(g))) for g, ok in zip(counts, valid, strict=True) if ok]
@@ -116,7 +124,7 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
 
     m = _model(workload, calibration, measurements, model)
     placements = parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus is not None else _default_counts(m)
-    from advisor.layouts import predict as predict_layouts
+    from advisor.planning.layout_choice import predict as predict_layouts
 
     p, layouts, whys = predict_layouts(m, [g for g, _ in placements], [n for _, n in placements], m.peaks)
     if plot is not None:
@@ -156,18 +164,18 @@ FitMaxOpt = Annotated[
 
 
 @app.command()
-def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: CalibrationOpt = None,
+def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: BacktestCalibrationOpt = None,
              measurements: MeasurementsOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False) -> None:
     """Fit on small counts, predict the larger measured ones: per-point error, MAPE, interval coverage."""
     from advisor.errors import InputError
-    from advisor.scaling.model import FAMILY_CHOICES, load_measurements
+    from advisor.scaling.families import family_named
     from advisor.scaling.model import backtest as run_backtest
+    from advisor.scaling.model import load_measurements
     from advisor.spec import load_workload
 
     if calibration is None and measurements is None:
         raise InputError.at("backtest", "", "needs --calibration FILE.toml or --measurements FILE.csv")
-    if model not in FAMILY_CHOICES:
-        raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", model)
+    family_named(model)
     w = load_workload(workload)
     result = run_backtest(w, load_measurements(w, calibration, measurements), fit_max_gpus, model)
     if as_json:

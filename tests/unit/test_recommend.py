@@ -16,6 +16,7 @@ from advisor.errors import InputError
 from advisor.planning.limits import Limits, Objective
 from advisor.planning.recommend import pareto_frontier, probability_at_most, recommend, worth_the_cost
 from advisor.spec import load_workload
+from advisor.step_model import StepTimeModel
 from conftest import WORKLOADS
 from recommend_inputs import Amdahl, exact_factor, workload
 
@@ -202,7 +203,7 @@ def test_no_possible_count_says_why():
     assert rec.chosen is None and rec.closest == [] and rec.message.startswith("No plan")
     assert rec.why[:1] == ["Left out at every count: the footprint per GPU exceeds the 80.0 GB of GPU memory; at "
                            "16 GPUs it is 107.2 GB (model state 16 bytes per parameter, 107.2 GB for the whole model, "
-                           "split where the layout shards it, plus activations; advisor.memory)."]
+                           "split where the layout shards it, plus activations; advisor.topology.memory)."]
 
 
 def test_statistical_efficiency_is_shown_when_used():
@@ -271,22 +272,24 @@ def test_literal_ratio_drifts_to_the_cap_where_worth_the_cost_does_not():
     # (at 256 GPUs 14.5x the speed for 2.2x the cost); worth-the-cost stays on one node.
     w = load_workload(WORKLOADS / "rental-ethernet.toml")
 
-    class Cliff:
+    from advisor.calibration_data import load_workload_calibration
+    from advisor.topology.memory import measured_peaks
+
+    peaks = measured_peaks(load_workload_calibration(w.name, w.source))  # 88.5 GB at 8 GPUs: one node fits in 96 GB
+
+    class Cliff(StepTimeModel):
         baseline_gpus = 8
 
-        def step_time(self, gpus, nodes):
+        def step_time(self, gpus, nodes, global_batch=None):
             t = np.where(np.asarray(nodes) > 1, 2.2, 1.0) * 10.0
             return t, t, t
 
-    from advisor.calibration_data import load_workload_calibration
-    from advisor.memory import measured_peaks
-
-    peaks = measured_peaks(load_workload_calibration(w.name, w.source))  # 88.5 GB at 8 GPUs: one node fits in 96 GB
     default = recommend(w, Cliff(), tier="on-demand", peaks=peaks)
     literal = recommend(w, Cliff(), tier="on-demand", objective=Objective.SPEEDUP_PER_DOLLAR, peaks=peaks)
     assert chosen(default) == (8, "on-demand")
     assert chosen(literal) == (256, "on-demand")
-    # by default recommend reads the checked-in calibration's peaks itself
+    # by default recommend takes the peaks the model carries (a fitted model: its calibration's)
+    Cliff.peaks = tuple(peaks)
     assert chosen(recommend(w, Cliff(), tier="on-demand")) == (8, "on-demand")
 
 
@@ -399,7 +402,7 @@ def test_a_measured_peak_above_the_spec_gpu_memory_is_noticed():
     # llm7b's calibration peaked at 88.5 GB per GPU at 8 GPUs on 96 GB cards; on the 80 GB H100-SXM of the catalog
     # 8 and 16 GPUs do not fit (88.5 and 80.5 GB), 24 do (88.5 - 16 + 5.3 = 77.8 GB)
     from advisor.calibration_data import load_workload_calibration
-    from advisor.memory import measured_peaks
+    from advisor.topology.memory import measured_peaks
 
     w = load_workload(WORKLOADS / "llm7b.toml")
     w = w.model_copy(update={"cluster": w.cluster.model_copy(update={"gpu_memory": None})})
@@ -427,3 +430,9 @@ def test_a_high_preemption_exposure_is_said_with_both_factors():
     text = " ".join(rec.why)
     assert f"Λ·(τ + restart) = {2 * (tau + 0.1):.2g} at 1 node" in text
     assert f"first-order Young/Daly ({1 + math.sqrt(0.08) + 0.2:.2f}x" in text and f"gives {factor:.2f}x" in text
+
+
+def test_choosing_layouts_with_a_model_that_cannot_predict_them_is_refused():
+    # strategy auto needs StepTimeModel.for_workload; the stand-in keeps the contract's default, which refuses
+    with pytest.raises(InputError, match="choosing a layout needs a scaling model that predicts other layouts"):
+        recommend(workload(**{"parallelism.strategy": "auto"}), Amdahl(), budget=10.0)

@@ -9,7 +9,7 @@ can run the spec's recipe at all.
   global batch N · floor(M / N) never exceeds M and always divides evenly; a count with
   floor(M / N) = 0 has under one sample per GPU and is left out.
 - micro-batch: `batch.micro_samples` where the per-GPU batch holds it, else the whole per-GPU batch
-  (no accumulation): what one forward/backward holds in activation memory (advisor.memory).
+  (no accumulation): what one forward/backward holds in activation memory (advisor.topology.memory).
 
 Everything broadcasts over numpy arrays of GPU counts. Under tensor, pipeline or context parallelism
 "per GPU" means per data-parallel rank (N / (tp·pp·cp) ranks, torchtitan's local batch): the GPUs
@@ -48,16 +48,6 @@ def global_batch(w: "Workload", gpus) -> "np.ndarray":
     if w.batch.policy == "fixed-global":
         return np.full(gpus.shape, float(w.batch.global_samples))
     return per_gpu_batch(w, gpus) * gpus / w.model_parallel_size()
-
-
-def capped(w: "Workload", gpus) -> "np.ndarray":
-    """Where `batch.max_global_samples` has shrunk the per-GPU batch below the declared one."""
-    import numpy as np
-
-    gpus = np.asarray(gpus, dtype=float)
-    if w.batch.policy != "fixed-per-gpu" or w.batch.max_global_samples is None:
-        return np.zeros(gpus.shape, dtype=bool)
-    return per_gpu_batch(w, gpus) < w.batch.per_gpu_samples
 
 
 def divides(w: "Workload", gpus) -> "np.ndarray":

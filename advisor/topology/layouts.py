@@ -1,0 +1,443 @@
+"""Parallel layouts: how N GPUs split a training step, and what each split sends over which link.
+
+One owner per strategy, as torchtitan's `ParallelDims`: a `Layout` holds the degrees of one layout
+at every GPU count of a numpy array (data-parallel shard and replicate, tensor, pipeline, context
+parallel; torchtitan's names and mesh order `[pp, dp_replicate, dp_shard, cp, tp]`, tp innermost,
+so tensor-parallel ranks are neighbours on one node and pipeline stages are the farthest apart),
+and answers, per GPU count and node count:
+
+- `traffic()`: every collective of one optimizer step (`Traffic`: op, group size, where the group
+  sits, bytes per call, calls per step). `link_seconds()` sums them per link at the declared speeds:
+  bytes per GPU over the intra-node link, bytes per node through its NICs, and latency hops on each.
+  One step can use both links (HSDP: reduce-scatter in the node, all-reduce across nodes).
+- `data_parallel_size` (sets the samples per GPU), `bubble_fraction` (pipeline idle share),
+  `memory_bytes()` (state + activations per GPU, advisor.topology.memory) and `fits()` in GPU memory.
+
+Who calls what: `build(workload, gpus, nodes)` is the spec's layout (the worker builds its meshes
+from it; advisor.scaling.features.link_seconds_at_declared / pipeline_factor feed the step-time
+model; advisor.planning.billing prices its memory). Under strategy 'auto',
+`candidates` are what advisor.planning.layout_choice chooses from (`choose`, `predict`, `sweep`), each
+candidate as a concrete workload (`with_layout`, `candidate_workload`); `layout_workload` reads a
+recorded label ("dp_shard=8, dp_replicate=4, tp=1, pp=1") back, e.g. for a calibration run's peak.
+
+Volumes (bus-bandwidth convention of NVIDIA/nccl-tests doc/PERFORMANCE.md: a ring all-reduce of S
+bytes over k ranks moves 2(k-1)/k·S per rank, a reduce-scatter or all-gather (k-1)/k·S):
+
+- DDP (`Replicate`): one all-reduce of the gradient G per step: 2(k-1)/k·G (PyTorch DDP, Li et al.
+  VLDB 2020). G = params x bytes per element / (tp·pp): each rank holds its model-parallel share.
+- FSDP (`Shard`, ZeRO-3: Rajbhandari et al. SC20 §5; FSDP2 `fully_shard`): all-gather the
+  parameters in the forward and again in the backward of every micro-batch (reshard after forward,
+  the FSDP2 default), reduce-scatter the gradient once per step (gradient sync only on the last
+  micro-batch, `set_requires_gradient_sync`): (2·micro-batches + 1)·(k-1)/k·G. Under gradient
+  accumulation FSDP re-gathers per micro-batch; DDP does not.
+- HSDP (`HybridShard`; torchtitan docs/fsdp.md, PyTorch FSDP2 on a 2-D DeviceMesh
+  `(replicate, shard)`): all-gathers and reduce-scatter inside the shard group, then an all-reduce
+  of each rank's 1/s shard across the r replicas: 2(r-1)/r·G/s per rank. With the shard group in a
+  node, the bytes over the slow link fall from FSDP's 3(N-1)/N·G per node to 2(r-1)/r·G.
+- Context parallelism shards like FSDP over dp_shard x cp (torchtitan's `dp_shard_cp` mesh).
+- TP (Megatron-LM, Narayanan et al. SC21 §3 / Shoeybi et al. 2019 §3): per transformer layer
+  and micro-batch, 2 all-reduces of the activations (b·s·h elements) in the forward and 2 in the
+  backward; sequence parallelism swaps them for reduce-scatter + all-gather of the same volume
+  (Korthikanti et al. 2022 §4.2.2). Full activation recomputation repeats the forward's 2.
+- PP (SC21 §2.2, §4.1): per micro-batch, each stage sends its output activations forward and
+  receives their gradients back, b·s·h elements each, split over the tp ranks (scatter/gather
+  optimisation, SC21 §4.1); the interleaved schedule sends v times as much (§2.2.2). Bubble:
+  (p-1)/(v·m + p - 1) of the step (SC21 §2.2.1: bubble time / ideal time = (p-1)/(v·m)).
+- CP (ring attention, Liu et al. 2023; PyTorch's context parallel, torchtitan docs and the PyTorch
+  blog "Training long context LLMs with 1M sequence length using Context Parallel", 2025): per layer
+  and micro-batch each rank passes its K and V chunks (2·b·(s/cp)·h_kv/tp elements, h_kv = h·kv_heads
+  / heads under GQA) around the ring, cp - 1 steps in the forward, twice that in the backward
+  (K, V and their gradients).
+
+Placement and links: each `Traffic` is a group of k ranks at rank stride d over N GPUs on n nodes,
+and THE crossing rule of advisor.topology.collectives (`LinkLoad.of`) says what it puts on each link
+(the calibration probes' design uses the same rule). Data-parallel collectives pay their latency
+once per step (bucketed), per-layer ones (TP, CP, PP) once per call.
+
+Memory: advisor.topology.memory's formulas (ZeRO states, Korthikanti et al. 2022 activations) at
+this layout's degrees, each strategy saying how many ranks share the model state
+(`Strategy.state_shards`), moved to a calibration's measured peaks (`measured_offset`, each peak
+against the estimate in the layout it was measured in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from advisor.batch import micro_batch, per_gpu_batch
+from advisor.topology import memory
+from advisor.topology.collectives import LinkLoad, LinkSeconds, busbw_factor
+
+if TYPE_CHECKING:
+    from advisor.spec import Workload
+    from advisor.topology.memory import Footprint, MeasuredPeak
+
+
+@dataclass(frozen=True, kw_only=True)
+class Traffic:
+    """One kind of collective in a step, at every GPU count of the layout's arrays."""
+
+    name: str
+    op: str  # all_reduce | reduce_scatter | all_gather | send_recv
+    group: np.ndarray  # ranks in one group (k)
+    stride: np.ndarray  # rank distance between group members
+    nbytes: np.ndarray  # buffer per call, nccl-tests 'size' (the full buffer)
+    calls: np.ndarray  # calls per optimizer step (bandwidth)
+    latency_calls: np.ndarray  # calls that each pay the latency hops
+    #: Whether it can run while the GPU computes: data-parallel collectives are issued per layer or
+    #: bucket as the backward (FSDP2: and the prefetching forward) proceeds (Li et al. VLDB 2020 §3.2.3;
+    #: FSDP2 prefetch), ring attention passes K/V while a block computes (Liu et al. 2023); TP's
+    #: all-reduces and PP's sends sit between dependent operations (Megatron-LM SC21 §3).
+    overlappable: bool = True
+
+    def bus_bytes(self) -> np.ndarray:
+        """Bytes each rank moves per step (nccl-tests bus-bandwidth factors; a send moves its buffer once)."""
+        k = self.group.astype(float)
+        factor = np.where(k > 1, 1.0, 0.0) if self.op == "send_recv" else busbw_factor(self.op, np.maximum(k, 1))
+        return self.calls * factor * self.nbytes
+
+
+# -- data-parallel strategies: one owner each, in one registry ------------------------------------
+class Strategy:
+    """One data-parallel strategy: how its ranks shard the weights (`shard_degree`), how many share
+    the model state in memory (`state_shards`) and what it sends per step (`traffic`). A new strategy
+    is one subclass here and one entry in STRATEGIES; the Layout asks it and knows no names."""
+
+    name: ClassVar[str]
+
+    def shard_degree(self, dp, per_node_dp, shard, rep) -> np.ndarray:
+        """Ranks sharding the weights among `dp` data-parallel ranks (`per_node_dp` of them in one node),
+        given the spec's explicit shard and replicate degrees (None or -1: not given)."""
+        raise NotImplementedError
+
+    def state_shards(self, lay: Layout) -> np.ndarray:
+        """Ranks that share one copy of the model state (advisor.topology.memory): the shard group
+        times the context-parallel ranks, which hold the same weights (torchtitan's dp_shard_cp)."""
+        return lay.dp_shard * lay.cp
+
+    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
+        """The strategy's collectives per step, for gradient bytes `grad` and `micro` micro-batches."""
+        raise NotImplementedError
+
+
+class Replicate(Strategy):
+    """DDP: every data-parallel rank holds the weights; one gradient all-reduce per step."""
+
+    name = "ddp"
+
+    def shard_degree(self, dp, per_node_dp, shard, rep):
+        return np.ones_like(dp)
+
+    def state_shards(self, lay: Layout) -> np.ndarray:
+        return lay.dp_shard  # 1: every rank holds the whole state
+
+    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
+        k = lay.dp_replicate * lay.cp
+        one = np.ones_like(k)
+        return [Traffic(name="ddp gradient all-reduce", op="all_reduce", group=k, stride=lay.tp, nbytes=grad,
+                        calls=one, latency_calls=one)]
+
+
+class Shard(Strategy):
+    """FSDP (ZeRO-3): weights, gradients and optimizer state sharded over every data-parallel rank."""
+
+    name = "fsdp"
+
+    def shard_degree(self, dp, per_node_dp, shard, rep):
+        return dp if shard in (None, -1) else np.full_like(dp, shard)
+
+    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
+        k = lay.dp_shard * lay.cp
+        one = np.ones_like(k)
+        return [
+            Traffic(name="fsdp all-gather (forward + backward, per micro-batch)", op="all_gather", group=k,
+                    stride=lay.tp, nbytes=grad, calls=2 * micro, latency_calls=2 * one),
+            Traffic(name="fsdp reduce-scatter", op="reduce_scatter", group=k, stride=lay.tp, nbytes=grad, calls=one,
+                    latency_calls=one),
+        ]
+
+
+class HybridShard(Shard):
+    """HSDP: FSDP inside a shard group (default: the data-parallel ranks of one node), DDP across replicas."""
+
+    name = "hsdp"
+
+    def shard_degree(self, dp, per_node_dp, shard, rep):
+        if shard not in (None, -1):
+            return np.full_like(dp, shard)
+        if rep not in (None, -1):
+            return dp // rep
+        return np.minimum(dp, per_node_dp)
+
+    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
+        inner = super().traffic(lay, grad, micro)
+        s = lay.dp_shard * lay.cp
+        one = np.ones_like(s)
+        return [
+            *inner,
+            Traffic(name="hsdp replica all-reduce of the shard", op="all_reduce", group=lay.dp_replicate,
+                    stride=lay.tp * s, nbytes=grad / s, calls=one, latency_calls=one),
+        ]
+
+
+#: The registry: every strategy a spec can name ('auto' chooses among them, advisor.planning.layout_choice).
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Replicate(), Shard(), HybridShard())}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """One layout at every GPU count of `gpus` (numpy arrays, one entry per count)."""
+
+    strategy: Strategy
+    gpus: np.ndarray
+    nodes: np.ndarray
+    dp_shard: np.ndarray
+    dp_replicate: np.ndarray
+    tp: np.ndarray
+    pp: np.ndarray
+    cp: np.ndarray
+    valid: np.ndarray
+    gpus_per_node: int
+    shard_request: int | None = None  # the explicit shard degree this candidate was built with (HSDP across nodes)
+
+    @property
+    def name(self) -> str:
+        return self.strategy.name
+
+    @property
+    def data_parallel_size(self) -> np.ndarray:
+        """Data-parallel ranks: each processes its own samples (sets the batch per GPU)."""
+        return self.dp_shard * self.dp_replicate
+
+    def label(self, i: int = 0) -> str:
+        """e.g. 'dp_shard=8, dp_replicate=4, tp=1, pp=1' (cp when used)."""
+        text = (f"dp_shard={int(self.dp_shard[i])}, dp_replicate={int(self.dp_replicate[i])}, "
+                f"tp={int(self.tp[i])}, pp={int(self.pp[i])}")
+        return text + (f", cp={int(self.cp[i])}" if self.cp[i] > 1 else "")
+
+    def labels(self) -> list[str]:
+        return [self.label(i) for i in range(len(self.gpus))]
+
+    # -- the work of one data-parallel rank --------------------------------------------------
+    def samples_per_rank(self, w: Workload) -> np.ndarray:
+        """Samples one data-parallel rank processes per step (at least 1; advisor.batch)."""
+        return np.maximum(np.floor(per_gpu_batch(w, self.gpus)), 1.0)
+
+    def micro_batches(self, w: Workload) -> tuple[np.ndarray, np.ndarray]:
+        """(micro-batches per step, samples per micro-batch) on one data-parallel rank: the
+        pipeline's micro-batches when declared, else the batch's (advisor.batch)."""
+        per = self.samples_per_rank(w)
+        pipeline = w.parallelism.pipeline_microbatches
+        if pipeline is not None:
+            m = np.full(per.shape, float(pipeline))
+            return m, per / m
+        micro = np.minimum(micro_batch(w, self.gpus), per)
+        return np.ceil(per / micro), micro
+
+    def bubble_fraction(self, w: Workload) -> np.ndarray:
+        """Idle share of a pipelined step: (p-1)/(v·m + p - 1) (Megatron-LM SC21 §2.2.1-2)."""
+        m, _ = self.micro_batches(w)
+        v = w.parallelism.virtual_stages
+        p = self.pp.astype(float)
+        return (p - 1) / (v * m + p - 1)
+
+    # -- traffic -------------------------------------------------------------------------------
+    def traffic(self, w: Workload) -> list[Traffic]:
+        """Every collective of one optimizer step: the strategy's, then (transformers) TP, PP and CP's."""
+        m = w.model
+        micro_count, micro = self.micro_batches(w)
+        grad = m.gradient_bytes / (self.tp * self.pp)
+        out = list(self.strategy.traffic(self, grad, micro_count))
+        if not m.is_transformer:
+            return out
+        tokens = micro * m.seq_len / self.cp  # tokens of one micro-batch on one rank
+        return [*out, *self._model_parallel_traffic(w, tokens, micro_count)]
+
+    def _model_parallel_traffic(self, w: Workload, tokens, micro_count) -> list[Traffic]:
+        """TP's activation all-reduces, PP's stage-to-stage sends and CP's K/V ring (module docstring)."""
+        m = w.model
+        e = m.bytes_per_element
+        act = tokens * m.hidden * e  # b·s·h activations of one micro-batch
+        layers = m.layers / self.pp
+        recompute = w.parallelism.activation_checkpoint == "full"
+        calls = (6 if recompute else 4) * layers * micro_count
+        p2p = 2 * w.parallelism.virtual_stages * micro_count * (self.pp > 1)
+        kv = m.kv_heads or m.heads
+        ring = 3 * (self.cp - 1) * layers * micro_count
+        return [
+            Traffic(name="tp activation all-reduces (per layer, per micro-batch)", op="all_reduce", group=self.tp,
+                    stride=np.ones_like(self.tp), nbytes=act, calls=calls, latency_calls=calls, overlappable=False),
+            Traffic(name="pp activations between stages", op="send_recv", group=np.where(self.pp > 1, 2, 1),
+                    stride=self.gpus // np.maximum(self.pp, 1), nbytes=act / self.tp, calls=p2p, latency_calls=p2p,
+                    overlappable=False),
+            Traffic(name="cp ring-attention K/V exchange", op="send_recv", group=np.where(self.cp > 1, 2, 1),
+                    stride=self.tp, nbytes=2 * tokens * m.hidden * kv / m.heads / self.tp * e, calls=ring,
+                    latency_calls=ring),
+        ]
+
+    def link_seconds(self, w: Workload, traffic: list[Traffic] | None = None, inter_hops: str = "tree") -> LinkSeconds:
+        """Per-link bytes and seconds per step at the declared bandwidths and latencies, of all the
+        layout's traffic or of the given part of it, by THE crossing rule (advisor.topology.collectives);
+        across nodes NCCL's tree hops, or `inter_hops` = "ring" for its ring algorithm."""
+        load = LinkLoad.zero(self.gpus.shape)
+        for t in self.traffic(w) if traffic is None else traffic:
+            load = load + LinkLoad.of(t.op, t.group, t.stride, self.gpus, self.nodes, t.bus_bytes(), t.latency_calls,
+                                      inter_hops)
+        return load.seconds(w)
+
+    # -- memory --------------------------------------------------------------------------------
+    def footprint(self, w: Workload, micro_samples=None) -> Footprint:
+        """State, gathered units and activations per GPU at this layout's degrees (advisor.topology.memory)."""
+        return memory.footprint(w, self.gpus, state_shards=self.strategy.state_shards(self), tp=self.tp, pp=self.pp,
+                                cp=self.cp, micro_samples=micro_samples)
+
+    def memory_bytes(self, w: Workload, peaks: Sequence[MeasuredPeak] = (), measured: Workload | None = None):
+        """State + activation bytes per GPU in this layout, moved by what a calibration's measured peaks
+        (advisor.topology.memory.measured_peaks) add to the estimate in the layout they were measured in
+        (`measured`, default `w`: the allocator, buffers, real activations)."""
+        return self.footprint(w).total + measured_offset(measured or w, self.gpus, peaks)
+
+    def fits(self, w: Workload, peaks: Sequence[MeasuredPeak] = (), measured: Workload | None = None, *,
+             memory_bytes: np.ndarray | None = None) -> np.ndarray:
+        """THE answer to "does it fit": valid counts whose GPUs hold the footprint (`memory_bytes`, or the
+        given one when already computed; every valid count where the GPU's memory is unknown)."""
+        used = self.memory_bytes(w, peaks, measured) if memory_bytes is None else memory_bytes
+        return self.valid & memory.holds(w, used)
+
+
+def measured_offset(w: Workload, gpus, peaks: Sequence[MeasuredPeak]) -> np.ndarray:
+    """Bytes to add to the estimate at each count: measured peak minus the estimate at the nearest
+    measured count (nearest in log GPUs), each peak against the estimate in the layout it was measured
+    in (its recorded layout, else w's), so the estimate's shape across counts (state shrinking under
+    FSDP) is kept and the measured level (allocator, buffers, the real activations) replaces the
+    formula's. Zero without measured peaks."""
+    gpus = np.asarray(gpus, dtype=float)
+    if not peaks:
+        return np.zeros(gpus.shape)
+    at = np.array([p.gpus for p in peaks], dtype=float)
+    offsets = np.array([p.peak_bytes - _estimate_at(layout_workload(w, p.layout), p) for p in peaks])
+    nearest = np.abs(np.log(gpus)[:, None] - np.log(at)[None, :]).argmin(axis=1)
+    return offsets[nearest]
+
+
+def _estimate_at(w: Workload, peak: MeasuredPeak) -> float:
+    """The footprint estimate at a peak's count in `w`'s layout, at the peak's micro-batch when recorded."""
+    return float(build(w, np.array([peak.gpus])).footprint(w, micro_samples=peak.micro_samples or None).total[0])
+
+
+# -- building layouts ---------------------------------------------------------------------------
+def gpu_node_arrays(gpus, nodes, w: Workload):
+    """GPU counts and node counts as equal-length int64 arrays (nodes default: the spec's placement)."""
+    g = np.atleast_1d(np.asarray(gpus, dtype=np.int64))
+    n = w.nodes(g) if nodes is None else np.broadcast_to(np.atleast_1d(np.asarray(nodes, dtype=np.int64)), g.shape)
+    return g, np.asarray(n, dtype=np.int64)
+
+
+def build(
+    w: Workload, gpus, nodes=None, strategy: str | None = None, tp: int | None = None, dp_shard: int | None = None
+) -> Layout:
+    """The layout of `strategy` (default: the spec's; 'auto' means its first candidate) at each count;
+    `dp_shard` fixes HSDP's shard group (default: the data-parallel ranks of one node)."""
+    p = w.parallelism
+    name = strategy or p.strategy
+    if name == "auto":
+        name = "fsdp"
+    g, n = gpu_node_arrays(gpus, nodes, w)
+    tp = tp or p.tensor_parallel_degree or 1
+    pp, cp = p.pipeline_parallel_degree, p.context_parallel_degree
+    model_parallel = tp * pp * cp
+    dp = g // model_parallel
+    per_node = np.full_like(g, max(w.cluster.gpus_per_node // (tp * cp), 1))  # data-parallel ranks in one node
+    explicit = strategy is None or strategy == p.strategy
+    shard_in = dp_shard if dp_shard is not None else p.data_parallel_shard_degree if explicit else None
+    rep_in = p.data_parallel_replicate_degree if explicit and dp_shard is None else None
+    strat = STRATEGIES[name]
+    shard = np.maximum(strat.shard_degree(dp, per_node, shard_in, rep_in), 1)
+    rep = dp // shard if rep_in in (None, -1) else np.full_like(dp, rep_in)
+    ones = np.ones_like(g)
+    return Layout(
+        strategy=strat,
+        gpus=g,
+        nodes=n,
+        dp_shard=shard,
+        dp_replicate=np.maximum(rep, 1),
+        tp=tp * ones,
+        pp=pp * ones,
+        cp=cp * ones,
+        valid=(g % model_parallel == 0) & (dp >= 1) & (shard * rep == dp),
+        gpus_per_node=w.cluster.gpus_per_node,
+        shard_request=dp_shard,
+    )
+
+
+#: HSDP shard groups tried under strategy auto, in nodes: in one node (the least slow-link traffic),
+#: or across 2 or 4 (when a node's GPUs cannot hold the shards).
+HSDP_SHARD_NODES = (1, 2, 4)
+
+
+def candidates(w: Workload, gpus, nodes=None) -> list[Layout]:
+    """Layouts to try at each count: the spec's own, or under strategy 'auto' DDP, FSDP and HSDP
+    (shard in a node, or across HSDP_SHARD_NODES nodes, replicate across the rest) at each
+    tensor-parallel degree that fits a node and divides the heads (tp is tried only when the spec
+    leaves it open and the global batch is fixed, so that
+    every candidate does the same work per step). Invalid or duplicate layouts are masked out."""
+    p = w.parallelism
+    if p.strategy != "auto":
+        return [build(w, gpus, nodes)]
+    tps = [p.tensor_parallel_degree or 1]
+    if p.tensor_parallel_degree is None and w.model.is_transformer and w.batch.policy == "fixed-global":
+        tps = [
+            t
+            for t in (1, 2, 4, 8, 16, 32, 64)
+            if t <= w.cluster.gpus_per_node and w.model.heads % t == 0 and (w.model.kv_heads or w.model.heads) % t == 0
+        ]
+    out: list[Layout] = []
+    for t in tps:
+        out += [build(w, gpus, nodes, "ddp", t), build(w, gpus, nodes, "fsdp", t)]
+        in_node = max(w.cluster.gpus_per_node // (t * p.context_parallel_degree), 1)
+        for nodes_per_shard in HSDP_SHARD_NODES:
+            hsdp = build(w, gpus, nodes, "hsdp", t, None if nodes_per_shard == 1 else in_node * nodes_per_shard)
+            # HSDP with one replica is FSDP; with a shard of one it is DDP: keep one of each.
+            out.append(replace(hsdp, valid=hsdp.valid & (hsdp.dp_replicate > 1) & (hsdp.dp_shard > 1)))
+    return out
+
+
+# -- the workload of one layout ---------------------------------------------------------------
+def with_layout(w: Workload, strategy: str, tp: int | None = None, dp_shard: int | None = None) -> Workload:
+    """The workload with a concrete strategy (TP degree, HSDP shard group) in place of 'auto': what
+    one candidate layout predicts with (the fitted coefficients are per link and carry over)."""
+    update = {"strategy": strategy, "tensor_parallel_degree": tp or w.parallelism.tensor_parallel_degree}
+    if dp_shard is not None:
+        update.update(data_parallel_shard_degree=dp_shard, data_parallel_replicate_degree=None)
+    return w.model_copy(update={"parallelism": w.parallelism.model_copy(update=update)})
+
+
+def layout_workload(w: Workload, label: str | None) -> Workload:
+    """The workload in the layout a label names ("dp_shard=32, dp_replicate=1, tp=8, pp=1", as
+    Layout.label writes and calibration runs record it); `w` itself for None or an unreadable label."""
+    if not label:
+        return w
+    try:
+        deg = {k.strip(): int(v) for k, v in (part.split("=") for part in label.split(","))}
+        shard, rep = deg["dp_shard"], deg["dp_replicate"]
+    except (ValueError, KeyError):
+        return w
+    strategy = "ddp" if shard == 1 and rep > 1 else "fsdp" if rep == 1 else "hsdp"
+    update = {
+        "strategy": strategy,
+        "tensor_parallel_degree": deg.get("tp", 1),
+        "pipeline_parallel_degree": deg.get("pp", 1),
+        "context_parallel_degree": deg.get("cp", 1),
+        "data_parallel_shard_degree": shard if strategy == "hsdp" else None,
+        "data_parallel_replicate_degree": None,
+    }
+    return w.model_copy(update={"parallelism": w.parallelism.model_copy(update=update)})
+
+
+def candidate_workload(w: Workload, lay: Layout) -> Workload:
+    """The concrete workload of one candidate layout (the spec itself unless strategy is 'auto')."""
+    return with_layout(w, lay.name, int(lay.tp[0]), lay.shard_request) if w.parallelism.strategy == "auto" else w

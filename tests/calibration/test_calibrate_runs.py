@@ -116,4 +116,7 @@ def test_calibrate_cuda_one_gpu(tmp_path):
     assert r.returncode == 0, r.stderr
     cal = load_calibration(out)
     assert cal.environment["backend"] == "nccl" and cal.runs[0].peak_memory_bytes > 0
+    assert cal.runs[0].peak_reserved_bytes >= cal.runs[0].peak_memory_bytes
+    assert cal.environment["float32_matmul_precision"] == "high"  # fp32 spec: TF32 on CUDA
+    assert cal.environment["compute_capability"] and cal.environment["devices"]
     assert statistics.median(cal.runs[0].step_seconds) > 0

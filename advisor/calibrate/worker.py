@@ -165,6 +165,7 @@ class Rank:
         self.mesh = None
         self.schedule = None
         self.autocast = nullcontext
+        self.checkpointed = 0  # blocks wrapped for activation checkpointing, over this rank's stages
         plain_ddp = self.strategy == "ddp" and self.lay.tp[0] == 1 and self.lay.pp[0] == 1
         self.mesh_parts = (None, None) if plain_ddp else self.build_mesh()
         # this rank alone: the replicate "all-reduce" of an HSDP compute-only step (local_gradient_reduction)
@@ -201,7 +202,7 @@ class Rank:
         if self.mesh is None:  # plain DDP: replicas only
             from torch.nn.parallel import DistributedDataParallel as DDP
 
-            self.checkpointed = apply_ac(model, self.workload.parallelism.activation_checkpoint)
+            self.checkpointed += apply_ac(model, self.workload.parallelism.activation_checkpoint)
             model = DDP(model, device_ids=[self.local_rank] if self.cuda else None)
             # communicate gradients in the compute dtype, as the spec's gradient bytes assume (the
             # compress hooks need NCCL: a CPU run forced to bf16 reduces in fp32)
@@ -216,7 +217,7 @@ class Rank:
         dp_mesh, tp_mesh = self.mesh_parts
         if tp_mesh is not None:
             model = tensor_parallel(model, tp_mesh)
-        self.checkpointed = apply_ac(model, self.workload.parallelism.activation_checkpoint)
+        self.checkpointed += apply_ac(model, self.workload.parallelism.activation_checkpoint)
         return shard(model, dp_mesh, self.dtype)
 
     def build_pipeline(self) -> list:

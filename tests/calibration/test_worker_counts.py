@@ -90,3 +90,21 @@ def test_hsdp_by_tp_at_world_8_on_the_fake_backend_shards_computes_bf16_and_redu
     case = fake_world_case(spec, 8, "bf16")
     assert case["layout"] == "dp_shard=2, dp_replicate=2, tp=2, pp=1"
     _check_step_counts("hsdp x tp", case, reduces=True)
+
+
+def test_mlp_proxy_under_fsdp_at_one_rank_computes_bf16(tmp_path):
+    """The MLP proxy (specs without a transformer shape) under FSDP2 at N=1 in bf16: it used to run
+    fp32 parameters against bf16 inputs (`mat1 and mat2 must have the same dtype`)."""
+    from conftest import WORKLOADS
+    from worker_harness import single_case
+
+    text = (WORKLOADS / "resnet50.toml").read_text()
+    for old, new in (('name = "resnet50"', 'name = "mlp-test"'), ('params = "25.6M"', 'params = "1M"'),
+                     ("flops_per_sample = 2.3e10", "flops_per_sample = 2.4e8"),
+                     ('precision = "fp16"', 'precision = "bf16"'), ('strategy = "ddp"', 'strategy = "fsdp"'),
+                     ("per_gpu_samples = 32", "per_gpu_samples = 4")):
+        assert old in text
+        text = text.replace(old, new)
+    (tmp_path / "mlp.toml").write_text(text)
+    case = single_case(tmp_path / "mlp.toml", "bf16")
+    _check_step_counts("mlp fsdp", case, reduces=False)

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from advisor.catalog import find_gpu
+from advisor.catalog import find_gpu, suggest_gpus
 from advisor.errors import InputError, Problem
 from advisor.fileio import load_toml
 from advisor.text import plural
@@ -50,7 +50,9 @@ Int = Annotated[int, BeforeValidator(_not_bool)]
 
 #: Bytes per gradient element for each compute precision (mixed-precision training reduces
 #: gradients in the compute dtype; PyTorch FSDP MixedPrecisionPolicy(reduce_dtype) default).
-BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
+#: fp8 keeps bf16 weights, activations and gradients: only the matmul inputs are cast to FP8 (Transformer
+#: Engine docs, "Using FP8 with Transformer Engine"; torchtitan docs/float8.md).
+BYTES_PER_ELEMENT = {"fp8": 2, "bf16": 2, "fp16": 2, "fp32": 4}
 
 #: Largest GPU count a spec may ask about: the recommendation sweep is vectorised over every
 #: count up to max_gpus, and 2^20 keeps that sweep under a second.
@@ -121,8 +123,9 @@ class ModelSpec(_Section):
     """Tokens per sample."""
     vocab: Annotated[Int, Field(gt=0, le=MAX_VOCAB)] | None = None
     """Vocabulary size of the calibration proxy's embedding (default 32000)."""
-    precision: Literal["bf16", "fp16", "fp32"] = "bf16"
-    """Compute dtype; also sets gradient bytes (bf16/fp16: 2, fp32: 4)."""
+    precision: Literal["fp8", "bf16", "fp16", "fp32"] = "bf16"
+    ("Compute dtype of the matmuls, whose catalog peak prices the compute. fp8: FP8 matmuls (NVIDIA "
+     "Transformer Engine, torchao Float8) with bf16 weights, activations and gradients (2 bytes each).")
     kv_heads: Annotated[Int, Field(gt=0, le=MAX_HEADS)] | None = None
     ("Key/value heads (grouped-query attention, GQA; default: heads). Must divide heads; "
      "sizes the K/V that context parallelism exchanges and the proxy's K/V projection.")
@@ -372,11 +375,7 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
     if b.max_global_samples is not None and b.policy != "fixed-per-gpu":
         out.append(("batch.max_global_samples", "only used when batch.policy is 'fixed-per-gpu'", b.max_global_samples))
 
-    if w.cluster.intra_node_bandwidth is None:
-        gpu = find_gpu(w.cluster.gpu)
-        if gpu is None or gpu.intra_node_bandwidth is None:
-            out.append(("cluster.intra_node_bandwidth",
-                        f"required: GPU {w.cluster.gpu!r} is not in the catalog (advisor gpus)", None))
+    out += _gpu_problems(w)
 
     if sum(x is not None for x in (w.job.samples, w.job.steps, w.job.tokens)) != 1:
         out.append(("job", "give exactly one of job.samples, job.steps or job.tokens", None))
@@ -398,6 +397,28 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
         out.append(("calibration.gpus", "counts must be unique", w.calibration.gpus))
     if w.calibration.proxy_layers is not None and m.layers is not None and w.calibration.proxy_layers > m.layers:
         out.append(("calibration.proxy_layers", f"exceeds model.layers ({m.layers})", w.calibration.proxy_layers))
+    return out
+
+
+def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """An unknown GPU is refused unless its peak is declared (a silent guess would price it 45x off);
+    a known one must have a peak at the spec's precision (no fp8 on an A100, no bf16 on a V100)."""
+    c, gpu = w.cluster, find_gpu(w.cluster.gpu)
+    if gpu is None and c.peak_flops is None:
+        close = suggest_gpus(c.gpu)
+        names = ", ".join(map(repr, close[:-1])) + f" or {close[-1]!r}" if len(close) > 1 else "".join(map(repr, close))
+        hint = f"did you mean {names}? For" if close else "for"
+        return [("cluster.gpu", f"not in the catalog (advisor gpus): {hint} another GPU declare "
+                 "cluster.peak_flops (dense FLOP/s at model.precision) and cluster.intra_node_bandwidth", c.gpu)]
+    out: list[tuple[str, str, object]] = []
+    if c.intra_node_bandwidth is None and (gpu is None or gpu.intra_node_bandwidth is None):
+        out.append(("cluster.intra_node_bandwidth",
+                    f"required: GPU {c.gpu!r} is not in the catalog (advisor gpus)", None))
+    if gpu is not None and c.peak_flops is None and gpu.peak_flops(w.model.precision) is None:
+        modes = [p for p in ("fp8", "bf16", "fp16", "fp32") if gpu.peak_flops(p)]
+        out.append(("model.precision", f"the catalog's {gpu.name} has no {w.model.precision} tensor-core peak "
+                    f"(it has {', '.join(modes)}): choose one of those or declare cluster.peak_flops",
+                    w.model.precision))
     return out
 
 

@@ -98,6 +98,9 @@ class Rank:
         self.shape = proxy_shape(self.workload)
         declared = self.workload.model.precision
         self.precision = declared if self.cuda else "fp32"
+        # fp8: the proxy runs its matmuls in bf16 (FP8 needs Transformer Engine or torchao, not a
+        # dependency); the recorded precision says so, and the fit reads its MFU against the fp8 peak.
+        self.precision = "bf16" if self.precision == "fp8" else self.precision
         self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[self.precision]
         gradient_bytes = self.workload.model.gradient_bytes
         self.probe_sizes = probe_sizes(gradient_bytes, args.device, self.world) if self.world > 1 else []

@@ -131,7 +131,24 @@ BAD = {
     ),
     "unknown gpu without bandwidth": (
         mutate('gpu = "H100-SXM"', 'gpu = "Z9000"').replace('intra_node_bandwidth = "450 GB/s"\n', ""),
+        ["cluster.gpu: not in the catalog (advisor gpus): for another GPU declare cluster.peak_flops "
+         "(dense FLOP/s at model.precision) and cluster.intra_node_bandwidth (got 'Z9000')"],
+    ),
+    "gpu typo, did you mean": (
+        mutate('gpu = "H100-SXM"', 'gpu = "H10O-SXM"').replace('intra_node_bandwidth = "450 GB/s"\n', ""),
+        ["cluster.gpu: not in the catalog (advisor gpus): did you mean 'H100-SXM', 'H200' or 'A100-SXM'? "
+         "For another GPU declare cluster.peak_flops (dense FLOP/s at model.precision) and "
+         "cluster.intra_node_bandwidth (got 'H10O-SXM')"],
+    ),
+    "unknown gpu with its peak but no bandwidth": (
+        mutate('gpu = "H100-SXM"', 'gpu = "Z9000"\npeak_flops = 1e15').replace(
+            'intra_node_bandwidth = "450 GB/s"\n', ""),
         ["cluster.intra_node_bandwidth: required: GPU 'Z9000' is not in the catalog (advisor gpus)"],
+    ),
+    "fp8 on a GPU without fp8": (
+        mutate('gpu = "H100-SXM"', 'gpu = "A100-SXM4-40GB"').replace('precision = "bf16"', 'precision = "fp8"'),
+        ["model.precision: the catalog's A100-SXM-40GB has no fp8 tensor-core peak (it has bf16, fp16, fp32): "
+         "choose one of those or declare cluster.peak_flops (got 'fp8')"],
     ),
 }
 

@@ -131,6 +131,9 @@ class ModelSpec(_Section):
      "sizes the K/V that context parallelism exchanges and the proxy's K/V projection.")
     flops_per_sample: Annotated[float, Field(ge=1, le=MAX_FLOPS_PER_SAMPLE)] | None = None
     """Training FLOPs per sample (forward + backward). Required without a transformer shape (a CNN, a recommender)."""
+    compile: bool = False
+    ("torch.compile (torchtitan --compile.enable, Megatron's fused kernels alike): fused elementwise "
+     "kernels; part of what the prior's MFU model conditions on.")
 
     @property
     def is_transformer(self) -> bool:
@@ -207,8 +210,47 @@ class ParallelismSpec(_Section):
     context_parallel_degree: Degree = 1
     """Ranks that split each sequence (ring attention: K/V passed around the context-parallel ring)."""
     activation_checkpoint: Literal["none", "selective", "full"] = "none"
-    ("Activation recomputation (Korthikanti et al. 2022): none, selective (attention) "
-     "or full (only layer inputs kept).")
+    ("Activation recomputation (Korthikanti et al. 2022): none, selective (attention's softmax and "
+     "dropout recomputed) or full (only layer inputs kept; the forward runs twice, ~1/3 more compute).")
+    sequence_parallel: bool | None = None
+    ("Megatron sequence parallelism (--sequence-parallel; torchtitan's TP plan always uses it): TP's "
+     "all-reduces become reduce-scatter + all-gather and the layer-norm/dropout activations split by TP "
+     "(Korthikanti et al. 2022 §4.2.2). Default: true when tensor_parallel_degree > 1.")
+    distributed_optimizer: bool = False
+    ("Megatron --use-distributed-optimizer (ZeRO-1 over the data-parallel group, Rajbhandari et al. SC20): "
+     "optimizer state sharded, gradients reduce-scattered, parameters all-gathered. ddp or hsdp only.")
+    reshard_after_forward: bool | None = None
+    ("FSDP2 fully_shard(reshard_after_forward): true (default) frees the gathered parameters after the "
+     "forward and gathers them again for the backward; false keeps them (ZeRO-2-like: one all-gather per "
+     "micro-batch, more memory). fsdp or hsdp only.")
+    overlap_grad_reduce: bool = True
+    ("Gradient reduction runs under the backward (PyTorch DDP buckets and FSDP2 do by default; Megatron "
+     "--overlap-grad-reduce). false: it waits for the backward to end.")
+    overlap_param_gather: bool = True
+    ("Parameter all-gathers run under compute (FSDP2 prefetch; Megatron --overlap-param-gather with the "
+     "distributed optimizer). false: each gather is exposed.")
+    tp_comm_overlap: bool = False
+    ("Megatron --tp-comm-overlap (Transformer Engine userbuffers): TP's collectives pipelined with the "
+     "GEMMs they feed. Needs tensor_parallel_degree > 1.")
+    reduce_dtype: Literal["fp32", "bf16", "fp16"] | None = None
+    ("Gradient reduction dtype. Default fp32, what each layout's reference does: torchtitan FSDP2 "
+     "(MixedPrecisionPolicy reduce_dtype float32), Megatron bf16 (fp32 gradient accumulation and "
+     "all-reduce) and PyTorch mixed-precision DDP (fp32 parameters, so fp32 gradients).")
+
+    @property
+    def gradient_element_bytes(self) -> int:
+        """Bytes per gradient element on the wire (reduce_dtype, default fp32)."""
+        return BYTES_PER_ELEMENT[self.reduce_dtype or "fp32"]
+
+    @property
+    def sequence_parallel_on(self) -> bool:
+        """Sequence parallelism in effect: declared, else with tensor parallelism (torchtitan's default)."""
+        return (self.tensor_parallel_degree or 1) > 1 and self.sequence_parallel is not False
+
+    @property
+    def reshard(self) -> bool:
+        """FSDP2 reshard_after_forward in effect (default true)."""
+        return self.reshard_after_forward is not False
 
     @property
     def virtual_stages(self) -> int:
@@ -454,6 +496,7 @@ def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:
         # torchtitan's load-balanced ring attention cuts each sequence into 2 x cp chunks.
         if cp > 1 and m.seq_len % (2 * cp):
             out.append((at + "context_parallel_degree", f"2 x the degree must divide model.seq_len ({m.seq_len})", cp))
+    out += _recipe_problems(w, tp)
     if p.pipeline_schedule == "1f1b" and p.pipeline_virtual_stages not in (None, 1):
         out.append((at + "pipeline_virtual_stages", "only used with pipeline_schedule = 'interleaved'",
                     p.pipeline_virtual_stages))
@@ -466,6 +509,25 @@ def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:
         out.append((at + "pipeline_microbatches", f"must be a multiple of pipeline_parallel_degree ({pp}) for the "
                     "interleaved schedule", p.pipeline_microbatches))
     out += _data_parallel_problems(w, tp * pp * cp)
+    return out
+
+
+def _recipe_problems(w: Workload, tp: int) -> list[tuple[str, str, object]]:
+    """Recipe switches that the layout cannot use (strategy auto may choose any layout: none refused)."""
+    p, at = w.parallelism, "parallelism."
+    if p.strategy == "auto":
+        return []
+    out: list[tuple[str, str, object]] = []
+    if tp == 1:
+        for key in ("sequence_parallel", "tp_comm_overlap"):
+            if getattr(p, key):
+                out.append((at + key, "needs parallelism.tensor_parallel_degree > 1", getattr(p, key)))
+    if p.distributed_optimizer and p.strategy == "fsdp":
+        out.append((at + "distributed_optimizer", "fsdp already shards the optimizer state (and more): "
+                    "leave it out, or use strategy = 'ddp' for ZeRO-1", True))
+    if p.reshard_after_forward is not None and p.strategy == "ddp":
+        out.append((at + "reshard_after_forward", "only used with strategy 'fsdp' or 'hsdp' (ddp keeps the "
+                    "weights whole)", p.reshard_after_forward))
     return out
 
 

@@ -612,6 +612,7 @@ def predict(model, gpus, nodes=None, peaks=()):
         value = getattr(preds[0], f.name)
         if isinstance(value, np.ndarray) and value.shape == g.shape:
             out[f.name] = np.stack([getattr(p, f.name) for p in preds])[pick, cols]
+    out["breakdown"] = {k: np.stack([p.breakdown[k] for p in preds])[pick, cols] for k in preds[0].breakdown}
     # one baseline for every layout: the layout chosen at the baseline count
     b, bn = np.array([model.baseline_gpus]), np.array([model.baseline_nodes])
     at_base = choose(w, b, bn, lambda cw, gg, nn: _model_for(model, cw).step_time(gg, nn)[0], peaks)

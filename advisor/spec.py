@@ -158,8 +158,14 @@ class ModelSpec(_Section):
         if self.flops_per_sample is not None:
             return self.flops_per_sample
         assert self.is_transformer, "validated: flops_per_sample or a transformer shape"
-        per_token = 6 * self.params + 12 * self.layers * self.hidden * self.seq_len
-        return per_token * self.seq_len
+        return (6 * self.params + self.attention_flops_per_token) * self.seq_len
+
+    @property
+    def attention_flops_per_token(self) -> float:
+        """Forward + backward FLOPs of the attention score and value matmuls per token, 12·L·H·T
+        (PaLM App. B): 4·L·H·T in the forward (Q·K^T and softmax·V, 2·L·H·T each), twice that backward.
+        0 without a transformer shape."""
+        return 12 * self.layers * self.hidden * self.seq_len if self.is_transformer else 0.0
 
 
 class BatchSpec(_Section):

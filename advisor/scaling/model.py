@@ -106,6 +106,8 @@ class Prediction:
     mfu: np.ndarray | None
     naive_throughput: np.ndarray
     warnings: list[str] = field(default_factory=list)
+    #: seconds per part of the median step (advisor.scaling.breakdown.PARTS), arrays like the others
+    breakdown: dict[str, np.ndarray] = field(default_factory=dict)
 
     def rows(self) -> list[dict]:
         """One dict per placement with the JSON fields of docs/model.md ("Outputs")."""
@@ -121,6 +123,7 @@ class Prediction:
                 "mfu": None if self.mfu is None else float(self.mfu[i]),
                 "naive_throughput": float(self.naive_throughput[i]),
                 "global_batch": float(self.global_batch[i]),
+                "breakdown": {k: float(v[i]) for k, v in self.breakdown.items()},
             })
         return out
 
@@ -269,9 +272,12 @@ class ScalingModel:
         speedup = thr / (base_batch / t_base)
         peak = self.workload.peak_flops
         mfu = flops_per_gpu(self.workload, gpus, batch) / t / peak if peak else None
+        from advisor.scaling.breakdown import breakdown
+
         return Prediction(gpus, nodes, batch, t, lo, hi, thr, batch / hi, batch / lo, speedup,
                           speedup * self.baseline_gpus / gpus, mfu, batch / self.naive_step(gpus, batch),
-                          self.fit_warnings + self.extrapolation_warnings(gpus, nodes))
+                          self.fit_warnings + self.extrapolation_warnings(gpus, nodes),
+                          breakdown(self, gpus, nodes, batch, t))
 
     def naive_step(self, gpus, batch) -> np.ndarray:
         """The naive linear guess: per-GPU throughput of the largest measured count held (of the

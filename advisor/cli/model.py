@@ -12,7 +12,16 @@ from typing import Annotated
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import CalibrationOpt, GpusOpt, JsonOpt, MeasurementsOpt, ModelOpt, PlotOpt, WorkloadArg
+from advisor.cli.options import (
+    BacktestCalibrationOpt,
+    CalibrationOpt,
+    GpusOpt,
+    JsonOpt,
+    MeasurementsOpt,
+    ModelOpt,
+    PlotOpt,
+    WorkloadArg,
+)
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
 from advisor.cli.output import warn as _warn
@@ -181,7 +190,7 @@ FitMaxOpt = Annotated[
 
 
 @app.command()
-def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: CalibrationOpt = None,
+def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: BacktestCalibrationOpt = None,
              measurements: MeasurementsOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False) -> None:
     """Fit on small counts, predict the larger measured ones: per-point error, MAPE, interval coverage."""
     from advisor.errors import InputError

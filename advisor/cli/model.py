@@ -111,7 +111,7 @@ def _default_counts(m) -> list[tuple[int, int]]:
         counts.append(n)
         n *= 2
     counts.append(top)
-    from advisor.layouts import build
+    from advisor.topology.layouts import build
 
     valid = build(m.workload, counts).valid  # counts the parallel layout can split (tp x pp x cp divides them)
     return [(g, int(m.workload.nodes(g))) for g, ok in zip(counts, valid, strict=True) if ok]
@@ -131,7 +131,7 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
 
     m = _model(workload, calibration, measurements, model)
     placements = parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus is not None else _default_counts(m)
-    from advisor.layouts import predict as predict_layouts
+    from advisor.planning.layout_choice import predict as predict_layouts
 
     p, layouts, whys = predict_layouts(m, [g for g, _ in placements], [n for _, n in placements], m.peaks)
     if plot is not None:

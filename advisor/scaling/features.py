@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from advisor.topology.collectives import bus_bandwidth, busbw_factor, hop_latency_seconds
+from advisor.topology.collectives import busbw_factor, hop_latency_seconds
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
@@ -130,10 +130,22 @@ def comm_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.n
 
 
 def collective_seconds_at_declared(workload: "Workload", op: str, gpus: np.ndarray, nodes: np.ndarray,
-                                   nbytes: np.ndarray, inter_hops: str = "tree") -> tuple[np.ndarray, np.ndarray]:
-    """(bandwidth seconds, latency seconds) of one collective probe of `nbytes`, at declared speeds."""
-    volume = busbw_factor(op, np.asarray(gpus, float)) * np.asarray(nbytes, float)
+                                   nbytes: np.ndarray, inter_hops: str = "tree"
+                                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(intra-node seconds, inter-node seconds, latency seconds) of one collective probe of `nbytes` over
+    `gpus` ranks on filled `nodes`, at declared speeds, by the rule a step's collectives follow
+    (advisor.topology.collectives: across nodes the slower link sets the time, all-reduce by tree
+    where it moves fewer bytes through the NICs)."""
+    from advisor.topology.collectives import crossing_bytes, crossing_seconds
+
+    g, n, b = (np.asarray(a, float) for a in (gpus, nodes, nbytes))
+    intra_bw = workload.intra_node_bandwidth
+    inter_bw = min(workload.cluster.inter_node_bandwidth, intra_bw)
+    bus = busbw_factor(op, g) * b
+    nv, nic = crossing_bytes(op, g, np.ceil(g / np.maximum(n, 1)), np.ones_like(g), bus, b)
+    multi = n > 1
     lat = hop_latency_seconds(workload, gpus, nodes, inter_hops)
     if op != "all_reduce":
         lat = lat / 2  # one pass (reduce-scatter or all-gather) is half an all-reduce's hops
-    return volume / bus_bandwidth(workload, nodes), lat
+    return (np.where(multi, 0.0, bus / intra_bw), np.where(multi, crossing_seconds(nv, nic, intra_bw, inter_bw), 0.0),
+            lat)

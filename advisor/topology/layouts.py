@@ -24,12 +24,19 @@ Volumes (bus-bandwidth convention of NVIDIA/nccl-tests doc/PERFORMANCE.md: a rin
 bytes over k ranks moves 2(k-1)/k·S per rank, a reduce-scatter or all-gather (k-1)/k·S):
 
 - DDP (`Replicate`): one all-reduce of the gradient G per step: 2(k-1)/k·G (PyTorch DDP, Li et al.
-  VLDB 2020). G = params x bytes per element / (tp·pp): each rank holds its model-parallel share.
+  VLDB 2020), issued per 25 MB bucket (each call pays the latency hops). G = params x the reduce
+  dtype's bytes (`parallelism.reduce_dtype`, default fp32: torchtitan FSDP2, Megatron bf16 and PyTorch
+  mixed-precision DDP all reduce in fp32) / (tp·pp): each rank holds its model-parallel share; gathered
+  parameters move at the compute dtype's bytes (2 for bf16 and fp8). With the distributed optimizer
+  (ZeRO-1, Megatron --use-distributed-optimizer) the all-reduce becomes a reduce-scatter of G and an
+  all-gather of the parameters: (k-1)/k each.
 - FSDP (`Shard`, ZeRO-3: Rajbhandari et al. SC20 §5; FSDP2 `fully_shard`): all-gather the
   parameters in the forward and again in the backward of every micro-batch (reshard after forward,
-  the FSDP2 default), reduce-scatter the gradient once per step (gradient sync only on the last
-  micro-batch, `set_requires_gradient_sync`): (2·micro-batches + 1)·(k-1)/k·G. Under gradient
-  accumulation FSDP re-gathers per micro-batch; DDP does not.
+  the FSDP2 default; once with `reshard_after_forward = false`), reduce-scatter the gradient once per
+  step (gradient sync only on the last micro-batch, `set_requires_gradient_sync`):
+  (2·micro-batches + 1)·(k-1)/k·G. Under gradient accumulation FSDP re-gathers per micro-batch; DDP
+  does not. FSDP2 issues one all-gather and one reduce-scatter per wrapped block (`fully_shard` per
+  transformer block plus the root, torchtitan), so each pays the latency hops layers/pp + 1 times.
 - HSDP (`HybridShard`; torchtitan docs/fsdp.md, PyTorch FSDP2 on a 2-D DeviceMesh
   `(replicate, shard)`): all-gathers and reduce-scatter inside the shard group, then an all-reduce
   of each rank's 1/s shard across the r replicas: 2(r-1)/r·G/s per rank. With the shard group in a
@@ -53,8 +60,10 @@ Placement: ranks fill nodes in order (GPUs per node = N / nodes, as torchrun and
 a group of k ranks at rank stride d spans k·d consecutive ranks, inside one node when k·d <= that.
 A group that crosses nodes runs NCCL's rings through every node's NICs once per ring, so a node's
 NICs carry (GPUs on the node / group members on the node) x the per-rank bus
-bytes: flat FSDP 1x, HSDP's replica all-reduce once per local rank. Crossing bytes move at
-min(node NICs, intra-node link) as in advisor.topology.collectives.bus_bandwidth. Latency hops: ring
+bytes: flat FSDP 1x, HSDP's replica all-reduce once per local rank; an all-reduce takes NCCL's tree
+where its NICs carry less (2(n-1)/n of the buffer per node over n nodes). The NVLink and NIC hops are
+pipelined: the slower sets the time, charged to the inter-node link (advisor.topology.collectives,
+`crossing_bytes`, `crossing_seconds`), so a one-node step never depends on the inter-node declaration. Latency hops: ring
 2(k-1) in a node, NCCL's double binary tree 2·log2(k) across nodes (as collectives.hop_latency_seconds),
 half for a reduce-scatter or all-gather, 1 per point-to-point message; data-parallel collectives
 count once per step (bucketed), per-layer ones (TP, CP, PP) once per call.
@@ -112,6 +121,36 @@ class LinkSeconds:
     inter_bytes: np.ndarray  # per node through its NICs
 
 
+#: PyTorch DDP's gradient bucket (DistributedDataParallel bucket_cap_mb default 25 MB; Li et al. VLDB
+#: 2020 §3.2.3): the all-reduce is issued once per bucket, and each call pays the latency hops.
+DDP_BUCKET_BYTES = 25e6
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """What the data-parallel collectives move for one model-parallel rank, and how they are issued."""
+
+    param: np.ndarray  # parameters gathered, at the compute dtype's bytes (fp8 recipes keep bf16 weights)
+    grad: np.ndarray  # gradients reduced, at parallelism.reduce_dtype's bytes (default fp32)
+    blocks: float  # FSDP2 wrapped blocks per stage (one per transformer layer, plus the root): calls per pass
+    reshard: bool  # FSDP2 reshard_after_forward
+    distributed_optimizer: bool
+    overlap_grad: bool
+    overlap_param: bool
+
+    @staticmethod
+    def of(w: Workload, lay: Layout) -> StateBytes:
+        m, p = w.model, w.parallelism
+        share = m.params / (lay.tp * lay.pp)
+        blocks = m.layers / lay.pp + 1 if m.is_transformer else 1.0
+        return StateBytes(share * m.bytes_per_element, share * p.gradient_element_bytes, blocks, p.reshard,
+                          p.distributed_optimizer, p.overlap_grad_reduce, p.overlap_param_gather)
+
+    def buckets(self, nbytes) -> np.ndarray:
+        """DDP calls per step: one per DDP_BUCKET_BYTES bucket."""
+        return np.maximum(np.ceil(nbytes / DDP_BUCKET_BYTES), 1.0)
+
+
 # -- data-parallel strategies: one owner each ---------------------------------------------------
 @dataclass(frozen=True)
 class Replicate:
@@ -122,10 +161,16 @@ class Replicate:
     def shard_degree(self, dp, per_node_dp, shard, rep):
         return np.ones_like(dp)
 
-    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
+    def traffic(self, lay: Layout, s: StateBytes, micro) -> list[Traffic]:
         k = lay.dp_replicate * lay.cp
         one = np.ones_like(k)
-        return [Traffic("ddp gradient all-reduce", "all_reduce", k, lay.tp, grad, one, one)]
+        if not s.distributed_optimizer:
+            return [Traffic("ddp gradient all-reduce", "all_reduce", k, lay.tp, s.grad, one, s.buckets(s.grad),
+                            overlappable=s.overlap_grad)]
+        return [Traffic("distributed-optimizer gradient reduce-scatter", "reduce_scatter", k, lay.tp, s.grad, one,
+                        s.buckets(s.grad), overlappable=s.overlap_grad),
+                Traffic("distributed-optimizer parameter all-gather", "all_gather", k, lay.tp, s.param, one,
+                        s.buckets(s.param), overlappable=s.overlap_param)]
 
 
 @dataclass(frozen=True)
@@ -137,20 +182,24 @@ class Shard:
     def shard_degree(self, dp, per_node_dp, shard, rep):
         return dp if shard in (None, -1) else np.full_like(dp, shard)
 
-    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
+    def traffic(self, lay: Layout, s: StateBytes, micro) -> list[Traffic]:
         k = lay.dp_shard * lay.cp
         one = np.ones_like(k)
+        gathers = (2 if s.reshard else 1) * micro  # FSDP2 reshard_after_forward=False keeps them for the backward
         return [
             Traffic(
-                "fsdp all-gather (forward + backward, per micro-batch)",
+                "fsdp all-gather (forward + backward, per micro-batch)" if s.reshard else
+                "fsdp all-gather (forward, kept for the backward)",
                 "all_gather",
                 k,
                 lay.tp,
-                grad,
-                2 * micro,
-                2 * one,
+                s.param,
+                gathers,
+                gathers * s.blocks,
+                overlappable=s.overlap_param,
             ),
-            Traffic("fsdp reduce-scatter", "reduce_scatter", k, lay.tp, grad, one, one),
+            Traffic("fsdp reduce-scatter", "reduce_scatter", k, lay.tp, s.grad, one, s.blocks * one,
+                    overlappable=s.overlap_grad),
         ]
 
 
@@ -167,15 +216,14 @@ class HybridShard(Shard):
             return dp // rep
         return np.minimum(dp, per_node_dp)
 
-    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
-        inner = super().traffic(lay, grad, micro)
-        s = lay.dp_shard * lay.cp
-        one = np.ones_like(s)
+    def traffic(self, lay: Layout, s: StateBytes, micro) -> list[Traffic]:
+        inner = super().traffic(lay, s, micro)
+        k = lay.dp_shard * lay.cp
+        one = np.ones_like(k)
         return [
             *inner,
-            Traffic(
-                "hsdp replica all-reduce of the shard", "all_reduce", lay.dp_replicate, lay.tp * s, grad / s, one, one
-            ),
+            Traffic("hsdp replica all-reduce of the shard", "all_reduce", lay.dp_replicate, lay.tp * k, s.grad / k,
+                    one, s.blocks * one, overlappable=s.overlap_grad),
         ]
 
 
@@ -247,29 +295,14 @@ class Layout:
     def traffic(self, w: Workload) -> list[Traffic]:
         m = w.model
         micro_count, micro = self.micro_batches(w)
-        grad = m.gradient_bytes / (self.tp * self.pp)
-        out = list(self.strategy.traffic(self, grad, micro_count))
+        out = list(self.strategy.traffic(self, StateBytes.of(w, self), micro_count))
         if not m.is_transformer:
             return out
         e = m.bytes_per_element
         tokens = micro * m.seq_len / self.cp  # tokens of one micro-batch on one rank
         act = tokens * m.hidden * e  # b·s·h activations of one micro-batch
         layers = m.layers / self.pp
-        recompute = getattr(w.parallelism, "activation_checkpoint", "none") == "full"
-        per_layer = 6 if recompute else 4
-        calls = per_layer * layers * micro_count
-        out.append(
-            Traffic(
-                "tp activation all-reduces (per layer, per micro-batch)",
-                "all_reduce",
-                self.tp,
-                np.ones_like(self.tp),
-                act,
-                calls,
-                calls,
-                overlappable=False,
-            )
-        )
+        out += _tp_traffic(w, self, act, layers * micro_count)
         v = w.parallelism.virtual_stages
         stride = self.gpus // np.maximum(self.pp, 1)
         p2p = 2 * v * micro_count * (self.pp > 1)
@@ -308,19 +341,24 @@ class Layout:
         on_node = np.ceil(self.gpus / np.maximum(self.nodes, 1))  # ranks fill nodes in order, as torchrun places them
         intra_bw = w.intra_node_bandwidth
         inter_bw = min(w.cluster.inter_node_bandwidth, intra_bw)
+        from advisor.topology.collectives import crossing_bytes, crossing_seconds
+
         zeros = np.zeros(self.gpus.shape)
         intra_b, inter_b, intra_l, inter_l = zeros.copy(), zeros.copy(), zeros.copy(), zeros.copy()
+        intra_s, inter_s = zeros.copy(), zeros.copy()
         for t in self.traffic(w) if traffic is None else traffic:
             k, d = t.group.astype(float), t.stride.astype(float)
             span_nodes = self.nodes > 1
             crosses = span_nodes & (k * d > on_node) & (k > 1)
             members_per_node = np.clip(np.floor(on_node / np.maximum(d, 1)), 1, k)
             bus = t.bus_bytes()
-            # a ring that crosses nodes with several members per node still runs through the intra-node
-            # links, so its bytes count on both (docs/model.md; the fit's priors were learned so); a
-            # group with one member per node (HSDP's replicas, rail-aligned) goes GPU -> NIC directly
-            intra_b += np.where(crosses & (members_per_node <= 1), 0.0, bus)
-            inter_b += np.where(crosses, on_node / members_per_node * bus, 0.0)
+            # across nodes the slower of the NVLink and NIC parts sets the time (collectives.crossing_*);
+            # a group with one member per node (HSDP's replicas, rail-aligned) goes GPU -> NIC directly
+            nv, nic = crossing_bytes(t.op, k, members_per_node, on_node / members_per_node, bus, t.calls * t.nbytes)
+            intra_b += np.where(crosses, nv, bus)
+            inter_b += np.where(crosses, nic, 0.0)
+            intra_s += np.where(crosses, 0.0, bus / intra_bw)
+            inter_s += np.where(crosses, crossing_seconds(nv, nic, intra_bw, inter_bw), 0.0)
             half = 1.0 if t.op == "all_reduce" else 0.5
             ring = 2 * (k - 1) * half if t.op != "send_recv" else np.minimum(k - 1, 1)
             across = 2 * np.log2(np.maximum(k, 1)) if inter_hops == "tree" else 2 * (k - 1)
@@ -328,8 +366,8 @@ class Layout:
             intra_l += np.where(crosses, 0.0, t.latency_calls * ring)
             inter_l += np.where(crosses, t.latency_calls * tree, 0.0)
         return LinkSeconds(
-            intra_b / intra_bw,
-            inter_b / inter_bw,
+            intra_s,
+            inter_s,
             intra_l * w.cluster.intra_node_latency,
             inter_l * w.cluster.inter_node_latency,
             intra_b,
@@ -354,6 +392,23 @@ class Layout:
         if memory is None:
             return self.valid.copy()
         return self.valid & (self.memory_bytes(w, peaks, measured) <= memory)
+
+
+def _tp_traffic(w: Workload, lay: Layout, act, layer_passes) -> list[Traffic]:
+    """TP's per-layer collectives (Megatron-LM, Shoeybi et al. 2019 §3): 2 all-reduces of the b·s·h
+    activations in the forward and 2 in the backward, 2 more when full recomputation repeats the forward;
+    with sequence parallelism each becomes a reduce-scatter and an all-gather of the same buffer, the same
+    bus bytes in twice the calls of half the hops (Korthikanti et al. 2022 §4.2.2). They sit between
+    dependent GEMMs unless tp_comm_overlap pipelines them with those GEMMs (Transformer Engine
+    userbuffers, Megatron --tp-comm-overlap)."""
+    p = w.parallelism
+    calls = (6 if p.activation_checkpoint == "full" else 4) * layer_passes
+    ones, hide = np.ones_like(lay.tp), p.tp_comm_overlap
+    if not (p.sequence_parallel is not False and (lay.tp > 1).any()):
+        return [Traffic("tp activation all-reduces (per layer, per micro-batch)", "all_reduce", lay.tp, ones, act,
+                        calls, calls, overlappable=hide)]
+    return [Traffic(f"tp sequence-parallel {op.replace('_', '-')}s (per layer, per micro-batch)", op, lay.tp, ones,
+                    act, calls, calls, overlappable=hide) for op in ("reduce_scatter", "all_gather")]
 
 
 # -- building layouts ---------------------------------------------------------------------------

@@ -63,8 +63,8 @@ NICs carry (GPUs on the node / group members on the node) x the per-rank bus
 bytes: flat FSDP 1x, HSDP's replica all-reduce once per local rank; an all-reduce takes NCCL's tree
 where its NICs carry less (2(n-1)/n of the buffer per node over n nodes). The NVLink and NIC hops are
 pipelined: the slower sets the time, charged to the inter-node link (advisor.topology.collectives,
-`crossing_bytes`, `crossing_seconds`), so a one-node step never depends on the inter-node declaration. Latency hops: ring
-2(k-1) in a node, NCCL's double binary tree 2·log2(k) across nodes (as collectives.hop_latency_seconds),
+`crossing_bytes`, `crossing_seconds`), so a one-node step never depends on the inter-node declaration.
+Latency hops: ring 2(k-1) in a node, NCCL's double binary tree 2·log2(k) across nodes (as collectives.hop_latency_seconds),
 half for a reduce-scatter or all-gather, 1 per point-to-point message; data-parallel collectives
 count once per step (bucketed), per-layer ones (TP, CP, PP) once per call.
 

@@ -64,9 +64,9 @@ bytes: flat FSDP 1x, HSDP's replica all-reduce once per local rank; an all-reduc
 where its NICs carry less (2(n-1)/n of the buffer per node over n nodes). The NVLink and NIC hops are
 pipelined: the slower sets the time, charged to the inter-node link (advisor.topology.collectives,
 `crossing_bytes`, `crossing_seconds`), so a one-node step never depends on the inter-node declaration.
-Latency hops: ring 2(k-1) in a node, NCCL's double binary tree 2·log2(k) across nodes (as collectives.hop_latency_seconds),
-half for a reduce-scatter or all-gather, 1 per point-to-point message; data-parallel collectives
-count once per step (bucketed), per-layer ones (TP, CP, PP) once per call.
+Latency hops: ring 2(k-1) in a node, NCCL's double binary tree 2·log2(k) across nodes (as
+collectives.hop_latency_seconds), half for a reduce-scatter or all-gather, 1 per point-to-point
+message; per call: DDP per bucket, FSDP per wrapped block, per-layer ones (TP, CP, PP) per layer.
 
 Memory: advisor.topology.memory (the plans' owner: ZeRO states, Korthikanti et al. 2022 activations) with
 this layout's degrees, moved to a calibration's measured peaks as the planner does.

@@ -158,7 +158,7 @@ class ScalingModel:
         self.calibrated = measurements is not None
         #: memory peaks the calibration measured (advisor.topology.memory.MeasuredPeak), read with its runs
         self.peaks = list(measurements.peaks) if measurements is not None else []
-        self.problem = Problem.of(workload, measurements, priors)
+        self.problem = Problem.of(workload, measurements, priors.for_workload(workload))
         self.data = self.problem.data
         self.coverage = self.problem.coverage
         self.requested_family = family

@@ -105,7 +105,7 @@ def test_calibrated_a_faster_link_never_predicts_a_slower_step(name, inter, fact
         from advisor.scaling.model import build_model
 
         w = _workload(d).model_copy(update={"source": source.source})
-        g = COUNTS[COUNTS <= w.cluster.max_gpus]
+        g = COUNTS[w.cluster.max_gpus >= COUNTS]
         return g, build_model(w, n_bootstrap=0).step_time(g, w.nodes(g))[0]
 
     g, base = steps(data)

@@ -8,10 +8,12 @@
 - a collective that crosses nodes (`crossing_bytes`, `crossing_seconds`): NCCL pipelines its chunks
   through the NVLink and NIC hops, so the slower link sets the time (plus the per-hop latency), not
   the sum of both (NCCL's tuning model, src/graph/tuning.cc, takes the bottleneck bandwidth of the
-  path). An all-reduce runs NCCL's tree (or NVLS-tree) where it moves fewer bytes through the NICs:
-  reduced inside a node over NVLink, the buffer crosses each node's NICs as an all-reduce over the
-  nodes, 2(n-1)/n of it per node for n nodes (at 2 nodes: once, so busbw can reach 2(N-1)/N x the NIC
-  rate: 375 GB/s on 8x200 Gbit/s, where NVIDIA/nccl-tests#196 reports 2-node busbw above the NICs).
+  path). An all-reduce runs NCCL's double binary tree (Sanders et al. 2009; NCCL 2.4) where it moves
+  fewer bytes through the NICs: reduced inside a node over NVLink, each of two trees carries half the
+  buffer across nodes; a node that is inner in one tree (two children) and a leaf in the other sends
+  4 halves, 2x the buffer, about a ring's 2(N-1)/N, so only at 2 nodes (each node root of one tree and
+  leaf of the other: 2 halves, the buffer once) does the tree win, and busbw can reach 2(N-1)/N x the
+  NIC rate: 375 GB/s on 8x200 Gbit/s, where NVIDIA/nccl-tests#196 reports 2-node busbw above the NICs.
 - latency hops: ring 2(N-1) steps inside a node; across nodes NCCL's double binary tree
   (NCCL >= 2.4, `src/graph/tuning.cc`) ~2·log2(N), or the ring's 2(N-1) (`hop_latency_seconds`).
 """
@@ -60,15 +62,15 @@ def crossing_bytes(op: str, k, members_per_node, groups_per_node, bus, nbytes_ca
     group of `k` ranks crosses nodes with `members_per_node` on each node (`groups_per_node` such groups
     share a node's NICs); `bus` = the ring's bytes per rank (calls x busbw_factor x buffer), `nbytes_calls`
     = calls x buffer. Ring: every rank's bus bytes pass the NICs once per group on the node. All-reduce:
-    the cheaper of that and the tree / hierarchical form (module docstring), whose in-node part is an
-    all-reduce over the node's members."""
+    the cheaper of that and the double binary tree (module docstring: cheaper only at 2 nodes), whose
+    in-node part is an all-reduce over the node's members."""
     m = np.maximum(members_per_node, 1.0)
     ring_nic = groups_per_node * bus
     intra = np.where(m > 1, bus, 0.0)
     if op != "all_reduce":
         return intra, ring_nic
     n = np.maximum(np.ceil(k / m), 1.0)
-    tree_nic = groups_per_node * busbw_factor("all_reduce", n) * nbytes_calls
+    tree_nic = groups_per_node * np.where(n <= 2, 1.0, 2.0) * nbytes_calls  # the busiest node (docstring)
     tree = tree_nic < ring_nic
     return np.where(tree, busbw_factor("all_reduce", m) * nbytes_calls, intra), np.where(tree, tree_nic, ring_nic)
 

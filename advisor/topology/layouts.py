@@ -61,7 +61,7 @@ a group of k ranks at rank stride d spans k·d consecutive ranks, inside one nod
 A group that crosses nodes runs NCCL's rings through every node's NICs once per ring, so a node's
 NICs carry (GPUs on the node / group members on the node) x the per-rank bus
 bytes: flat FSDP 1x, HSDP's replica all-reduce once per local rank; an all-reduce takes NCCL's tree
-where its NICs carry less (2(n-1)/n of the buffer per node over n nodes). The NVLink and NIC hops are
+where its NICs carry less (at 2 nodes: the buffer once per node, not 2(N-1)/N of it). The NVLink and NIC hops are
 pipelined: the slower sets the time, charged to the inter-node link (advisor.topology.collectives,
 `crossing_bytes`, `crossing_seconds`), so a one-node step never depends on the inter-node declaration.
 Latency hops: ring 2(k-1) in a node, NCCL's double binary tree 2·log2(k) across nodes (as

@@ -37,7 +37,7 @@ def test_the_real_two_node_h100_log_is_below_the_pipelined_ceiling():
 
 
 def test_slower_link_sets_the_time_by_hand():
-    # 16 ranks, 8 per node, 1 GB all-reduce: ring NIC bytes 2·15/16 GB, tree NIC bytes 2·1/2 GB = 1 GB
+    # 16 ranks, 8 per node, 1 GB all-reduce: ring NIC bytes 2·15/16 GB, the 2-node tree's 1 GB
     k, m = np.array(16.0), np.array(8.0)
     nv, nic = crossing_bytes("all_reduce", k, m, np.array(1.0), np.array(2 * 15 / 16 * 1e9), np.array(1e9))
     assert nic == pytest.approx(1e9) and nv == pytest.approx(2 * 7 / 8 * 1e9)
@@ -46,6 +46,13 @@ def test_slower_link_sets_the_time_by_hand():
     # reduce-scatter has no tree: its ring passes every rank's bytes through the NICs
     nv, nic = crossing_bytes("reduce_scatter", k, m, np.array(1.0), np.array(15 / 16 * 1e9), np.array(1e9))
     assert nic == pytest.approx(15 / 16 * 1e9) and nv == pytest.approx(15 / 16 * 1e9)
+
+
+def test_from_three_nodes_the_ring_carries_no_more_than_the_tree():
+    # 32 ranks on 4 nodes: the tree's busiest node sends 4 half-buffers (2 GB); the ring 2·31/32 GB
+    k, m = np.array(32.0), np.array(8.0)
+    nv, nic = crossing_bytes("all_reduce", k, m, np.array(1.0), np.array(2 * 31 / 32 * 1e9), np.array(1e9))
+    assert nic == pytest.approx(2 * 31 / 32 * 1e9) and nv == pytest.approx(2 * 31 / 32 * 1e9)
 
 
 @pytest.mark.parametrize("nodes", [2, 4, 16, 128])

@@ -42,8 +42,9 @@ def breakdown(model: "ScalingModel", gpus, nodes, batch, median) -> dict[str, np
     """Seconds per part (PARTS) at each placement, summing to `median` (the model's median step there)."""
     w = model.workload
     gpus, nodes, batch = (np.asarray(a, float) for a in (gpus, nodes, batch))
-    d = model.fitted.design(gpus, nodes, batch)
-    est = model.fitted.estimator
+    fitted = model.record.fitted
+    d = fitted.design(gpus, nodes, batch)
+    est = fitted.estimator
     coef, nc = np.asarray(est.coef_, float), d.n_compute
     names = [c.name for c in d.columns]
     parts = {p: np.zeros_like(gpus) for p in PARTS}

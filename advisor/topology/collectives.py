@@ -1,25 +1,41 @@
 """How a collective moves bytes over the declared links: the language of NVIDIA/nccl-tests and NCCL.
 
 - bus bandwidth (nccl-tests doc/PERFORMANCE.md): algbw = bytes / time (GB = 1e9 bytes); busbw =
-  algbw · 2(n-1)/n for all-reduce, · (n-1)/n for reduce-scatter and all-gather (`busbw_factor`).
-- bottleneck bus bandwidth: in one node the per-GPU intra-node link; across nodes NCCL runs one ring
-  per NIC, so bus bandwidth approaches the node's total NIC bandwidth, capped by the intra-node link
-  (`bus_bandwidth`).
-- a collective that crosses nodes (`crossing_bytes`, `crossing_seconds`): NCCL pipelines its chunks
-  through the NVLink and NIC hops, so the slower link sets the time (plus the per-hop latency), not
-  the sum of both (NCCL's tuning model, src/graph/tuning.cc, takes the bottleneck bandwidth of the
-  path). An all-reduce runs NCCL's double binary tree (Sanders et al. 2009; NCCL 2.4) where it moves
-  fewer bytes through the NICs: reduced inside a node over NVLink, each of two trees carries half the
-  buffer across nodes; a node that is inner in one tree (two children) and a leaf in the other sends
-  4 halves, 2x the buffer, about a ring's 2(N-1)/N, so only at 2 nodes (each node root of one tree and
-  leaf of the other: 2 halves, the buffer once) does the tree win, and busbw can reach 2(N-1)/N x the
-  NIC rate: 375 GB/s on 8x200 Gbit/s, where NVIDIA/nccl-tests#196 reports 2-node busbw above the NICs.
-- latency hops: ring 2(N-1) steps inside a node; across nodes NCCL's double binary tree
-  (NCCL >= 2.4, `src/graph/tuning.cc`) ~2·log2(N), or the ring's 2(N-1) (`hop_latency_seconds`).
+  algbw · 2(k-1)/k for all-reduce, · (k-1)/k for reduce-scatter and all-gather (`busbw_factor`):
+  the bytes each rank moves, per byte of the buffer.
+- THE crossing rule (`LinkLoad.of`), used by the step model (advisor.topology.layouts,
+  `Layout.link_seconds`) and by the calibration probes' design (advisor.scaling.features.
+  probe_link_seconds, for advisor.scaling.families and advisor.calibrate.design) alike. Ranks fill
+  nodes in order (N / n GPUs per node, as torchrun and Slurm place them); a group of k ranks at rank
+  stride d spans k·d consecutive ranks and crosses nodes when that is more than a node holds.
+  - In a node: each rank's bus bytes go over its intra-node link; ring latency 2(k-1) hops.
+  - Across nodes: NCCL runs its rings through every node's NICs, so a node's NICs carry (GPUs on the
+    node / group members on the node) x the per-rank bus bytes (flat FSDP 1x; HSDP's replica
+    all-reduce, one member per node, once per local rank). A ring with several members per node
+    also runs through their intra-node links, so its bytes count there too; with one member per node
+    (HSDP's replica groups, rail-aligned: NCCL's ring goes GPU -> its NIC -> the next node, no NVLink
+    hop) nothing goes over the intra link. NCCL pipelines the chunks through the NVLink and NIC hops,
+    so the slower link sets the crossing traffic's time, not the sum of both (NCCL's tuning model,
+    src/graph/tuning.cc, takes the path's bottleneck bandwidth): `LinkLoad.seconds` charges
+    max(NIC bytes / crossing bandwidth, their NVLink bytes / intra link) to the inter-node term, so a
+    one-node step never depends on the inter-node declaration.
+    An all-reduce takes NCCL's double binary tree (Sanders et al. 2009; NCCL 2.4) where the NICs carry
+    less: reduced in the node over NVLink, each of two trees carries half the buffer across nodes; a
+    node inner in one tree (two children) and a leaf in the other sends 4 halves, 2x the buffer, about
+    a ring's 2(N-1)/N, so only at 2 nodes (root of one tree, leaf of the other: the buffer once) does
+    the tree win, and busbw can reach 2(N-1)/N x the NIC rate: 375 GB/s on 8x200 Gbit/s, where
+    NVIDIA/nccl-tests#196 reports 2-node busbw above the NICs (`declared_busbw`).
+    Latency: NCCL's double binary tree (NCCL >= 2.4, `src/graph/tuning.cc`) ~2·log2(k) hops, or
+    the ring's 2(k-1) (`inter_hops="ring"`, a family of its own).
+  - A reduce-scatter or all-gather is half an all-reduce's hops; a point-to-point send is 1 hop.
+- the crossing bandwidth (`crossing_bandwidth`): bytes through a node's NICs move at min(node NICs,
+  intra-node link): NCCL runs one ring per NIC, so bus bandwidth approaches the node's total NIC
+  bandwidth, capped by the intra-node link the ring also uses.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -39,57 +55,110 @@ def bus_bandwidth_gbps(op: str, gpus: int, nbytes: float, seconds: float) -> flo
     return nbytes / seconds * busbw_factor(op, gpus) / 1e9
 
 
+def crossing_bandwidth(workload: "Workload") -> float:
+    """Bytes/s through a node's NICs: min(node NICs, intra-node link) (module docstring)."""
+    return min(workload.cluster.inter_node_bandwidth, workload.intra_node_bandwidth)
+
+
 def bus_bandwidth(workload: "Workload", nodes: np.ndarray) -> np.ndarray:
-    """Declared bottleneck bus bandwidth in bytes/s: intra-node link in one node, else min(node NICs, intra)."""
-    intra = workload.intra_node_bandwidth
-    inter = min(workload.cluster.inter_node_bandwidth, intra)
-    return np.where(np.asarray(nodes) > 1, inter, intra)
+    """Declared bottleneck bus bandwidth in bytes/s: the intra-node link in one node, else the crossing bandwidth."""
+    return np.where(np.asarray(nodes) > 1, crossing_bandwidth(workload), workload.intra_node_bandwidth)
 
 
-def hop_latency_seconds(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray,
-                        inter_hops: str = "tree") -> np.ndarray:
-    """Latency per step at declared per-hop latency: ring 2(N-1) hops in a node; across nodes tree 2·log2 N
-    (or ring)."""
-    n = np.asarray(gpus, float)
-    multi = np.asarray(nodes) > 1
-    ring = 2 * (n - 1)
-    across = 2 * np.log2(np.maximum(n, 1)) if inter_hops == "tree" else ring
-    return np.where(multi, across * workload.cluster.inter_node_latency, ring * workload.cluster.intra_node_latency)
+def hops(op: str, group: np.ndarray, inter_hops: str = "tree") -> tuple[np.ndarray, np.ndarray]:
+    """Latency hops of one call for a group of k ranks: (inside a node: ring 2(k-1), across nodes: tree
+    2·log2(k) or ring 2(k-1)), half for a reduce-scatter or all-gather, 1 for a send (module docstring)."""
+    k = np.asarray(group, float)
+    if op == "send_recv":
+        one = np.minimum(k - 1, 1)
+        return one, one
+    half = 1.0 if op == "all_reduce" else 0.5
+    across = 2 * np.log2(np.maximum(k, 1)) if inter_hops == "tree" else 2 * (k - 1)
+    return 2 * (k - 1) * half, across * half
 
 
-def crossing_bytes(op: str, k, members_per_node, groups_per_node, bus, nbytes_calls):
-    """(bytes per GPU over NVLink, bytes per node through its NICs) of one kind of collective whose
-    group of `k` ranks crosses nodes with `members_per_node` on each node (`groups_per_node` such groups
-    share a node's NICs); `bus` = the ring's bytes per rank (calls x busbw_factor x buffer), `nbytes_calls`
-    = calls x buffer. Ring: every rank's bus bytes pass the NICs once per group on the node. All-reduce:
-    the cheaper of that and the double binary tree (module docstring: cheaper only at 2 nodes), whose
-    in-node part is an all-reduce over the node's members."""
-    m = np.maximum(members_per_node, 1.0)
-    ring_nic = groups_per_node * bus
-    intra = np.where(m > 1, bus, 0.0)
-    if op != "all_reduce":
-        return intra, ring_nic
-    n = np.maximum(np.ceil(k / m), 1.0)
-    tree_nic = groups_per_node * np.where(n <= 2, 1.0, 2.0) * nbytes_calls  # the busiest node (docstring)
-    tree = tree_nic < ring_nic
-    return np.where(tree, busbw_factor("all_reduce", m) * nbytes_calls, intra), np.where(tree, tree_nic, ring_nic)
+@dataclass(frozen=True, kw_only=True)
+class LinkSeconds:
+    """Seconds per step at the declared speeds, per link: bandwidth and latency."""
+
+    intra_bandwidth: np.ndarray
+    inter_bandwidth: np.ndarray
+    intra_latency: np.ndarray
+    inter_latency: np.ndarray
+    intra_bytes: np.ndarray  # per GPU over its intra-node link
+    inter_bytes: np.ndarray  # per node through its NICs
 
 
-def crossing_seconds(intra_bytes, nic_bytes, intra_bw: float, inter_bw: float):
-    """Seconds of a collective that crosses nodes at the declared speeds: the slower of its NVLink and
-    NIC parts (pipelined, module docstring), charged to the inter-node link."""
-    return np.maximum(nic_bytes / inter_bw, intra_bytes / intra_bw)
+@dataclass(frozen=True, kw_only=True)
+class LinkLoad:
+    """Bytes and latency hops per step on each link: what `LinkSeconds` prices at the declared speeds."""
+
+    intra_bytes: np.ndarray  # per GPU over its intra-node link
+    inter_bytes: np.ndarray  # per node through its NICs
+    intra_hops: np.ndarray
+    inter_hops: np.ndarray
+    crossing_intra_bytes: np.ndarray  # the part of intra_bytes that crossing collectives put on NVLink
+
+    @classmethod
+    def zero(cls, shape) -> LinkLoad:
+        return cls(intra_bytes=np.zeros(shape), inter_bytes=np.zeros(shape), intra_hops=np.zeros(shape),
+                   inter_hops=np.zeros(shape), crossing_intra_bytes=np.zeros(shape))
+
+    @classmethod
+    def of(cls, op: str, group, stride, gpus, nodes, bus_bytes, latency_calls, inter_hops: str = "tree") -> LinkLoad:
+        """THE crossing rule (module docstring): the load of `latency_calls` calls of one collective moving
+        `bus_bytes` per rank per step, for groups of `group` ranks at rank `stride` over `gpus` GPUs on
+        `nodes` nodes."""
+        k, d = np.asarray(group).astype(float), np.asarray(stride).astype(float)
+        nodes = np.asarray(nodes)
+        on_node = np.ceil(np.asarray(gpus) / np.maximum(nodes, 1))  # ranks fill nodes in order
+        crosses = (nodes > 1) & (k * d > on_node) & (k > 1)
+        members_per_node = np.clip(np.floor(on_node / np.maximum(d, 1)), 1, k)
+        ring, across = hops(op, k, inter_hops)
+        nvlink = np.where(members_per_node <= 1, 0.0, bus_bytes)
+        nic = on_node / members_per_node * bus_bytes
+        if op == "all_reduce":  # the double binary tree where it carries less: 2 nodes (module docstring)
+            buffer = bus_bytes / np.where(k > 1, busbw_factor(op, np.maximum(k, 2)), 1.0)  # calls x buffer
+            tree = (np.ceil(k / members_per_node) <= 2) & (k > members_per_node)
+            nvlink = np.where(tree, busbw_factor(op, members_per_node) * buffer, nvlink)
+            nic = np.where(tree, np.minimum(nic, on_node / members_per_node * buffer), nic)
+        return cls(
+            intra_bytes=np.where(crosses, nvlink, bus_bytes),
+            inter_bytes=np.where(crosses, nic, 0.0),
+            intra_hops=np.where(crosses, 0.0, latency_calls * ring),
+            inter_hops=np.where(crosses, latency_calls * across, 0.0),
+            crossing_intra_bytes=np.where(crosses, nvlink, 0.0),
+        )
+
+    def __add__(self, other: LinkLoad) -> LinkLoad:
+        return LinkLoad(
+            intra_bytes=self.intra_bytes + other.intra_bytes,
+            inter_bytes=self.inter_bytes + other.inter_bytes,
+            intra_hops=self.intra_hops + other.intra_hops,
+            inter_hops=self.inter_hops + other.inter_hops,
+            crossing_intra_bytes=self.crossing_intra_bytes + other.crossing_intra_bytes,
+        )
+
+    def seconds(self, workload: "Workload") -> LinkSeconds:
+        """At the declared speeds: the one-node traffic's bytes at the intra-node link; the crossing
+        traffic pipelined, the slower of its NIC bytes at the crossing bandwidth and its NVLink bytes at
+        the intra link (module docstring); hops at each link's declared latency."""
+        intra = workload.intra_node_bandwidth
+        return LinkSeconds(
+            intra_bandwidth=(self.intra_bytes - self.crossing_intra_bytes) / intra,
+            inter_bandwidth=np.maximum(self.inter_bytes / crossing_bandwidth(workload),
+                                       self.crossing_intra_bytes / intra),
+            intra_latency=self.intra_hops * workload.cluster.intra_node_latency,
+            inter_latency=self.inter_hops * workload.cluster.inter_node_latency,
+            intra_bytes=self.intra_bytes,
+            inter_bytes=self.inter_bytes,
+        )
 
 
 def declared_busbw(workload: "Workload", op: str, gpus: int, nodes: int) -> float:
     """The bus bandwidth (bytes/s) a large `op` over `gpus` ranks on `nodes` filled nodes reaches at the
-    declared speeds: nccl-tests' busbw of the time `crossing_seconds` gives (or the intra-node link)."""
-    intra = workload.intra_node_bandwidth
-    inter = min(workload.cluster.inter_node_bandwidth, intra)
-    k = float(gpus)
-    bus = busbw_factor(op, k)
-    if nodes <= 1:
-        return intra
-    m = float(np.ceil(k / nodes))
-    intra_b, nic_b = crossing_bytes(op, np.array(k), np.array(m), np.array(1.0), np.array(bus), np.array(1.0))
-    return float(bus / crossing_seconds(intra_b, nic_b, intra, inter))
+    declared speeds, by the crossing rule: nccl-tests' busbw of the time `LinkLoad.seconds` gives."""
+    g, n = np.array([float(gpus)]), np.array([float(nodes)])
+    bus = busbw_factor(op, g)
+    s = LinkLoad.of(op, g, np.ones(1), g, n, bus, np.zeros(1)).seconds(workload)
+    return float(bus[0] / (s.intra_bandwidth + s.inter_bandwidth)[0])

@@ -7,7 +7,7 @@ import pytest
 from test_layouts import GR, G, spec
 
 from advisor.topology import layouts as L
-from advisor.topology.memory import activation_bytes, footprint
+from advisor.topology.memory import activation_bytes
 
 P = 8.0e9  # rental-ethernet: 8.0B parameters, 32 layers, hidden 4096, seq 8192
 
@@ -48,7 +48,7 @@ def test_fsdp_without_reshard_gathers_once_per_micro_batch_and_holds_the_layers(
     again = spec(base, batch={"per_gpu_samples": 8, "micro_samples": 2})
     assert _dp(keep)[0].calls[0] == 4 and _dp(again)[0].calls[0] == 8
     layer = P / 32 * 2
-    more = footprint(keep, [8]).gathered[0] - footprint(again, [8]).gathered[0]
+    more = L.build(keep, [8]).footprint(keep).gathered[0] - L.build(again, [8]).footprint(again).gathered[0]
     assert more == pytest.approx(32 * layer)
 
 
@@ -58,8 +58,9 @@ def test_distributed_optimizer_reduce_scatters_gradients_and_gathers_parameters(
     assert (rs.op, ag.op) == ("reduce_scatter", "all_gather")
     assert rs.bus_bytes()[0] == pytest.approx(7 / 8 * GR) and ag.bus_bytes()[0] == pytest.approx(7 / 8 * G)
     # ZeRO-1: the optimizer's 12 bytes per parameter split over the 8 ranks, weights and gradients whole
-    assert footprint(w, [8]).state[0] == pytest.approx(4 * P + 12 * P / 8)
-    assert footprint(spec({"strategy": "ddp"}), [8]).state[0] == pytest.approx(16 * P)
+    assert L.build(w, [8]).footprint(w).state[0] == pytest.approx(4 * P + 12 * P / 8)
+    ddp = spec({"strategy": "ddp"})
+    assert L.build(ddp, [8]).footprint(ddp).state[0] == pytest.approx(16 * P)
 
 
 @pytest.mark.parametrize("t", [2, 4, 8])

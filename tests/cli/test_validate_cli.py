@@ -132,7 +132,42 @@ BAD = {
     ),
     "unknown gpu without bandwidth": (
         mutate('gpu = "H100-SXM"', 'gpu = "Z9000"').replace('intra_node_bandwidth = "450 GB/s"\n', ""),
+        ["cluster.gpu: not in the catalog (advisor gpus): for another GPU declare cluster.peak_flops "
+         "(dense FLOP/s at model.precision) and cluster.intra_node_bandwidth (got 'Z9000')"],
+    ),
+    "gpu typo, did you mean": (
+        mutate('gpu = "H100-SXM"', 'gpu = "H10O-SXM"').replace('intra_node_bandwidth = "450 GB/s"\n', ""),
+        ["cluster.gpu: not in the catalog (advisor gpus): did you mean 'H100-SXM', 'H200' or 'A100-SXM'? "
+         "For another GPU declare cluster.peak_flops (dense FLOP/s at model.precision) and "
+         "cluster.intra_node_bandwidth (got 'H10O-SXM')"],
+    ),
+    "unknown gpu with its peak but no bandwidth": (
+        mutate('gpu = "H100-SXM"', 'gpu = "Z9000"\npeak_flops = 1e15').replace(
+            'intra_node_bandwidth = "450 GB/s"\n', ""),
         ["cluster.intra_node_bandwidth: required: GPU 'Z9000' is not in the catalog (advisor gpus)"],
+    ),
+    "sequence parallel without tp": (
+        mutate('strategy = "fsdp"', 'strategy = "fsdp"\nsequence_parallel = true'),
+        ["parallelism.sequence_parallel: needs parallelism.tensor_parallel_degree > 1 (got True)"],
+    ),
+    "distributed optimizer under fsdp": (
+        mutate('strategy = "fsdp"', 'strategy = "fsdp"\ndistributed_optimizer = true'),
+        ["parallelism.distributed_optimizer: fsdp already shards the optimizer state (and more): leave it out, "
+         "or use strategy = 'ddp' for ZeRO-1 (got True)"],
+    ),
+    "reshard under ddp": (
+        mutate('strategy = "fsdp"', 'strategy = "ddp"\nreshard_after_forward = false'),
+        ["parallelism.reshard_after_forward: only used with strategy 'fsdp' or 'hsdp' (ddp keeps the weights "
+         "whole) (got False)"],
+    ),
+    "bad reduce dtype": (
+        mutate('strategy = "fsdp"', 'strategy = "fsdp"\nreduce_dtype = "fp8"'),
+        ["parallelism.reduce_dtype: Input should be 'fp32', 'bf16' or 'fp16' (got 'fp8')"],
+    ),
+    "fp8 on a GPU without fp8": (
+        mutate('gpu = "H100-SXM"', 'gpu = "A100-SXM4-40GB"').replace('precision = "bf16"', 'precision = "fp8"'),
+        ["model.precision: the catalog's A100-SXM-40GB has no fp8 tensor-core peak (it has bf16, fp16, fp32): "
+         "choose one of those or declare cluster.peak_flops (got 'fp8')"],
     ),
 }
 

@@ -47,8 +47,9 @@ def valid_result(gpus: int = 2, nodes: int = 2) -> dict:
         "workload": "tiny-test", "gpus": gpus, "nodes": nodes, "step_seconds": [0.2, 0.21],
         "compute_seconds": [0.15, 0.16], "global_batch": 8, "micro_samples": 4, "micro_batches": [4],
         "peak_memory_bytes": None, "tokens_per_second": 2560.0,
-        "collectives": [{"op": op, "bytes": 1048576, "seconds": 0.01, "busbw": 0.1}
-                        for op in ("all_reduce", "reduce_scatter", "all_gather")],
+        # busbw = bytes / seconds x nccl-tests' factor on 2 ranks (1 for all-reduce, 1/2 otherwise)
+        "collectives": [{"op": op, "bytes": 1048576, "seconds": 0.01, "busbw": busbw}
+                        for op, busbw in (("all_reduce", 0.1049), ("reduce_scatter", 0.0524), ("all_gather", 0.0524))],
         "environment": {"torch": "2.13.0", "backend": "gloo", "device": "cpu (test)", "hosts": ["a", "b"],
                         "gpus_per_node": 1, "omp_threads": 1, "load_average": [0.1, 0.2, 0.3],
                         "strategy": "ddp", "declared_precision": "fp32", "declared_params": SMALL_PARAMS},

@@ -22,7 +22,7 @@ PACKAGE = ROOT / "advisor"
 #: The calibration worker's path, the only modules allowed to import torch at module level: the
 #: worker runs as its own process (`python -m advisor.calibrate.worker`, advisor.calibrate.launcher)
 #: and builds the proxy model; no other module imports either, so core commands never load torch.
-WORKER_PATH = {"advisor.calibrate.worker", "advisor.calibrate.proxy"}
+WORKER_PATH = {"advisor.calibrate.worker", "advisor.calibrate.proxy", "advisor.calibrate.parallelize"}
 
 
 def module_name(path: Path) -> str:

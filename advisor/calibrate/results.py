@@ -85,6 +85,8 @@ class RankResult(_Result):
     global_batch: Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES * MAX_GPUS_LIMIT)]
     micro_samples: Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES)] | None = None
     peak_memory_bytes: Annotated[int, Strict(), Field(ge=0, le=2 ** 60)] | None = None
+    peak_reserved_bytes: Annotated[int, Strict(), Field(ge=0, le=2 ** 60)] | None = None
+    probe_latency_seconds: dict[Annotated[str, Field(max_length=80)], Positive] | None = None
     tokens_per_second: Annotated[float, Field(gt=0, le=1e+18)] | None = None
     collectives: list[ProbeResult] = []
     environment: ResultEnvironment = ResultEnvironment()
@@ -143,6 +145,8 @@ def run_from_result(w: Workload, result: dict) -> tuple[Run, list[Collective]]:
         global_batch=result["global_batch"] if result["global_batch"] != declared else None,
         micro_samples=result.get("micro_samples"),
         peak_memory_bytes=result.get("peak_memory_bytes"),
+        peak_reserved_bytes=result.get("peak_reserved_bytes"),
+        probe_latency_seconds=result.get("probe_latency_seconds") if gpus > 1 else None,
         tokens_per_second=result.get("tokens_per_second"),
         layout=result.get("layout"),
     )

@@ -27,8 +27,8 @@ def output_path(option: str) -> Callable[[str], Path]:
 WorkloadArg = Annotated[Path, typer.Argument(help="Workload spec (TOML).", show_default=False)]
 OptionalWorkloadArg = Annotated[
     Path | None,
-    typer.Argument(help="Workload spec (TOML); default: every workload in workloads/ with calibration data.",
-                   show_default=False),
+    typer.Argument(help="Workload spec (TOML); default: every workload in workloads/ (one without calibration data "
+                   "from the model's prior, marked uncalibrated).", show_default=False),
 ]
 CalibrationOpt = Annotated[
     list[Path] | None,

@@ -154,6 +154,8 @@ def predict(model, gpus, nodes=None, peaks=()):
     valid = np.stack([lay.valid for lay in choice.layouts])
     choice = choice.with_fallback(np.argmin(np.where(valid, np.stack([p.step_seconds for p in preds]), np.inf), axis=0))
     out = merged(preds, choice.pick)
+    cols = np.arange(g.size)
+    out["breakdown"] = {k: np.stack([p.breakdown[k] for p in preds])[choice.pick, cols] for k in preds[0].breakdown}
     # one baseline for every layout: the layout chosen at the baseline count
     b, bn = np.array([model.baseline_gpus]), np.array([model.baseline_nodes])
     at_base = choose(w, b, bn, _median_step(model), peaks)

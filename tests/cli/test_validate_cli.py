@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from cli_inprocess import run_in_process
 from conftest import ROOT, WORKLOADS, run_cli
 
 # The exact-error-line cases mutate a fixed fixture (a fixed-global 6.7B FSDP spec, the first llm7b
@@ -24,7 +25,7 @@ def mutate(old: str, new: str, text: str = LLM7B) -> str:
 
 @pytest.mark.parametrize("path", sorted(WORKLOADS.glob("*.toml")), ids=lambda p: p.name)
 def test_every_example_workload_is_valid(path):
-    result = run_cli("validate", path)
+    result = run_in_process("validate", path)
     assert result.returncode == 0, result.stderr
     assert "valid" in result.stdout
 
@@ -176,7 +177,7 @@ def test_bad_spec_exits_2_with_exact_lines(tmp_path, case):
     text, expected = BAD[case]
     spec = tmp_path / "spec.toml"
     spec.write_text(text)
-    result = run_cli("validate", "spec.toml", cwd=tmp_path)
+    result = run_in_process("validate", "spec.toml", cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
@@ -194,7 +195,7 @@ def test_job_tokens_count_samples_by_seq_len(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    result = run_cli("validate", "nope.toml", cwd=tmp_path)
+    result = run_in_process("validate", "nope.toml", cwd=tmp_path)
     assert (result.returncode, result.stderr.strip()) == (2, "nope.toml: no such file")
 
 
@@ -208,7 +209,7 @@ def test_units_parse_to_base_units():
     assert parse_duration("10 us") == 1e-5 and parse_duration("2 min") == 120 and parse_duration("1.5 h") == 5400
 
 
-def test_schema_lists_every_field_with_a_description():
+def test_schema_as_a_user_runs_it_lists_every_field_with_a_description():
     result = run_cli("schema")
     assert result.returncode == 0
     schema = json.loads(result.stdout)
@@ -218,7 +219,7 @@ def test_schema_lists_every_field_with_a_description():
             assert prop.get("description"), f"{section}.{name} has no description"
 
 
-def test_gpu_catalog_lists_required_models_with_sources():
+def test_gpus_as_a_user_runs_it_lists_required_models_with_sources():
     result = run_cli("gpus", "--json")
     assert result.returncode == 0
     rows = {r["name"]: r for r in json.loads(result.stdout)["gpus"]}

@@ -17,7 +17,17 @@ from pathlib import Path
 import pytest
 
 from advisor.calibration_data import load_calibration
-from calibrate_support import assert_no_workers_left, cli_env, small_workload, start_cli, wait_for, workers_of
+from calibrate_support import (
+    assert_no_workers_left,
+    cli_env,
+    needs_torch,
+    small_workload,
+    start_cli,
+    valid_result,
+    wait_for,
+    workers_of,
+    write_result,
+)
 from conftest import run_cli
 
 pytestmark = pytest.mark.slow
@@ -38,6 +48,7 @@ def _saved_counts(path: Path) -> list[int]:
         return []
 
 
+@needs_torch
 def test_killed_worker_is_named_and_no_rank_survives(tmp_path):
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
@@ -56,6 +67,7 @@ def test_killed_worker_is_named_and_no_rank_survives(tmp_path):
     assert _leftovers(scratch) == []
 
 
+@needs_torch
 def test_hung_rank_is_killed_by_timeout_with_its_whole_group(tmp_path):
     # Deterministic under load: N=1 is measured first without a timeout (a loaded machine may take
     # longer than any fixed bound to start torch), then only N=2 runs under --timeout; rank 1 is
@@ -83,6 +95,7 @@ def test_hung_rank_is_killed_by_timeout_with_its_whole_group(tmp_path):
     assert _leftovers(scratch) == []
 
 
+@needs_torch
 def test_sigint_keeps_finished_counts_then_resume_completes(tmp_path):
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
@@ -116,6 +129,7 @@ def test_existing_file_is_not_overwritten_without_resume(tmp_path):
     assert out.read_text() == "keep me\n"
 
 
+@needs_torch
 def test_second_calibration_of_the_same_file_is_refused(tmp_path):
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
@@ -163,6 +177,7 @@ def test_read_only_output_folder_is_refused_before_measuring(tmp_path):
         _make_writable(out_dir)
 
 
+@needs_torch
 def test_write_failure_mid_run_leaves_the_previous_file_untouched(tmp_path):
     spec = small_workload(tmp_path)
     out_dir = tmp_path / "out"
@@ -191,6 +206,7 @@ def test_write_failure_mid_run_leaves_the_previous_file_untouched(tmp_path):
     shutil.rmtree(kept, ignore_errors=True)
 
 
+@needs_torch
 def test_ranks_die_with_a_killed_cli(tmp_path):
     # SIGKILL leaves the CLI no chance to clean up: the kernel ends its ranks (PR_SET_PDEATHSIG).
     spec = small_workload(tmp_path)
@@ -203,6 +219,7 @@ def test_ranks_die_with_a_killed_cli(tmp_path):
     assert_no_workers_left(cli.pid)
 
 
+@needs_torch
 def test_misconfigured_network_fails_with_the_ranks_own_error(tmp_path):
     # A half-configured host: gloo told to use an interface that does not exist. The ranks raise
     # at start-up; the message carries the first line of a rank's own error.
@@ -236,6 +253,7 @@ def _patched_cli(patch: str, *args) -> list[str]:
     return [sys.executable, "-c", code, *map(str, args)]
 
 
+@needs_torch
 def test_sigterm_during_the_write_keeps_the_finished_count(tmp_path):
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
@@ -257,6 +275,7 @@ def test_sigterm_during_the_write_keeps_the_finished_count(tmp_path):
     assert _leftovers(scratch) == [] and not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+@needs_torch
 def test_sigterm_after_the_ranks_finished_keeps_the_result_in_a_named_folder(tmp_path):
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
@@ -283,6 +302,7 @@ def test_sigterm_after_the_ranks_finished_keeps_the_result_in_a_named_folder(tmp
     assert _leftovers(scratch) == []
 
 
+@needs_torch
 def test_full_disk_keeps_the_old_file_and_the_new_count(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root to mount a tiny tmpfs")
@@ -321,6 +341,7 @@ def test_full_disk_keeps_the_old_file_and_the_new_count(tmp_path):
         subprocess.run(["umount", "-l", str(disk)])
 
 
+@needs_torch
 def test_concurrent_writers_one_file_never_corrupted(tmp_path):
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
@@ -345,6 +366,7 @@ def test_concurrent_writers_one_file_never_corrupted(tmp_path):
         assert_no_workers_left(c.pid)
 
 
+@needs_torch
 def test_stopped_cli_keeps_its_lock_then_stops_cleanly(tmp_path):
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
@@ -367,6 +389,7 @@ def test_stopped_cli_keeps_its_lock_then_stops_cleanly(tmp_path):
     assert _leftovers(scratch) == []
 
 
+@needs_torch
 def test_sigkilled_cli_leftovers_are_removed_by_the_next_run(tmp_path):
     spec = small_workload(tmp_path)
     env, scratch = _tmp_env(tmp_path)
@@ -384,6 +407,7 @@ def test_sigkilled_cli_leftovers_are_removed_by_the_next_run(tmp_path):
     assert _leftovers(scratch) == [] and _saved_counts(out) == [1]
 
 
+@needs_torch
 def test_failed_count_keeps_only_its_named_logs(tmp_path):
     spec = small_workload(tmp_path)
     env, scratch = _tmp_env(tmp_path)
@@ -397,8 +421,6 @@ def test_failed_count_keeps_only_its_named_logs(tmp_path):
 
 
 def test_changed_spec_under_resume_is_refused_naming_the_field(tmp_path):
-    from test_hostile_corpus import valid_result, write_result
-
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
     write_result(tmp_path / "results" / "gpus2-nodes2", valid_result())
@@ -443,6 +465,7 @@ def _listening_addresses(pid: int) -> list[str]:
     return out
 
 
+@needs_torch
 def test_local_ranks_listen_on_loopback_only(tmp_path):
     # torch's own TCPStore would listen on every interface (*:PORT): rank 0 must serve the store
     # on the loopback socket the launcher bound, and gloo's pairs listen on lo too.

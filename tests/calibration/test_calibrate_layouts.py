@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from advisor.calibration_data import load_calibration
-from calibrate_support import small_workload
+from calibrate_support import needs_torch, small_workload
 from conftest import run_cli
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs_torch]
 
 
 def _layout_spec(tmp_path, name, replace):

@@ -13,10 +13,10 @@ import sys
 import pytest
 
 from advisor.calibration_data import load_calibration
-from calibrate_support import cli_env, small_workload
+from calibrate_support import cli_env, needs_torch, small_workload
 from conftest import run_cli
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs_torch]
 
 
 def _check_file(path, name, counts, nodes=1, strategy="ddp"):

@@ -9,9 +9,9 @@ from __future__ import annotations
 import copy
 
 import pytest
-from test_hostile_corpus import assert_clean, valid_result, write_result
+from test_hostile_corpus import assert_clean
 
-from calibrate_support import small_workload
+from calibrate_support import small_workload, valid_result, write_result
 from cli_inprocess import invoke
 
 # probe 0 is an all-reduce of 1048576 bytes in 0.01 s on the run's 2 ranks over 2 nodes

@@ -17,7 +17,7 @@ import tomllib
 import pytest
 import tomli_w
 
-from calibrate_support import SMALL_PARAMS, cli_env, small_workload
+from calibrate_support import cli_env, small_workload, valid_result, write_result
 from cli_inprocess import invoke, run_in_process
 from conftest import ROOT, WORKLOADS
 
@@ -234,29 +234,6 @@ def test_csv_with_a_bom_is_read():
 
 
 # -- --collect: crafted rank results -----------------------------------------------------------------
-
-def valid_result(gpus: int = 2, nodes: int = 2) -> dict:
-    """A result.json as advisor.calibrate.worker writes it, for small_workload (global batch 8)."""
-    return {
-        "workload": "tiny-test", "gpus": gpus, "nodes": nodes, "step_seconds": [0.2, 0.21],
-        "compute_seconds": [0.15, 0.16], "global_batch": 8, "micro_samples": 4, "micro_batches": [4],
-        "peak_memory_bytes": None, "tokens_per_second": 2560.0,
-        # busbw = bytes / seconds x nccl-tests' factor on 2 ranks (1 for all-reduce, 1/2 otherwise)
-        "collectives": [{"op": op, "bytes": 1048576, "seconds": 0.01, "busbw": busbw}
-                        for op, busbw in (("all_reduce", 0.1049), ("reduce_scatter", 0.0524), ("all_gather", 0.0524))],
-        "environment": {"torch": "2.13.0", "backend": "gloo", "device": "cpu (test)", "hosts": ["a", "b"],
-                        "gpus_per_node": 1, "omp_threads": 1, "load_average": [0.1, 0.2, 0.3],
-                        "strategy": "ddp", "declared_precision": "fp32", "declared_params": SMALL_PARAMS},
-    }
-
-
-def write_result(folder, result, ranks: int | None = None, raw: str | bytes | None = None):
-    folder.mkdir(parents=True, exist_ok=True)
-    text = raw if raw is not None else json.dumps(result)
-    (folder / "result.json").write_bytes(text if isinstance(text, bytes) else text.encode())
-    for r in range(ranks if ranks is not None else 2):
-        (folder / f"rank{r}.json").write_text(json.dumps({"rank": r, "host": "a", "peak_memory_bytes": 0}))
-
 
 RESULT_EDITS = {
     "gpus string": ("gpus", "2", "gpus"),

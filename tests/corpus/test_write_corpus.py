@@ -12,9 +12,8 @@ import subprocess
 import sys
 
 import pytest
-from test_hostile_corpus import valid_result, write_result
 
-from calibrate_support import cli_env, small_workload
+from calibrate_support import cli_env, small_workload, valid_result, write_result
 from cli_inprocess import invoke
 from conftest import ROOT, WORKLOADS
 

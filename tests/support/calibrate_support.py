@@ -3,6 +3,8 @@ and finding (or proving the absence of) a run's worker processes through /proc."
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +12,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT, WORKLOADS
+
+#: For tests that start real ranks: skipped where torch is not installed (a planner's install, where
+#: calibrate refuses to measure), instead of failing on calibrate's "needs torch" line.
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="needs torch: pip install -e '.[calibrate]'")
 
 #: Parameters of the 2-layer proxy below: embeddings 1024·256 + 64·256, 2·(12·256² + 13·256),
 #: final norm 2·256 (advisor.calibrate.proxy.params_of_transformer; checked in test_calibrate_plan).
@@ -30,6 +39,29 @@ def small_workload(folder: Path, strategy: str = "ddp", name: str = "tiny-test",
     path = folder / f"{name}.toml"
     path.write_text(text)
     return path
+
+
+def valid_result(gpus: int = 2, nodes: int = 2) -> dict:
+    """A result.json as advisor.calibrate.worker writes it, for small_workload (global batch 8)."""
+    return {
+        "workload": "tiny-test", "gpus": gpus, "nodes": nodes, "step_seconds": [0.2, 0.21],
+        "compute_seconds": [0.15, 0.16], "global_batch": 8, "micro_samples": 4, "micro_batches": [4],
+        "peak_memory_bytes": None, "tokens_per_second": 2560.0,
+        # busbw = bytes / seconds x nccl-tests' factor on 2 ranks (1 for all-reduce, 1/2 otherwise)
+        "collectives": [{"op": op, "bytes": 1048576, "seconds": 0.01, "busbw": busbw}
+                        for op, busbw in (("all_reduce", 0.1049), ("reduce_scatter", 0.0524), ("all_gather", 0.0524))],
+        "environment": {"torch": "2.13.0", "backend": "gloo", "device": "cpu (test)", "hosts": ["a", "b"],
+                        "gpus_per_node": 1, "omp_threads": 1, "load_average": [0.1, 0.2, 0.3],
+                        "strategy": "ddp", "declared_precision": "fp32", "declared_params": SMALL_PARAMS},
+    }
+
+
+def write_result(folder, result, ranks: int | None = None, raw: str | bytes | None = None):
+    folder.mkdir(parents=True, exist_ok=True)
+    text = raw if raw is not None else json.dumps(result)
+    (folder / "result.json").write_bytes(text if isinstance(text, bytes) else text.encode())
+    for r in range(ranks if ranks is not None else 2):
+        (folder / f"rank{r}.json").write_text(json.dumps({"rank": r, "host": "a", "peak_memory_bytes": 0}))
 
 
 def cli_env(extra: dict | None = None) -> dict:

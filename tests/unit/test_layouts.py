@@ -12,7 +12,8 @@ import pytest
 from advisor.planning import layout_choice
 from advisor.spec import workload_from_dict
 from advisor.topology import layouts as L
-from conftest import WORKLOADS, run_cli
+from cli_inprocess import run_in_process
+from conftest import WORKLOADS
 
 RENTAL = tomllib.loads((WORKLOADS / "rental-ethernet.toml").read_text())
 
@@ -158,7 +159,7 @@ def test_bad_degrees_exit_2_with_the_dotted_path(tmp_path, lines, expected):
     text = BASE.replace('strategy = "fsdp"', f'strategy = "fsdp"\n{lines}')
     assert text != BASE
     (tmp_path / "w.toml").write_text(text)
-    r = run_cli("validate", "w.toml", cwd=tmp_path)
+    r = run_in_process("validate", "w.toml", cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.startswith(f"w.toml: {expected}"), r.stderr
 

@@ -12,10 +12,20 @@ from typing import Annotated
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import CalibrationOpt, GpusOpt, JsonOpt, MeasurementsOpt, ModelOpt, PlotOpt, WorkloadArg
+from advisor.cli.options import (
+    CalibrationOpt,
+    GpusOpt,
+    JsonOpt,
+    MeasurementsOpt,
+    ModelOpt,
+    PlotOpt,
+    WideOpt,
+    WorkloadArg,
+)
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
 from advisor.cli.output import warn as _warn
+from advisor.cli.tables import Column, build, say, show
 from advisor.text import interval, plural
 
 
@@ -94,57 +104,94 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
     _warn(m.fit_warnings)
 
 
-def _default_counts(m) -> list[tuple[int, int]]:
+def _default_counts(m, base: int) -> list[tuple[int, int]]:
+    """Doublings from the baseline count up to max_gpus, keeping the counts that run (advisor.planning.runnable)."""
+    from advisor.planning import runnable
+
     top = m.workload.cluster.max_gpus
     counts = []
-    n = m.baseline_gpus
+    n = base
     while n < top:
         counts.append(n)
         n *= 2
     counts.append(top)
-    from advisor.layouts import build
+    ok = runnable.of(m.workload, counts, None, m.peaks).ok
+    return [(g, int(m.workload.nodes(g))) for g, fine in zip(counts, ok, strict=True) if fine]
 
-    valid = build(m.workload, counts).valid  # counts the parallel layout can split (tp x pp x cp divides them)
-    return [(g, int(m.workload.nodes(g))) for g, ok in zip(counts, valid, strict=True) if ok]
+
+#: Fields of a prediction row null in --json at a count that cannot run: relative to a baseline that does,
+#: they would read as super-linear (101% efficiency at 1 GPU). The step time stays: what it would take if it ran.
+RELATIVE = ("speedup", "efficiency")
+
+
+def _rows(p, run, layouts, whys) -> list[dict]:
+    """JSON rows: the prediction, the layout, and whether the count runs (why not, when it does not)."""
+    out = []
+    for i, r in enumerate(p.rows()):
+        runs = bool(run.ok[i])
+        row = {**r, **({} if runs else dict.fromkeys(RELATIVE)), "layout": layouts[i],
+               **({"layout_why": whys[i]} if whys else {})}
+        row.update({"runs": runs, "fits_memory": bool(run.fits[i]), "splits_batch": bool(run.whole[i] & run.even[i]),
+                    "memory_bytes": float(run.memory_bytes[i]), "left_out": run.reason(i)})
+        out.append(row)
+    return out
+
+
+PREDICT_COLUMNS = (
+    Column("GPUs"), Column("nodes"), Column("step s"), Column("step 90%"), Column("samples/s", wide=True),
+    Column("samples/s 90%", wide=True), Column("speedup"), Column("efficiency"), Column("MFU"),
+    Column("naive samples/s", wide=True), Column("layout", wide=True, left=True),
+)
+
+
+def _predict_table(m, rows: list[dict], base: int, wide: bool):
+    from advisor.text import number, percent, times
+
+    desc = m.describe()
+    title = (f"{_uncal(m)}{m.workload.name}: model '{m.family}' (CV error {_pct(desc['cv_mape'])}), "
+             f"speedup vs {plural(base, 'GPU')}, 90% intervals")
+    cells = [[f"{r['gpus']:,}", f"{r['nodes']:,}", number(r["step_seconds"], 4),
+              interval(r["step_seconds_low"], r["step_seconds_high"]), number(r["throughput"], 4),
+              interval(r["throughput_low"], r["throughput_high"]), times(r["speedup"]), percent(r["efficiency"]),
+              "-" if r["mfu"] is None else percent(r["mfu"], 1), number(r["naive_throughput"], 4),
+              (r["layout_why"].split(" (")[0] + ": " if "layout_why" in r else "") + r["layout"]]
+             for r in rows if r["runs"]]
+    caption = None if wide else "--wide: samples/s with its interval, naive samples/s, layout"
+    return build(title, PREDICT_COLUMNS, cells, wide=wide, caption=caption)
 
 
 @app.command()
 def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements: MeasurementsOpt = None,
-            gpus: GpusOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False, plot: PlotOpt = None) -> None:
-    """Predict step time, throughput, speedup, efficiency and MFU with 90% intervals."""
+            gpus: GpusOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False, plot: PlotOpt = None,
+            wide: WideOpt = False) -> None:
+    """Predict step time, throughput, speedup, efficiency and MFU with 90% intervals; counts that cannot
+    run (memory, batch) are marked with the reason, and speedup is against the smallest count that runs."""
+    from advisor.layouts import predict as predict_layouts
     from advisor.placement import parse_placements
+    from advisor.planning import runnable
 
     m = _model(workload, calibration, measurements, model)
-    placements = parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus is not None else _default_counts(m)
-    from advisor.layouts import predict as predict_layouts
-
-    p, layouts, whys = predict_layouts(m, [g for g, _ in placements], [n for _, n in placements], m.peaks)
+    base = runnable.baseline(m.workload, m, m.peaks)
+    placements = (parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus is not None
+                  else _default_counts(m, base[0]))
+    g, n = [g for g, _ in placements], [n for _, n in placements]
+    p, layouts, whys = predict_layouts(m, g, n, m.peaks)
+    p = runnable.rebase(m, p, base, m.peaks)
+    rows = _rows(p, runnable.of(m.workload, g, n, m.peaks), layouts, whys)
     if plot is not None:
         from advisor.scaling.plot import plot_scaling
 
         plot_scaling(m, p, plot)
     if as_json:
-        current().result({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": m.describe(),
-                          "predictions": [{**r, "layout": layouts[i], **({"layout_why": whys[i]} if whys else {})}
-                                          for i, r in enumerate(p.rows())], "warnings": p.warnings})
+        current().result({"workload": m.workload.name, "baseline_gpus": base[0], "baseline_nodes": base[1],
+                          "model": m.describe(), "predictions": rows, "warnings": p.warnings})
         _warn(p.warnings)
         return
-    from rich.table import Table
-
-    desc = m.describe()
-    t = Table(title=f"{_uncal(m)}{m.workload.name}: model '{m.family}' (CV error {_pct(desc['cv_mape'])}), "
-                    f"speedup vs {plural(m.baseline_gpus, 'GPU')}, 90% intervals")
-    cols = ("GPUs", "nodes", "step s", "step 90%", "samples/s", "samples/s 90%", "speedup", "efficiency", "MFU",
-            "naive samples/s", "layout")
-    for col in cols:
-        t.add_column(col, justify="right")
-    for i, r in enumerate(p.rows()):
-        t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['step_seconds']:.4g}",
-                  interval(r['step_seconds_low'], r['step_seconds_high']), f"{r['throughput']:.4g}",
-                  interval(r['throughput_low'], r['throughput_high']), f"{r['speedup']:.3g}",
-                  f"{r['efficiency'] * 100:.0f}%", "-" if r["mfu"] is None else f"{r['mfu'] * 100:.1f}%",
-                  f"{r['naive_throughput']:.4g}", f"{'' if not whys else whys[i].split(' (')[0] + ': '}{layouts[i]}")
-    _console().print(t)
+    con = _console()
+    show(con, _predict_table(m, rows, base[0], wide))
+    for r in rows:
+        if not r["runs"]:
+            say(con, f"Left out {plural(r['gpus'], 'GPU')} ({plural(r['nodes'], 'node')}): {r['left_out']}.")
     if plot is not None:
         current().note(f"wrote {plot}")
     _warn(p.warnings)

@@ -33,3 +33,6 @@ ModelOpt = Annotated[
     typer.Option("--model", help="Model family: auto (chosen by leave-one-count-out CV), amdahl, ernest, topology, "
                                   "topology-ring."),
 ]
+WideOpt = Annotated[
+    bool, typer.Option("--wide", help="Show every table column (the default set fits 80 columns).")
+]

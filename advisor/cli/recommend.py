@@ -19,8 +19,9 @@ from typing import Annotated
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import CalibrationOpt, JsonOpt, MeasurementsOpt, OptionalWorkloadArg, PlotOpt
+from advisor.cli.options import CalibrationOpt, JsonOpt, MeasurementsOpt, OptionalWorkloadArg, PlotOpt, WideOpt
 from advisor.cli.output import console, current, warn
+from advisor.cli.tables import Column, build, say, show
 from advisor.errors import InputError
 from advisor.planning.limits import Limits, free_objective
 
@@ -79,6 +80,7 @@ def recommend(
     as_json: JsonOpt = False,
     plot: PlotOpt = None,
     layouts: LayoutsOpt = None,
+    wide: WideOpt = False,
 ) -> None:
     """Recommend a GPU count and billing tier: the count past which more GPUs stop being worth their cost, or
     the fastest plan within --budget, or the cheapest within --deadline, or the cheapest meeting both."""
@@ -111,7 +113,7 @@ def recommend(
     if as_json:
         current().result(_document(recs, missing))
     else:
-        _print(recs, missing)
+        _print(recs, missing, wide)
     warn([f"{rec.workload}: {line}" for rec in recs for line in rec.warnings])
     unmet = [rec.workload for rec in recs if rec.chosen is None]
     if unmet:
@@ -190,13 +192,13 @@ def _no_data(path, w) -> str:
     )
 
 
-def _print(recs, missing) -> None:
+def _print(recs, missing, wide: bool = False) -> None:
     out = console()
     for rec in recs:
-        out.print(_table(rec))
-        out.print(rec.message, markup=False, highlight=False, soft_wrap=True)
+        show(out, _table(rec, wide))
+        say(out, rec.message)
         for line in rec.why:
-            out.print(f"  - {line}", markup=False, highlight=False, soft_wrap=True)
+            say(out, line, indent="  - ")
         out.print()
     for path, w in missing:
         print(_no_data(path, w))
@@ -215,11 +217,17 @@ def _shown(rec) -> list[tuple[int, int]]:
     return [(t, c) for t, c in rec.candidates() if c in keep]
 
 
-def _table(rec):
-    from rich.table import Table
+#: Columns of the recommend table: the compact set fits 80 columns, the rest needs --wide.
+COLUMNS = (
+    Column("GPUs"), Column("nodes"), Column("tier", left=True), Column("batch", wide=True),
+    Column("step s", wide=True), Column("hours"), Column("$"), Column("speedup", wide=True),
+    Column("efficiency"), Column("P(meet)"), Column("", left=True),
+)
+LAYOUT = Column("layout", wide=True, left=True)
 
-    from advisor.planning.explain import fmt_hours, fmt_pct, fmt_usd
-    from advisor.text import number
+
+def _table(rec, wide: bool = False):
+    from advisor.text import count, hours, number, percent, times, usd
 
     sw = rec.sweep
     p = rec.probabilities["both"]
@@ -227,41 +235,17 @@ def _table(rec):
     title = f"{rec.workload}: {rec.objective}" + (
         "" if rec.calibrated else " (UNCALIBRATED: prior only, no measurements)"
     )
-    table = Table(
-        title=title, caption=f"{len(rows)} of {len(rec.candidates())} plans ({ROW_NOTE}); • on the cost-time frontier"
-    )
     auto = sw.layouts is not None and sw.layouts.seconds is not None  # strategy auto: the layout differs per count
-    for col in (
-        "GPUs",
-        "nodes",
-        "tier",
-        "batch",
-        "step s",
-        "hours",
-        "$",
-        "speedup",
-        "efficiency",
-        "P(meet)",
-        "frontier",
-        "chosen",
-        *(("layout",) if auto else ()),
-    ):
-        table.add_column(col, justify="left" if col in ("tier", "layout") else "right")
+    cells = []
     for t, c in rows:
-        table.add_row(
-            f"{int(sw.gpus[c]):,}",
-            f"{int(sw.nodes[c]):,}",
-            sw.tiers[t].name,
-            f"{sw.global_batch[c]:,.0f}",
-            f"{sw.step_seconds[0, c]:.3g}",
-            fmt_hours(sw.wall_hours[0, t, c]),
-            fmt_usd(sw.cost_usd[0, t, c]),
-            f"{number(sw.speedup[t, c])}x",
-            fmt_pct(sw.efficiency[t, c]),
-            "-" if p is None else fmt_pct(p[t, c]),
-            "•" if (t, c) in rec.frontier_set else "",
-            "✔" if rec.chosen == (t, c) else "",
+        mark = "✔" if rec.chosen == (t, c) else "•" if (t, c) in rec.frontier_set else ""
+        cells.append([
+            count(int(sw.gpus[c])), count(int(sw.nodes[c])), sw.tiers[t].name, count(float(sw.global_batch[c])),
+            number(sw.step_seconds[0, c]), hours(sw.wall_hours[0, t, c], days=False), usd(sw.cost_usd[0, t, c]),
+            times(sw.speedup[t, c]), percent(sw.efficiency[t, c]), "-" if p is None else percent(p[t, c]), mark,
             *((f"{sw.layouts.strategy(c)}: {sw.layouts.label(c)}",) if auto else ()),
-            style="bold" if rec.chosen == (t, c) else None,
-        )
-    return table
+        ])
+    caption = (f"{len(rows)} of {len(rec.candidates())} plans ({ROW_NOTE}); ✔ chosen, • on the cost-time frontier"
+               + ("" if wide else "; --wide: batch, step, speedup" + (", layout" if auto else "")))
+    return build(title, COLUMNS + ((LAYOUT,) if auto else ()), cells, wide=wide, caption=caption,
+                 bold=[rec.chosen == row for row in rows])

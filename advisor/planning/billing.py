@@ -438,6 +438,7 @@ def _baseline_hours(w: "Workload", model: StepTimeModel, baseline_gpus: int) -> 
     from advisor.planning.batch import global_batch
 
     base = np.array([baseline_gpus], dtype=np.int64)
-    base_nodes = np.array([getattr(model, "baseline_nodes", None) or w.nodes(baseline_gpus)], dtype=np.int64)
+    own = getattr(model, "baseline_nodes", None) if baseline_gpus == getattr(model, "baseline_gpus", None) else None
+    base_nodes = np.array([own or w.nodes(baseline_gpus)], dtype=np.int64)
     base_step = float(_step_times(model, base, base_nodes, global_batch(w, base))[0, 0])
     return float(job_steps(w, base, baseline_gpus)[0]) * base_step / 3600

@@ -106,7 +106,8 @@ def _measured(ax, rec, measured: Sequence[int], hours, cost) -> None:
 def _limit(ax, name: str, value, span: tuple[float, float], horizontal: bool) -> None:
     """Budget (a horizontal line) or deadline (vertical), drawn only inside the data's span: a limit
     far beyond every plan would squash the plans into a corner, so it is named in the legend instead."""
-    from advisor.planning.explain import fmt_hours, fmt_usd
+    from advisor.text import hours as fmt_hours
+    from advisor.text import usd as fmt_usd
 
     if value is None:
         return

@@ -45,6 +45,8 @@ from advisor.errors import InputError
 from advisor.planning.billing import StepTimeModel, Sweep
 from advisor.planning.explain import explain
 from advisor.planning.limits import LIKELY, Limits, Objective
+from advisor.planning.runnable import Runnable, baseline
+from advisor.planning.runnable import of as runnable_of
 from advisor.text import plural
 
 if TYPE_CHECKING:
@@ -233,6 +235,7 @@ class Recommendation:
     peaks: list = field(default_factory=list)  # advisor.memory.MeasuredPeak used for the footprint
     gradient_noise_scale: float | None = None
     params: float = 0.0
+    runnable: Runnable | None = None  # why each count can or cannot run (the left-out sentences name it)
     message: str = ""
     why: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -503,6 +506,8 @@ def recommend(
     chosen_objective = limits.objective(objective)
     from advisor.layouts import sweep as layout_sweep  # the layout per count; strategy auto: the fastest that fits
 
+    if baseline_gpus is None:  # the smallest count that runs, as `advisor predict` (advisor.planning.runnable)
+        baseline_gpus = baseline(w, model, peaks)[0] if hasattr(model, "baseline_nodes") else None
     sw = layout_sweep(w, model, select_tiers(w, tier), baseline_gpus, gpus, peaks)
     probabilities = limit_probabilities(sw, limits)
     frontier = frontier_of(sw)
@@ -528,6 +533,7 @@ def recommend(
     if chosen is not None and p is not None and p[chosen] < LIKELY:
         rec.safer, _, _ = choose(sw, chosen_objective, Limits(limits.budget, limits.deadline, 0.9), probabilities)
     rec.recompute = recompute_alternatives(w, sw)
+    rec.runnable = runnable_of(w, sw.gpus, sw.nodes, peaks)
     rec.knife_edge = knife_edge(sw, probabilities, chosen or (closest[0] if closest else None), frontier)
     rec.message, rec.why = explain(rec)
     rec.warnings = model_warnings(model, rec, chosen or (closest[0] if closest else None))

@@ -19,11 +19,21 @@ from typing import Annotated
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import CalibrationOpt, JsonOpt, MeasurementsOpt, OptionalWorkloadArg, PlotOpt, WideOpt
+from advisor.cli.options import (
+    CalibrationOpt,
+    JsonOpt,
+    MeasurementsOpt,
+    OptionalWorkloadArg,
+    PlotOpt,
+    WideOpt,
+    complete_tier,
+    quantity,
+)
 from advisor.cli.output import console, current, warn
 from advisor.cli.tables import Column, build, say, show
 from advisor.errors import InputError
 from advisor.planning.limits import Limits, free_objective
+from advisor.units import parse_fraction, parse_hours, parse_money
 
 LayoutsOpt = Annotated[
     str | None,
@@ -35,18 +45,25 @@ LayoutsOpt = Annotated[
     ),
 ]
 BudgetOpt = Annotated[
-    float | None, typer.Option("--budget", help="USD: the fastest plan that costs at most this.", show_default=False)
+    str | None,
+    typer.Option("--budget", help="USD (20000, 20k, '$20,000'): the fastest plan that costs at most this.",
+                 show_default=False),
 ]
 DeadlineOpt = Annotated[
-    float | None,
-    typer.Option("--deadline", help="Hours: the cheapest plan that finishes in time.", show_default=False),
+    str | None,
+    typer.Option("--deadline", help="Hours, or a duration with its unit ('3 days', '36 h'): the cheapest plan "
+                 "that finishes in time.", show_default=False),
 ]
-TierOpt = Annotated[str | None, typer.Option("--tier", help="Consider only this billing tier.", show_default=False)]
+TierOpt = Annotated[
+    str | None,
+    typer.Option("--tier", help="Consider only this billing tier.", show_default=False, autocompletion=complete_tier),
+]
 ConfidenceOpt = Annotated[
-    float | None,
+    str | None,
     typer.Option(
         "--confidence",
-        help="Require this probability (0-1) of meeting --budget/--deadline (default: the median plan meets them).",
+        help="Require this probability (0-1, or 90%) of meeting --budget/--deadline (default: the median plan "
+        "meets them).",
         show_default=False,
     ),
 ]
@@ -87,7 +104,8 @@ def recommend(
     from advisor.planning.recommend import recommend as recommend_plan
     from advisor.planning.recommend import select_tiers
 
-    limits = Limits(budget, deadline, confidence)
+    limits = Limits(quantity("--budget", budget, parse_money), quantity("--deadline", deadline, parse_hours),
+                    quantity("--confidence", confidence, parse_fraction))
     free = free_objective(objective)
     limits.objective(free)  # a bad or conflicting --objective fails before any fitting
     if workload is None and (calibration is not None or measurements is not None):

@@ -13,6 +13,7 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import (
+    BacktestCalibrationOpt,
     CalibrationOpt,
     GpusOpt,
     JsonOpt,
@@ -166,9 +167,9 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
             wide: WideOpt = False) -> None:
     """Predict step time, throughput, speedup, efficiency and MFU with 90% intervals; counts that cannot
     run (memory, batch) are marked with the reason, and speedup is against the smallest count that runs."""
-    from advisor.layouts import predict as predict_layouts
     from advisor.placement import parse_placements
     from advisor.planning import runnable
+    from advisor.planning.layout_choice import predict as predict_layouts
 
     m = _model(workload, calibration, measurements, model)
     base = runnable.baseline(m.workload, m, m.peaks)
@@ -203,7 +204,7 @@ FitMaxOpt = Annotated[
 
 
 @app.command()
-def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: CalibrationOpt = None,
+def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: BacktestCalibrationOpt = None,
              measurements: MeasurementsOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False) -> None:
     """Fit on small counts, predict the larger measured ones: per-point error, MAPE, interval coverage."""
     from advisor.errors import InputError

@@ -115,7 +115,7 @@ def explain(rec: "Recommendation") -> tuple[str, list[str]]:
 
 
 def _layout(rec: "Recommendation", c: int) -> str:
-    """Under strategy auto: the chosen count's layout, what it beat and by how much (advisor.layouts)."""
+    """Under strategy auto: the chosen count's layout, what it beat and by how much (advisor.planning.layout_choice)."""
     lay = rec.sweep.layouts
     why = None if lay is None else lay.why(c)
     return f"Layout at {plural(int(rec.sweep.gpus[c]), 'GPU')}: {why}." if why else ""
@@ -381,7 +381,7 @@ def _memory_where(sw, over) -> str:
 
 
 def _memory_sentence(rec: "Recommendation", over) -> str:
-    from advisor.memory import STATE_BYTES_PER_PARAM
+    from advisor.topology.memory import STATE_BYTES_PER_PARAM
 
     sw = rec.sweep
     c = int(over.nonzero()[0][-1])  # the largest count over memory: the nearest to fitting, above it by construction
@@ -397,5 +397,5 @@ def _memory_sentence(rec: "Recommendation", over) -> str:
         f"Left out {_memory_where(sw, over)}: the footprint per GPU exceeds the {fmt_bytes(sw.gpu_memory)} of GPU "
         f"memory; at {plural(int(sw.gpus[c]), 'GPU')} it is {fmt_bytes(sw.memory_bytes[c])} (model state "
         f"{STATE_BYTES_PER_PARAM} bytes per parameter, {fmt_bytes(STATE_BYTES_PER_PARAM * rec.params)} for the whole "
-        f"model, split where the layout shards it, plus activations{measured}; advisor.memory).{hint}"
+        f"model, split where the layout shards it, plus activations{measured}; advisor.topology.memory).{hint}"
     )

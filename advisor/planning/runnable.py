@@ -3,9 +3,9 @@
 `advisor predict` and `advisor recommend` answer the same question with this module: a count runs
 when the layout splits it (tensor x pipeline x context degrees and the data-parallel degrees
 multiply to it), every data-parallel rank gets whole samples (a fixed global batch divides evenly,
-at least one sample per rank: advisor.planning.batch.divides) and the footprint per GPU fits in GPU
+at least one sample per rank: advisor.batch.divides) and the footprint per GPU fits in GPU
 memory (advisor.planning.billing.memory_per_gpu, the calibration's measured peaks included). Under
-strategy "auto" a count runs when some candidate layout does (advisor.layouts.candidates).
+strategy "auto" a count runs when some candidate layout does (advisor.topology.layouts.candidates).
 
 The speedup and efficiency baseline is the model's (the smallest measured count) when it runs, else
 the smallest count of the sweep (advisor.planning.billing.gpu_counts) that runs: a 70B model's
@@ -75,10 +75,10 @@ class Runnable:
 
 def of(w: "Workload", gpus, nodes=None, peaks: Sequence = ()) -> Runnable:
     """Whether each of `gpus` (over `nodes`, default the fewest) can run `w`'s layout and batch."""
-    from advisor.layouts import build
-    from advisor.memory import gpu_memory_bytes
-    from advisor.planning.batch import global_batch
+    from advisor.batch import global_batch
     from advisor.planning.billing import memory_per_gpu
+    from advisor.topology.layouts import build
+    from advisor.topology.memory import gpu_memory_bytes
 
     g = np.atleast_1d(np.asarray(gpus, dtype=np.int64))
     mp = w.model_parallel_size()
@@ -97,7 +97,7 @@ def of(w: "Workload", gpus, nodes=None, peaks: Sequence = ()) -> Runnable:
 
 
 def _per_rank(w: "Workload", g: np.ndarray) -> np.ndarray:
-    from advisor.planning.batch import per_gpu_batch
+    from advisor.batch import per_gpu_batch
 
     return np.asarray(per_gpu_batch(w, g), dtype=float)
 
@@ -105,7 +105,7 @@ def _per_rank(w: "Workload", g: np.ndarray) -> np.ndarray:
 def _auto(w: "Workload", g: np.ndarray, nodes, peaks) -> tuple[np.ndarray, np.ndarray]:
     """Under strategy auto: (some candidate layout splits the count, the least footprint among the
     candidates that split it, else among all)."""
-    from advisor.layouts import candidate_workload, candidates
+    from advisor.topology.layouts import candidate_workload, candidates
 
     layouts = candidates(w, g, nodes)
     valid = np.stack([lay.valid for lay in layouts])
@@ -131,11 +131,11 @@ def baseline(w: "Workload", model, peaks: Sequence = ()) -> tuple[int, int]:
 
 
 def rebase(model, prediction, base: tuple[int, int], peaks: Sequence = ()):
-    """`prediction` (advisor.layouts.predict's) with speedup and efficiency against `base`, the
+    """`prediction` (advisor.planning.layout_choice.predict's) with speedup and efficiency against `base`, the
     (GPUs, nodes) of `baseline`: speedup = throughput / the baseline's, efficiency = speedup x base / N."""
     from dataclasses import replace
 
-    from advisor.layouts import predict
+    from advisor.planning.layout_choice import predict
 
     at_base = predict(model, [base[0]], [base[1]], peaks)[0]
     speedup = prediction.throughput / float(at_base.throughput[0])

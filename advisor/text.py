@@ -31,8 +31,8 @@ def number(x: float, digits: int = 3) -> str:
 
 def interval(low: float, high: float, digits: int = 3, unit: str = "") -> str:
     """A range in plain notation with an en dash: (1330, 1530) -> "1,330–1,530"; ends that print the
-    same collapse to one value (1.91, 1.94 at 2 digits -> "1.9"). `unit` follows each end ("x")."""
-    return span(f"{number(low, digits)}{unit}", f"{number(high, digits)}{unit}")
+    same collapse to one value (1.91, 1.94 at 2 digits -> "1.9"). `unit` follows the range ("1.8–2.2x")."""
+    return span(number(low, digits), number(high, digits)) + unit
 
 
 def span(low: str, high: str) -> str:

@@ -83,7 +83,7 @@ def test_json_output_is_strict():
 def test_equal_range_ends_collapse_to_one_value():
     """ "1.9-1.9x the cost" read as a range of one value: equal ends print once."""
     assert interval(1.91, 1.94, 2, "x") == "1.9x"
-    assert interval(1.8, 2.2, 2, "x") == "1.8x–2.2x"
+    assert interval(1.8, 2.2, 2, "x") == "1.8–2.2x"
     assert span("$12,019", "$12,019") == "$12,019" and span("5%", "94%") == "5%–94%"
 
 

@@ -8,8 +8,6 @@ done, 2 bad input (not that tool's output: the file and line).
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +15,7 @@ import typer
 
 from advisor.cli.app import AdvisorTyper, app
 from advisor.cli.options import JsonOpt, WorkloadArg
+from advisor.cli.output import command_line
 
 imports_app = AdvisorTyper(  # its commands get -q like every other
     help="Import measurements made with other tools (nccl-tests, torchtitan).",
@@ -34,10 +33,6 @@ OutOpt = Annotated[
         "calibrations/NAME_nccl-tests.toml or NAME_torchtitan.toml).",
     ),
 ]
-
-
-def _command() -> str | None:
-    return shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
 
 
 def _report(notes: list[str], path: Path, cal, tool: str) -> None:
@@ -77,7 +72,7 @@ def nccl_tests_command(
     """nccl-tests output (all_reduce_perf, reduce_scatter_perf, all_gather_perf) -> [[collectives]]."""
     from advisor.imports.nccl_tests import import_nccl_tests
 
-    cal, path, notes = import_nccl_tests(workload, logs, out, nodes, op, _command())
+    cal, path, notes = import_nccl_tests(workload, logs, out, nodes, op, command_line())
     _report(notes, path, cal, "nccl-tests")
 
 
@@ -92,5 +87,5 @@ def torchtitan_command(
     """torchtitan training logs (step/loss/memory/tps lines) -> one [[runs]] entry per log."""
     from advisor.imports.torchtitan import import_torchtitan
 
-    cal, path, notes = import_torchtitan(workload, logs, gpus, out, _command())
+    cal, path, notes = import_torchtitan(workload, logs, gpus, out, command_line())
     _report(notes, path, cal, "torchtitan")

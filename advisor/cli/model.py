@@ -16,6 +16,7 @@ from advisor.cli.options import (
     BacktestCalibrationOpt,
     CalibrationOpt,
     GpusOpt,
+    HtmlOpt,
     JsonOpt,
     MeasurementsOpt,
     ModelOpt,
@@ -145,7 +146,8 @@ PREDICT_COLUMNS = (
 )
 
 
-def _predict_table(m, rows: list[dict], base: int, wide: bool):
+def _predict_cells(m, rows: list[dict], base: int) -> tuple[str, list[list[str]]]:
+    """(title, cells) of the rows that run, every column (build keeps the compact ones)."""
     from advisor.text import number, percent, times
 
     desc = m.describe()
@@ -157,14 +159,44 @@ def _predict_table(m, rows: list[dict], base: int, wide: bool):
               "-" if r["mfu"] is None else percent(r["mfu"], 1), number(r["naive_throughput"], 4),
               (r["layout_why"].split(" (")[0] + ": " if "layout_why" in r else "") + r["layout"]]
              for r in rows if r["runs"]]
+    return title, cells
+
+
+def _predict_table(m, rows: list[dict], base: int, wide: bool):
+    title, cells = _predict_cells(m, rows, base)
     caption = None if wide else "--wide: samples/s with its interval, naive samples/s, layout"
     return build(title, PREDICT_COLUMNS, cells, wide=wide, caption=caption)
+
+
+def _left_out(rows: list[dict]) -> list[str]:
+    return [f"Left out {plural(r['gpus'], 'GPU')} ({plural(r['nodes'], 'node')}): {r['left_out']}."
+            for r in rows if not r["runs"]]
+
+
+def _predict_html(path, m, p, rows, base, spec, calibration, measurements) -> None:
+    """The report to share (advisor.report): the table, the left-out counts, the scaling curve with its
+    band, the step breakdown where the model gives one, spec and calibration provenance."""
+    from advisor.cli.app import package_version
+    from advisor.cli.output import command_line
+    from advisor.report import Report, Table, breakdown_table, calibration_files, write
+    from advisor.scaling.plot import scaling_png
+
+    title, cells = _predict_cells(m, rows, base)
+    report = Report(f"advisor predict: {m.workload.name}", sentences=_left_out(rows),
+                    tables=[Table(title, [c.name for c in PREDICT_COLUMNS], cells)],
+                    figures=[(f"{m.workload.name}: predicted throughput with its 90% band, and efficiency",
+                              scaling_png(m, p))],
+                    breakdown=breakdown_table(rows), warnings=list(p.warnings), specs=[spec],
+                    calibrations=calibration_files(m.workload.name, spec, calibration, measurements),
+                    command=command_line() or "", version=package_version())
+    write(path, report)
+    current().note(f"wrote {path}")
 
 
 @app.command()
 def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements: MeasurementsOpt = None,
             gpus: GpusOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False, plot: PlotOpt = None,
-            wide: WideOpt = False) -> None:
+            wide: WideOpt = False, html: HtmlOpt = None) -> None:
     """Predict step time, throughput, speedup, efficiency and MFU with 90% intervals; counts that cannot
     run (memory, batch) are marked with the reason, and speedup is against the smallest count that runs."""
     from advisor.placement import parse_placements
@@ -183,6 +215,8 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
         from advisor.scaling.plot import plot_scaling
 
         plot_scaling(m, p, plot)
+    if html is not None:
+        _predict_html(html, m, p, rows, base[0], workload, calibration, measurements)
     if as_json:
         current().result({"workload": m.workload.name, "baseline_gpus": base[0], "baseline_nodes": base[1],
                           "model": m.describe(), "predictions": rows, "warnings": p.warnings})
@@ -190,9 +224,8 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
         return
     con = _console()
     show(con, _predict_table(m, rows, base[0], wide))
-    for r in rows:
-        if not r["runs"]:
-            say(con, f"Left out {plural(r['gpus'], 'GPU')} ({plural(r['nodes'], 'node')}): {r['left_out']}.")
+    for line in _left_out(rows):
+        say(con, line)
     if plot is not None:
         current().note(f"wrote {plot}")
     _warn(p.warnings)

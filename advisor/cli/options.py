@@ -86,3 +86,8 @@ ModelOpt = Annotated[
 WideOpt = Annotated[
     bool, typer.Option("--wide", help="Show every table column (the default set fits 80 columns).")
 ]
+HtmlOpt = Annotated[
+    Path | None,
+    typer.Option("--html", help="Write a self-contained HTML report (figures, table, sentences, spec and "
+                 "calibration provenance) to this path.", show_default=False),
+]

@@ -111,6 +111,13 @@ def strict_json(value: Any) -> Any:
 _current = Output()
 
 
+def command_line() -> str | None:
+    """The command as typed (`advisor recommend ...`), for provenance; None when not run from a shell."""
+    import shlex
+
+    return shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
+
+
 def current() -> Output:
     """The Output of the command now running (configured by app.py from --json and -q)."""
     return _current

@@ -21,6 +21,7 @@ import typer
 from advisor.cli.app import app
 from advisor.cli.options import (
     CalibrationOpt,
+    HtmlOpt,
     JsonOpt,
     MeasurementsOpt,
     OptionalWorkloadArg,
@@ -29,7 +30,7 @@ from advisor.cli.options import (
     complete_tier,
     quantity,
 )
-from advisor.cli.output import console, current, warn
+from advisor.cli.output import command_line, console, current, warn
 from advisor.cli.tables import Column, build, say, show
 from advisor.errors import InputError
 from advisor.planning.limits import Limits, free_objective
@@ -98,6 +99,7 @@ def recommend(
     plot: PlotOpt = None,
     layouts: LayoutsOpt = None,
     wide: WideOpt = False,
+    html: HtmlOpt = None,
 ) -> None:
     """Recommend a GPU count and billing tier: the count past which more GPUs stop being worth their cost, or
     the fastest plan within --budget, or the cheapest within --deadline, or the cheapest meeting both."""
@@ -110,7 +112,7 @@ def recommend(
     limits.objective(free)  # a bad or conflicting --objective fails before any fitting
     if workload is None and (calibration is not None or measurements is not None):
         raise InputError.at("--calibration" if calibration else "--measurements", "", "needs a WORKLOAD argument")
-    recs, missing, measured = [], [], {}
+    recs, missing, measured, fitted = [], [], {}, []
     if layouts not in (None, "auto", "spec"):
         raise InputError.at("--layouts", "", "choose auto (try every layout that fits) or spec (the spec's own)",
                             layouts)
@@ -126,8 +128,11 @@ def recommend(
             continue
         model = found
         recs.append(recommend_plan(w, model, tier=tier, limits=limits, objective=free))
-        measured[w.name] = model.describe()["measured"]["gpus"] if plot is not None else []  # drawn on top
+        fitted.append((path, w, model))
+        measured[w.name] = model.describe()["measured"]["gpus"] if plot or html else []  # drawn on top
     _plot(recs, plot, measured)
+    if html is not None and recs:
+        _html(html, recs, fitted, calibration, measurements, measured)
     if as_json:
         current().result(_document(recs, missing))
     else:
@@ -244,7 +249,8 @@ COLUMNS = (
 LAYOUT = Column("layout", wide=True, left=True)
 
 
-def _table(rec, wide: bool = False):
+def _cells(rec):
+    """(title, columns, cells, bold) of a recommendation's rows, every column (build keeps the compact ones)."""
     from advisor.text import count, hours, number, percent, times, usd
 
     sw = rec.sweep
@@ -263,7 +269,47 @@ def _table(rec, wide: bool = False):
             times(sw.speedup[t, c]), percent(sw.efficiency[t, c]), "-" if p is None else percent(p[t, c]), mark,
             *((f"{sw.layouts.strategy(c)}: {sw.layouts.label(c)}",) if auto else ()),
         ])
-    caption = (f"{len(rows)} of {len(rec.candidates())} plans ({ROW_NOTE}); ✔ chosen, • on the cost-time frontier"
-               + ("" if wide else "; --wide: batch, step, speedup" + (", layout" if auto else "")))
-    return build(title, COLUMNS + ((LAYOUT,) if auto else ()), cells, wide=wide, caption=caption,
-                 bold=[rec.chosen == row for row in rows])
+    return title, COLUMNS + ((LAYOUT,) if auto else ()), cells, [rec.chosen == row for row in rows]
+
+
+def _table(rec, wide: bool = False):
+    title, columns, cells, bold = _cells(rec)
+    caption = (f"{len(cells)} of {len(rec.candidates())} plans ({ROW_NOTE}); ✔ chosen, • on the cost-time frontier"
+               + ("" if wide else "; --wide: batch, step, speedup" + (", layout" if LAYOUT in columns else "")))
+    return build(title, columns, cells, wide=wide, caption=caption, bold=bold)
+
+
+def _html(path, recs, fitted, calibration, measurements, measured) -> None:
+    """The report to share (advisor.report): per workload its table, sentences and scaling curve with its
+    band, the cost-time frontier of all of them with the chosen plans, spec and calibration provenance."""
+    from advisor.cli.app import package_version
+    from advisor.planning.plot import frontier_png
+    from advisor.report import Report, Table, breakdown_table, calibration_files, write
+    from advisor.scaling.plot import scaling_png
+
+    report = Report(f"advisor recommend: {', '.join(rec.workload for rec in recs)}", command=command_line() or "",
+                    version=package_version())
+    report.figures.append(("Cost against time for every plan; the cost-time frontier and the chosen plan marked",
+                           frontier_png(recs, measured)))
+    for rec, (spec, w, model) in zip(recs, fitted, strict=True):
+        title, columns, cells, bold = _cells(rec)
+        report.tables.append(Table(title, [col.name for col in columns], cells, bold))
+        report.sentences += [*([rec.message] if len(recs) > 1 else []), *rec.why]  # one workload: the headline
+        curve = _curve(model, rec)
+        report.figures.append((f"{w.name}: predicted throughput with its 90% band, and efficiency",
+                               scaling_png(model, curve)))
+        report.breakdown = report.breakdown or breakdown_table(curve.rows())
+        report.warnings += [f"{rec.workload}: {line}" for line in rec.warnings]
+        report.specs.append(spec)
+        report.calibrations += calibration_files(w.name, spec, calibration, measurements)
+    report.headline = recs[0].message if len(recs) == 1 else ""
+    write(path, report)
+    current().note(f"wrote {path}")
+
+
+def _curve(model, rec):
+    """The model's prediction at the counts the table shows (the layout each count runs)."""
+    from advisor.planning.layout_choice import predict
+
+    counts = sorted({int(rec.sweep.gpus[c]) for _, c in _shown(rec)})
+    return predict(model, counts, None, model.peaks)[0]

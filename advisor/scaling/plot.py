@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 
 
 def plot_scaling(model: "ScalingModel", requested: "Prediction", path: str | Path) -> None:
+    """Write the scaling curve with its 90% band and efficiency to `path` (PNG)."""
+    atomic_write_bytes(path, scaling_png(model, requested))
+
+
+def scaling_png(model: "ScalingModel", requested: "Prediction") -> bytes:
+    """`plot_scaling`'s figure as PNG bytes (the HTML report embeds them)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -39,7 +45,7 @@ def plot_scaling(model: "ScalingModel", requested: "Prediction", path: str | Pat
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    return buf.getvalue()
 
 
 def _measured(model: "ScalingModel") -> tuple[np.ndarray, np.ndarray, np.ndarray]:

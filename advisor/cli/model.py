@@ -164,8 +164,8 @@ def _predict_cells(m, rows: list[dict], base: int) -> tuple[str, list[list[str]]
 
 def _predict_table(m, rows: list[dict], base: int, wide: bool):
     title, cells = _predict_cells(m, rows, base)
-    caption = None if wide else "--wide: samples/s with its interval, naive samples/s, layout"
-    return build(title, PREDICT_COLUMNS, cells, wide=wide, caption=caption)
+    note = None if wide else "--wide adds samples/s with its interval, naive samples/s, layout"
+    return build(title, PREDICT_COLUMNS, cells, wide=wide), note
 
 
 def _left_out(rows: list[dict]) -> list[str]:
@@ -223,7 +223,7 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
         _warn(p.warnings)
         return
     con = _console()
-    show(con, _predict_table(m, rows, base[0], wide))
+    show(con, *_predict_table(m, rows, base[0], wide))
     for line in _left_out(rows):
         say(con, line)
     if plot is not None:

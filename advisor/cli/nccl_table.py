@@ -121,9 +121,9 @@ def print_calibration(workload, cal, path, rows) -> None:
             *("-" if bw[op] is None else f"{number(bw[op][0])} ({_size(bw[op][1])})" for op in OPS),
         ])
     table = build(f"{workload.name}: calibration ({env.get('backend', '?')}, {env.get('device', '?')})", columns,
-                  cells, caption="busbw: nccl-tests bus bandwidth of the largest message probed (size in brackets)")
+                  cells)
     console = out.console()
-    show(console, table)
+    show(console, table, "busbw: nccl-tests bus bandwidth of the largest message probed (size in brackets)")
     text = probe_text(cal)
     if text:
         console.print(text, markup=False, highlight=False, soft_wrap=True, end="")

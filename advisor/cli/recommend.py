@@ -218,7 +218,7 @@ def _no_data(path, w) -> str:
 def _print(recs, missing, wide: bool = False) -> None:
     out = console()
     for rec in recs:
-        show(out, _table(rec, wide))
+        show(out, *_table(rec, wide))
         say(out, rec.message)
         for line in rec.why:
             say(out, line, indent="  - ")
@@ -274,9 +274,9 @@ def _cells(rec):
 
 def _table(rec, wide: bool = False):
     title, columns, cells, bold = _cells(rec)
-    caption = (f"{len(cells)} of {len(rec.candidates())} plans ({ROW_NOTE}); ✔ chosen, • on the cost-time frontier"
-               + ("" if wide else "; --wide: batch, step, speedup" + (", layout" if LAYOUT in columns else "")))
-    return build(title, columns, cells, wide=wide, caption=caption, bold=bold)
+    note = (f"{len(cells)} of {len(rec.candidates())} plans ({ROW_NOTE}); ✔ chosen, • on the cost-time frontier"
+            + ("" if wide else "; --wide adds batch, step s, speedup" + (", layout" if LAYOUT in columns else "")))
+    return build(title, columns, cells, wide=wide, bold=bold), note
 
 
 def _html(path, recs, fitted, calibration, measurements, measured) -> None:

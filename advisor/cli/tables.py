@@ -27,14 +27,14 @@ class Column:
 
 
 def build(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]], *, wide: bool = False,
-          caption: str | None = None, bold: Sequence[bool] | None = None):
+          bold: Sequence[bool] | None = None):
     """A rich Table of `rows` (one string per column in `columns`), keeping the wide columns only
-    with `wide`; `bold` marks rows to emphasise (the chosen plan)."""
+    with `wide`; `bold` marks rows to emphasise (the chosen plan). A note under it goes to `show`."""
     from rich import box
     from rich.table import Table
 
     keep = [i for i, col in enumerate(columns) if wide or not col.wide]
-    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for i in keep:
         table.add_column(columns[i].name, justify="left" if columns[i].left else "right", no_wrap=True)
     for r, row in enumerate(rows):
@@ -49,18 +49,20 @@ def natural_width(console, renderable) -> int:
     return Measurement.get(console, console.options.update_width(100_000), renderable).maximum
 
 
-def show(console, table) -> None:
+def show(console, table, note: str | None = None) -> None:
     """Print `table` within the console's width when it fits, else at its natural width: a cell is
-    never shrunk into an ellipsis or wrapped."""
+    never shrunk into an ellipsis or wrapped. `note` follows it, wrapped like a sentence."""
     needed, width = natural_width(console, table), console.width
     if needed <= width:
         console.print(table)
-        return
-    console.width = needed  # rich's print(width=) is capped at the console's width
-    try:
-        console.print(table, crop=False)
-    finally:
-        console.width = width
+    else:
+        console.width = needed  # rich's print(width=) is capped at the console's width
+        try:
+            console.print(table, crop=False)
+        finally:
+            console.width = width
+    if note:
+        say(console, note)
 
 
 #: A space that joins a number to its unit ("1,029 h", "96.0 GB"): no line breaks there.

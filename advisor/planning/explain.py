@@ -231,8 +231,9 @@ def _reserved(rec: "Recommendation", c: int) -> list[str]:
         hours = sw.wall_hours[0, t, c]
         if tier.min_hours > hours and sw.available[t, c]:
             out.append(
-                f"{tier.name} bills at least {tier.min_hours:g} h: at {plural(int(sw.gpus[c]), 'GPU')} the job takes "
-                f"{fmt_hours(hours)}, so {fmt_pct(1 - hours / tier.min_hours)} of what it bills would be idle."
+                f"{tier.name} bills at least {fmt_hours(tier.min_hours)}: at {plural(int(sw.gpus[c]), 'GPU')} the "
+                f"job takes {fmt_hours(hours)}, so {fmt_pct(1 - hours / tier.min_hours)} of what it bills would be "
+                "idle."
             )
     return out
 
@@ -280,9 +281,9 @@ def _batch(rec: "Recommendation", c: int) -> str:
     if rec.measured_batch is None or abs(batch - rec.measured_batch) < 0.5:
         return ""
     return (
-        f"It trains with a global batch of {batch:,.0f} samples ({per_gpu:g} per GPU; "
+        f"It trains with a global batch of {count(batch)} samples ({number(per_gpu)} per GPU; "
         f"{'largest measured' if rec.calibrated else 'at the baseline count'}: "
-        f"{rec.measured_batch:,.0f})."
+        f"{count(rec.measured_batch)})."
     )
 
 

@@ -178,14 +178,15 @@ def _predict_html(path, m, p, rows, base, spec, calibration, measurements) -> No
     band, the step breakdown where the model gives one, spec and calibration provenance."""
     from advisor.cli.app import package_version
     from advisor.cli.output import command_line
+    from advisor.planning.runnable import runs
     from advisor.report import Report, Table, breakdown_table, calibration_files, write
     from advisor.scaling.plot import scaling_png
 
-    title, cells = _predict_cells(m, rows, base)
+    title, cells = _predict_cells(m, rows, base[0])
     report = Report(f"advisor predict: {m.workload.name}", sentences=_left_out(rows),
                     tables=[Table(title, [c.name for c in PREDICT_COLUMNS], cells)],
                     figures=[(f"{m.workload.name}: predicted throughput with its 90% band, and efficiency",
-                              scaling_png(m, p))],
+                              scaling_png(m, p, base, runs(m.workload, m.peaks)))],
                     breakdown=breakdown_table(rows), warnings=list(p.warnings), specs=[spec],
                     calibrations=calibration_files(m.workload.name, spec, calibration, measurements),
                     command=command_line() or "", version=package_version())
@@ -214,9 +215,9 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
     if plot is not None:
         from advisor.scaling.plot import plot_scaling
 
-        plot_scaling(m, p, plot)
+        plot_scaling(m, p, plot, base, runnable.runs(m.workload, m.peaks))
     if html is not None:
-        _predict_html(html, m, p, rows, base[0], workload, calibration, measurements)
+        _predict_html(html, m, p, rows, base, workload, calibration, measurements)
     if as_json:
         current().result({"workload": m.workload.name, "baseline_gpus": base[0], "baseline_nodes": base[1],
                           "model": m.describe(), "predictions": rows, "warnings": p.warnings})

@@ -284,6 +284,7 @@ def _html(path, recs, fitted, calibration, measurements, measured) -> None:
     band, the cost-time frontier of all of them with the chosen plans, spec and calibration provenance."""
     from advisor.cli.app import package_version
     from advisor.planning.plot import frontier_png
+    from advisor.planning.runnable import runs
     from advisor.report import Report, Table, breakdown_table, calibration_files, write
     from advisor.scaling.plot import scaling_png
 
@@ -296,8 +297,9 @@ def _html(path, recs, fitted, calibration, measurements, measured) -> None:
         report.tables.append(Table(title, [col.name for col in columns], cells, bold))
         report.sentences += [*([rec.message] if len(recs) > 1 else []), *rec.why]  # one workload: the headline
         curve = _curve(model, rec)
+        base = (rec.sweep.baseline_gpus, int(w.nodes(rec.sweep.baseline_gpus)))
         report.figures.append((f"{w.name}: predicted throughput with its 90% band, and efficiency",
-                               scaling_png(model, curve)))
+                               scaling_png(model, curve, base, runs(w, model.peaks))))
         report.breakdown = report.breakdown or breakdown_table(curve.rows())
         report.warnings += [f"{rec.workload}: {line}" for line in rec.warnings]
         report.specs.append(spec)

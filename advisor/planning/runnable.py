@@ -114,6 +114,11 @@ def _auto(w: "Workload", g: np.ndarray, nodes, peaks) -> tuple[np.ndarray, np.nd
     return valid.any(axis=0), np.where(np.isfinite(least), least, memory.min(axis=0))
 
 
+def runs(w: "Workload", peaks: Sequence = ()):
+    """`gpus -> bool array`: which counts run `w` (over the fewest nodes); for a plotted curve."""
+    return lambda gpus: of(w, gpus, None, peaks).ok
+
+
 def baseline(w: "Workload", model, peaks: Sequence = ()) -> tuple[int, int]:
     """(GPUs, nodes) of the speedup baseline: the model's baseline count when it runs, else the
     smallest count of the sweep that runs (the model's when none does)."""

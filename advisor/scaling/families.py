@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from advisor.scaling import features as F
-from advisor.topology.collectives import bus_bandwidth
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
@@ -77,21 +76,14 @@ class Family:
         ones = np.ones_like(gpus)
         d = self.design(workload, gpus, nodes, ones, coverage)
         X = np.zeros_like(d.X)
-        bw = np.zeros_like(gpus)
-        lat = np.zeros_like(gpus)
-        for i, p in enumerate(probes):
-            b, lt = F.collective_seconds_at_declared(workload, p.op, gpus[i:i + 1], nodes[i:i + 1], np.array([p.bytes]),
-                                                     _INTER_HOPS.get(self.name, "tree"))
-            bw[i], lat[i] = b[0], lt[0]
         names = [c.name for c in d.columns]
-        multi = nodes > 1
-        # As in a step (features.comm_seconds_at_declared): a probe across nodes also runs through
-        # the intra-node links, at the volume over the intra link.
-        X[:, names.index("intra_bandwidth")] = np.where(multi, bw * bus_bandwidth(workload, nodes)
-                                                        / workload.intra_node_bandwidth, bw)
-        X[multi, names.index("inter_bandwidth")] = bw[multi]
-        for link, rows in (("intra", ~multi), ("inter", multi)):
-            X[rows, names.index(f"{link}_latency")] = lat[rows]
+        # THE crossing rule, as in a step (advisor.topology.collectives): a probe across nodes with
+        # several ranks per node also runs through their intra-node links; one rank per node does not.
+        for i, p in enumerate(probes):
+            links = F.probe_link_seconds(workload, p.op, gpus[i:i + 1], nodes[i:i + 1], np.array([p.bytes]),
+                                         _INTER_HOPS.get(self.name, "tree"))
+            for col in ("intra_bandwidth", "inter_bandwidth", "intra_latency", "inter_latency"):
+                X[i, names.index(col)] = getattr(links, col)[0]
         return X, np.array([p.seconds for p in probes], float)
 
 

@@ -143,7 +143,7 @@ def render(report: Report) -> str:
     if report.headline:
         parts.append(f"<p><strong>{_e(report.headline)}</strong></p>")
     if report.sentences:
-        parts.append("<ul>" + "".join(f"<li>{_e(s)}</li>" for s in report.sentences) + "</ul>")
+        parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in report.sentences) + "</ul>")
     parts += [_table(t) for t in report.tables]
     if report.figures:
         parts.append("<h2>Figures</h2>" + "".join(_figure(c, png) for c, png in report.figures))

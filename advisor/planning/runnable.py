@@ -4,7 +4,8 @@
 when the layout splits it (tensor x pipeline x context degrees and the data-parallel degrees
 multiply to it), every data-parallel rank gets whole samples (a fixed global batch divides evenly,
 at least one sample per rank: advisor.batch.divides) and the footprint per GPU fits in GPU
-memory (advisor.planning.billing.memory_per_gpu, the calibration's measured peaks included). Under
+memory (advisor.topology.layouts.Layout.memory_bytes, the calibration's measured peaks included,
+as the recommend sweep prices it). Under
 strategy "auto" a count runs when some candidate layout does (advisor.topology.layouts.candidates).
 
 The speedup and efficiency baseline is the model's (the smallest measured count) when it runs, else
@@ -76,7 +77,6 @@ class Runnable:
 def of(w: "Workload", gpus, nodes=None, peaks: Sequence = ()) -> Runnable:
     """Whether each of `gpus` (over `nodes`, default the fewest) can run `w`'s layout and batch."""
     from advisor.batch import global_batch
-    from advisor.planning.billing import memory_per_gpu
     from advisor.topology.layouts import build
     from advisor.topology.memory import gpu_memory_bytes
 
@@ -86,7 +86,8 @@ def of(w: "Workload", gpus, nodes=None, peaks: Sequence = ()) -> Runnable:
     if w.parallelism.strategy == "auto":
         splits, memory = _auto(w, g, nodes, peaks)
     else:
-        splits, memory = build(w, g, nodes).valid, np.asarray(memory_per_gpu(w, g, peaks), dtype=float)
+        layout = build(w, g, nodes)
+        splits, memory = layout.valid, np.asarray(layout.memory_bytes(w, peaks), dtype=float)
     ranks = np.maximum(g // mp, 1)
     batch = np.asarray(global_batch(w, g), dtype=float)
     fixed = w.batch.policy == "fixed-global"

@@ -58,9 +58,19 @@ def percent(p: float, digits: int = 0) -> str:
     return f"{100 * p:.{digits}f}%"
 
 
-def gigabytes(b: float) -> str:
+def gigabytes(b: float, decimals: int = 1) -> str:
     """Bytes in GB (1e9, the GPU vendors' unit), one decimal: 1.045e11 -> "104.5 GB"."""
-    return f"{b / 1e9:,.1f} GB"
+    return f"{b / 1e9:,.{decimals}f} GB"
+
+
+def above(value: float, limit: float, fmt=gigabytes) -> tuple[str, str]:
+    """(value, limit) formatted with enough decimals that a value above its limit reads above it:
+    8.004e10 over 8e10 is ("80.04 GB", "80.00 GB"), not "80.0 GB" over "80.0 GB"."""
+    for decimals in (1, 2, 3):
+        a, b = fmt(value, decimals), fmt(limit, decimals)
+        if a != b:
+            return a, b
+    return a, b
 
 
 def times(x: float, decimals: int | None = None) -> str:

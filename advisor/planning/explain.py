@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from advisor.planning.limits import LIKELY, Objective
 from advisor.planning.runnable import LAYOUT, RANKS, UNEVEN
-from advisor.text import count, interval, number, plural, span, times
+from advisor.text import above, count, interval, number, plural, span, times
 from advisor.text import gigabytes as fmt_bytes
 from advisor.text import hours as fmt_hours
 from advisor.text import percent as fmt_pct
@@ -394,9 +394,10 @@ def _memory_sentence(rec: "Recommendation", over) -> str:
     hint = f" {joined[:1].upper()}{joined[1:]}." if hints else ""
     if hints and not any(rec.recompute.values()):
         hint = hint[:-1] + " (tensor or pipeline parallelism would be needed)."
+    used, capacity = above(sw.memory_bytes[c], sw.gpu_memory)
     return (
-        f"Left out {_memory_where(sw, over)}: the footprint per GPU exceeds the {fmt_bytes(sw.gpu_memory)} of GPU "
-        f"memory; at {plural(int(sw.gpus[c]), 'GPU')} it is {fmt_bytes(sw.memory_bytes[c])} (model state "
+        f"Left out {_memory_where(sw, over)}: the footprint per GPU exceeds the {capacity} of GPU "
+        f"memory; at {plural(int(sw.gpus[c]), 'GPU')} it is {used} (model state "
         f"{STATE_BYTES_PER_PARAM} bytes per parameter, {fmt_bytes(STATE_BYTES_PER_PARAM * rec.params)} for the whole "
         f"model, split where the layout shards it, plus activations{measured}; advisor.topology.memory).{hint}"
     )

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from advisor.text import count, gigabytes, number, plural
+from advisor.text import above, count, number, plural
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
@@ -69,8 +69,8 @@ class Runnable:
             return (f"the fixed global batch of {count(batch)} samples does not divide over {count(ranks)} "
                     f"data-parallel ranks ({number(batch / ranks)} each)")
         if cause == MEMORY:
-            return (f"the footprint per GPU, {gigabytes(self.memory_bytes[i])}, exceeds the "
-                    f"{gigabytes(self.capacity)} of GPU memory")
+            used, capacity = above(float(self.memory_bytes[i]), self.capacity)
+            return f"the footprint per GPU, {used}, exceeds the {capacity} of GPU memory"
         return None
 
 

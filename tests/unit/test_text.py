@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.text import count, gigabytes, hours, interval, number, percent, plural, span, times, usd
+from advisor.text import above, count, gigabytes, hours, interval, number, percent, plural, span, times, usd
 
 
 @pytest.mark.parametrize("n, noun, text", [(1, "run", "1 run"), (2, "run", "2 runs"), (0, "node", "0 nodes"),
@@ -107,3 +107,8 @@ def test_money_percent_and_bytes():
     assert usd(20331.4) == "$20,331" and usd(9.876) == "$9.88"
     assert percent(0.471) == "47%" and percent(0.3551, 1) == "35.5%"
     assert gigabytes(1.045e11) == "104.5 GB"
+
+
+def test_a_value_above_its_limit_reads_above_it():
+    assert above(8.004e10, 8e10) == ("80.04 GB", "80.00 GB")
+    assert above(1.045e11, 9.6e10) == ("104.5 GB", "96.0 GB")

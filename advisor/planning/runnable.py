@@ -125,7 +125,8 @@ def baseline(w: "Workload", model, peaks: Sequence = ()) -> tuple[int, int]:
     smallest count of the sweep that runs (the model's when none does)."""
     from advisor.planning.billing import gpu_counts
 
-    own = (int(model.baseline_gpus), int(model.baseline_nodes))
+    gpus = int(model.baseline_gpus or min(w.calibration.gpus))
+    own = (gpus, int(model.baseline_nodes or w.nodes(gpus)))  # a stand-in model may name no nodes
     if of(w, [own[0]], [own[1]], peaks).ok[0]:
         return own
     counts = gpu_counts(w.cluster.gpus_per_node, w.cluster.max_gpus)

@@ -43,7 +43,7 @@ def scaling_png(model: "ScalingModel", requested: "Prediction", baseline: tuple[
     import matplotlib.pyplot as plt
 
     b, bn = baseline or (model.baseline_gpus, model.baseline_nodes)
-    top = max(float(requested.gpus.max()), float(model.max_gpus_measured), float(b))
+    top = max(float(requested.gpus.max()), float(model.record.extent.max_gpus), float(b))
     grid = np.unique(np.round(np.geomspace(b, top, 200)))
     if runs is not None and runs(grid.astype(np.int64)).any():
         grid = grid[runs(grid.astype(np.int64))]
@@ -63,7 +63,7 @@ def scaling_png(model: "ScalingModel", requested: "Prediction", baseline: tuple[
 
 def _measured(model: "ScalingModel") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Measured runs: GPUs, throughput (samples/s), efficiency against the median at the baseline count."""
-    d = model.data
+    d = model.record.problem.data
     throughput = d.batch / d.step
     base = float(np.median(throughput[d.gpus == model.baseline_gpus]))
     return d.gpus, throughput, (throughput / d.gpus) / (base / model.baseline_gpus)
@@ -78,9 +78,9 @@ def _gpu_axis(a, model: "ScalingModel", top: float) -> None:
 
     per_node = model.workload.cluster.gpus_per_node
     a.axvline(per_node, color="k", ls=":", lw=0.8, label=f"one node full ({plural(per_node, 'GPU')})")
-    if model.max_gpus_measured:
-        a.axvline(model.max_gpus_measured, color="C3", ls="--", lw=0.8,
-                  label=f"largest measured ({plural(model.max_gpus_measured, 'GPU')})")
+    largest = model.record.extent.max_gpus
+    if largest:
+        a.axvline(largest, color="C3", ls="--", lw=0.8, label=f"largest measured ({plural(largest, 'GPU')})")
     a.set_xscale("log", base=2)
     low = min(model.baseline_gpus, per_node)
     ticks = [2.0**k for k in range(int(np.floor(np.log2(low))), int(np.ceil(np.log2(top))) + 1)]

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import JsonOpt, WorkloadArg
+from advisor.cli.options import JsonOpt, WorkloadArg, quantity
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
 
@@ -20,11 +20,11 @@ from advisor.cli.output import current
 def plan_calibration_command(
     workload: WorkloadArg,
     budget: Annotated[
-        float | None,
+        str | None,
         typer.Option(
             "--budget",
-            min=0,
-            help="Most USD to spend on calibration runs (default: only the runs needed to identify every term).",
+            help="Most USD to spend on calibration runs (300, 1.5k, '$1,500'; default: only the runs needed to "
+            "identify every term).",
         ),
     ] = None,
     max_nodes: Annotated[
@@ -57,7 +57,7 @@ def plan_calibration_command(
     from advisor.errors import InputError
     from advisor.placement import parse_placements
     from advisor.spec import load_workload
-    from advisor.units import parse_duration
+    from advisor.units import parse_duration, parse_money
 
     w = load_workload(workload)
     place = None
@@ -70,7 +70,10 @@ def plan_calibration_command(
         startup_s = float(parse_duration(startup))
     except (ValueError, TypeError) as exc:
         raise InputError.at("--startup", "", f"expected a duration such as '10 min' ({exc})", startup) from None
-    plan = plan_calibration(w, budget, max_nodes, tier, place, startup_s)
+    usd = quantity("--budget", budget, parse_money)
+    if usd is not None and usd < 0:
+        raise InputError.at("--budget", "", "must be at least 0", budget)
+    plan = plan_calibration(w, usd, max_nodes, tier, place, startup_s)
     if as_json:
         current().result(plan_dict(plan))
         return

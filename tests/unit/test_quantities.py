@@ -109,3 +109,10 @@ def test_tier_names_complete_from_the_workload():
 
 def test_workload_names_complete():
     assert _complete("advisor predict workloads/ll") == ["workloads/llm70b.toml", "workloads/llm7b.toml"]
+
+
+def test_plan_calibration_budget_takes_the_same_grammar():
+    code, short, err = invoke("plan-calibration", LLM7B, "--budget", "1.5k", "--json")
+    assert code == 0, err
+    _, long, _ = invoke("plan-calibration", LLM7B, "--budget", "1500", "--json")
+    assert json.loads(short) == json.loads(long) and json.loads(short)["budget"] == 1500.0

@@ -57,7 +57,7 @@ table{border-collapse:collapse;font-variant-numeric:tabular-nums;margin:.6em 0}
 th,td{padding:.2em .7em;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
 th{border-bottom:2px solid #999}td.l,th.l{text-align:left}tr.chosen{font-weight:bold;background:#eef6ee}
 img{max-width:100%;height:auto;border:1px solid #eee}figure{margin:1em 0}
-pre{background:#f6f6f6;padding:.8em;overflow:auto;font-size:13px}.warn{color:#8a4b00}.meta{color:#555}
+.scroll{overflow-x:auto}pre{background:#f6f6f6;padding:.8em;overflow:auto;font-size:13px}.warn{color:#8a4b00}.meta{color:#555}
 """
 
 _CHECK = """
@@ -84,7 +84,8 @@ def _table(t: Table) -> str:
         cls = ' class="chosen"' if t.bold and t.bold[r] else ""
         cells = "".join(f'<td class="{"l" if not _numeric(c) else ""}">{_e(c)}</td>' for c in row)
         body.append(f"<tr{cls}>{cells}</tr>")
-    return f"<h2>{_e(t.title)}</h2><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return (f"<h2>{_e(t.title)}</h2><div class=scroll><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 def _numeric(cell: str) -> bool:

@@ -167,6 +167,19 @@ def _predict_table(m, rows: list[dict], base: int, wide: bool):
     return build(title, PREDICT_COLUMNS, cells, wide=wide), note
 
 
+def _only(p, keep: list[bool]):
+    """The prediction at the kept counts (all of it when none is kept: the figure needs a point)."""
+    from dataclasses import fields, replace
+
+    import numpy as np
+
+    mask = np.asarray(keep, dtype=bool)
+    if not mask.any():
+        return p
+    arrays = {f.name: getattr(p, f.name) for f in fields(p)}
+    return replace(p, **{k: v[mask] for k, v in arrays.items() if isinstance(v, np.ndarray) and v.shape == mask.shape})
+
+
 def _left_out(rows: list[dict]) -> list[str]:
     return [f"Left out {plural(r['gpus'], 'GPU')} ({plural(r['nodes'], 'node')}): {r['left_out']}."
             for r in rows if not r["runs"]]
@@ -211,12 +224,13 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
     p, layouts, whys = predict_layouts(m, g, n, m.peaks)
     p = runnable.rebase(m, p, base, m.peaks)
     rows = _rows(p, runnable.of(m.workload, g, n, m.peaks), layouts, whys)
+    drawn = _only(p, [r["runs"] for r in rows])  # the figure marks only counts that run
     if plot is not None:
         from advisor.scaling.plot import plot_scaling
 
-        plot_scaling(m, p, plot, base, runnable.runs(m.workload, m.peaks))
+        plot_scaling(m, drawn, plot, base, runnable.runs(m.workload, m.peaks))
     if html is not None:
-        _predict_html(html, m, p, rows, base, workload, calibration, measurements)
+        _predict_html(html, m, drawn, rows, base, workload, calibration, measurements)
     if as_json:
         current().result({"workload": m.workload.name, "baseline_gpus": base[0], "baseline_nodes": base[1],
                           "model": m.describe(), "predictions": rows, "warnings": p.warnings})

@@ -75,3 +75,13 @@ def test_predict_table_names_left_out_counts():
     assert code == 0
     text = " ".join(out.split())
     assert "Left out 4 GPUs (1 node): the footprint per GPU" in text and "exceeds the 96.0 GB of GPU memory" in text
+
+
+def test_figures_mark_only_counts_that_run():
+    from advisor.cli.model import _only
+
+    m = build_model(load_workload("workloads/llm7b.toml"))
+    p = m.predict([4, 8, 16])
+    kept = _only(p, [False, True, True])
+    assert kept.gpus.tolist() == [8, 16] and kept.throughput.tolist() == p.throughput[1:].tolist()
+    assert _only(p, [False, False, False]) is p

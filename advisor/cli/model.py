@@ -28,7 +28,7 @@ from advisor.cli.output import console as _console
 from advisor.cli.output import current
 from advisor.cli.output import warn as _warn
 from advisor.cli.tables import Column, build, say, show
-from advisor.text import interval, plural
+from advisor.text import count, interval, number, plural
 
 
 def _model(workload, calibration, measurements, family):
@@ -92,14 +92,11 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
               f"for the ranges above), {plural(iv['residuals'], 'out-of-sample residual')}, "
               f"noise growing {iv['widening_per_doubling']:.0%} per doubling past the data "
               "(set on the published corpus)")
-    r = Table(title="residuals (in-sample, median step per placement)")
-    for col in ("GPUs", "nodes", "batch", "measured s", "fitted s", "error"):
-        r.add_column(col, justify="right")
-    for row in m.residuals()[:60]:
-        r.add_row(str(row["gpus"]), str(row["nodes"]), f"{row['global_batch']:g}", f"{row['measured']:.4g}",
-                  f"{row['fitted']:.4g}", f"{row['error'] * 100:+.1f}%")
+    cells = [[f"{row['gpus']:,}", f"{row['nodes']:,}", count(row["global_batch"]), number(row["measured"], 4),
+              number(row["fitted"], 4), f"{row['error'] * 100:+.1f}%"] for row in m.residuals()[:60]]
     if m.calibrated:
-        con.print(r)
+        show(con, build("residuals (in-sample, median step per placement)",
+                        [Column(c) for c in ("GPUs", "nodes", "batch", "measured s", "fitted s", "error")], cells))
     if len(m.residuals()) > 60:
         con.print(f"... {len(m.residuals()) - 60} more runs (--json lists all)")
     _warn(m.warnings())
@@ -269,18 +266,14 @@ def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: Backte
         current().result(result)
         _warn(result["warnings"])
         return
-    from rich.table import Table
-
-    t = Table(title=f"{w.name}: fit on <= {fit_max_gpus} GPUs with '{result['model']['name']}', "
-                    "predict the rest")
-    for col in ("GPUs", "nodes", "batch", "measured s", "predicted s", "error", "90% interval", "inside"):
-        t.add_column(col, justify="right")
-    for r in result["points"]:
-        t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['global_batch']:g}", f"{r['measured']:.4g}",
-                  f"{r['predicted']:.4g}", f"{r['error'] * 100:+.1f}%", interval(r['low'], r['high']),
-                  "yes" if r["inside"] else "NO")
+    cells = [[f"{r['gpus']:,}", f"{r['nodes']:,}", count(r["global_batch"]), number(r["measured"], 4),
+              number(r["predicted"], 4), f"{r['error'] * 100:+.1f}%", interval(r["low"], r["high"]),
+              "yes" if r["inside"] else "NO"] for r in result["points"]]
+    columns = [Column(c) for c in ("GPUs", "nodes", "batch", "measured s", "predicted s", "error", "90% interval",
+                                   "inside")]
     con = _console()
-    con.print(t)
+    show(con, build(f"{w.name}: fit on <= {fit_max_gpus} GPUs with '{result['model']['name']}', predict the rest",
+                    columns, cells))
     con.print(f"MAPE {result['mape']:.1f}% (naive linear {result['naive_linear_mape']:.1f}%), "
               f"90% interval coverage {result['coverage']:.0f}% over {plural(len(result['points']), 'point')}")
     _warn(result["warnings"])

@@ -98,3 +98,16 @@ def test_wrap_keeps_numbers_with_their_units():
         for line in wrapped.splitlines():
             assert not line.endswith("1,029") and not line.strip().startswith("h ")
         assert " ".join(wrapped.split()) == "- " + " ".join(text.split())
+
+
+def test_a_table_wider_than_the_terminal_prints_whole(monkeypatch):
+    """At 40 columns the backtest table cannot fit: it prints at its natural width, every number
+    whole, rather than rich's shrunken `0.3…` cells."""
+    monkeypatch.setenv("COLUMNS", "40")
+    code, out, err = invoke("backtest", "workloads/tiny-cpu.toml", "--calibration",
+                            "calibrations/tiny-cpu_cpu_2026-11-30.toml", "--fit-max-gpus", "2")
+    assert code == 0, err
+    assert "…" not in out
+    row = next(line for line in _lines(out) if line.strip().startswith("4 "))
+    cells = re.split(r"\s{2,}", row.strip())
+    assert cells[:4] == ["4", "1", "32", "0.3455"] and cells[-1] == "yes"

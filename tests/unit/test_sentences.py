@@ -105,3 +105,11 @@ def test_no_equal_range_ends_anywhere(recs):
         for line in [rec.message, *rec.why]:
             for a, b in re.findall(r"(\$?[\d,.]+%?)[–-](\$?[\d,.]+%?)", line):
                 assert a != b, line
+
+
+def test_no_residuals_is_said_as_none():
+    """llm7b's two published counts leave no count out for cross-validation: "only 0 ... residuals" read wrong."""
+    m = build_model(load_workload("workloads/llm7b.toml"))
+    lines = m.warnings()
+    assert any(line.startswith("no out-of-sample residual: intervals lean on an assumed") for line in lines)
+    assert not any("only 0 " in line for line in lines)

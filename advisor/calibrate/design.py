@@ -330,7 +330,7 @@ def _greedy(runs: dict, info: _Information, now: np.ndarray, chosen: list, left:
 
 def commands(plan: CalibrationPlan) -> list[str]:
     """Shell commands that run the plan: local counts with `advisor calibrate --gpus`, the rest emitted."""
-    from advisor.calibrate.emit import relative_path, shell_quote
+    from advisor.calibrate.launchers.quoting import relative_path, shell_quote
 
     src = plan.workload.source
     spec = shell_quote(relative_path(src)) if src is not None else "WORKLOAD.toml"
@@ -344,8 +344,8 @@ def commands(plan: CalibrationPlan) -> list[str]:
             f"advisor calibrate {spec} --gpus {multi} --emit slurm > calibrate.sbatch && sbatch calibrate.sbatch"
         )
         out.append(
-            f"advisor calibrate {spec} --gpus {multi} --emit skypilot > calibrate-sky.yaml  "
-            "# or: one SkyPilot task per placement (its comments say how to launch and fetch)"
+            f"advisor calibrate {spec} --gpus {multi} --emit skypilot --out-dir calibrate-sky && "
+            "bash calibrate-sky/launch.sh  # one SkyPilot task per placement; launch.sh also collects"
         )
         out.append(f"advisor calibrate {spec} --collect {shell_quote('advisor-results/' + plan.workload.name)}")
     return out

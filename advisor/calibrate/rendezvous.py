@@ -1,13 +1,13 @@
 """How the ranks of one calibration find each other, and what they exchange besides tensors.
 
-Local runs (advisor.calibrate.launcher): the launcher binds rank 0's store socket to 127.0.0.1
+Local runs (advisor.calibrate.launchers.local): the launcher binds rank 0's store socket to 127.0.0.1
 itself and hands the listening socket to rank 0 (`ADVISOR_STORE_FD`), so the c10d TCPStore that
 rendezvous runs through listens on loopback only (torch's default TCPStore listens on every
 interface, `*:PORT`, even with MASTER_ADDR=127.0.0.1: a process on another machine could join or
 feed the store), and no other process can take the port between choosing and binding it.
 TCPStore's `master_listen_fd` (torch >= 2.0) serves an already-bound socket.
 
-Multi-node runs (torchrun, advisor.calibrate.emit): torchrun's c10d rendezvous must listen where
+Multi-node runs (torchrun, advisor.calibrate.launchers): torchrun's c10d rendezvous must listen where
 the other nodes reach it; the store has no authentication, so it must be on a trusted network
 (README, Calibrate). Nothing here is pickled: hosts are exchanged as fixed-size UTF-8 byte
 tensors, not `all_gather_object` pickles.
@@ -25,14 +25,16 @@ STORE_FD_ENV = "ADVISOR_STORE_FD"
 STRING_BYTES = 255
 
 
-def init_process_group(backend: str, timeout: timedelta) -> None:
+def init_process_group(backend: str, timeout: timedelta, device_id=None) -> None:
     """torch.distributed.init_process_group from the env:// variables; under the local launcher
-    through a TCPStore served on the loopback socket it handed to rank 0."""
+    through a TCPStore served on the loopback socket it handed to rank 0. `device_id` (the rank's
+    CUDA device) binds the NCCL communicator to it at init (torch/distributed/distributed_c10d.py:
+    eager communicator creation, and barriers know their device); None on CPU."""
     import torch.distributed as dist
 
     fd = os.environ.get(STORE_FD_ENV)
     if fd is None:
-        dist.init_process_group(backend, timeout=timeout)
+        dist.init_process_group(backend, timeout=timeout, device_id=device_id)
         return
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
@@ -40,7 +42,7 @@ def init_process_group(backend: str, timeout: timedelta) -> None:
         store = dist.TCPStore(host, port, world, True, timeout, master_listen_fd=int(fd))
     else:
         store = dist.TCPStore(host, port, world, False, timeout)
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout, device_id=device_id)
 
 
 def all_gather_strings(text: str, device) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from advisor.cli.app import AdvisorTyper, app
-from advisor.cli.options import JsonOpt, WorkloadArg
+from advisor.cli.options import JsonOpt, WorkloadArg, output_path
 from advisor.cli.output import command_line
 
 imports_app = AdvisorTyper(  # its commands get -q like every other
@@ -31,6 +31,7 @@ OutOpt = Annotated[
         "--out",
         help="Calibration file to create or add to (default: "
         "calibrations/NAME_nccl-tests.toml or NAME_torchtitan.toml).",
+        parser=output_path("--out"),
     ),
 ]
 

@@ -174,7 +174,9 @@ def _only(p, keep: list[bool]):
     if not mask.any():
         return p
     arrays = {f.name: getattr(p, f.name) for f in fields(p)}
-    return replace(p, **{k: v[mask] for k, v in arrays.items() if isinstance(v, np.ndarray) and v.shape == mask.shape})
+    kept = {k: v[mask] for k, v in arrays.items() if isinstance(v, np.ndarray) and v.shape == mask.shape}
+    kept["breakdown"] = {k: np.asarray(v)[mask] for k, v in p.breakdown.items()}  # seconds per part, per count
+    return replace(p, **kept)
 
 
 def _left_out(rows: list[dict]) -> list[str]:
@@ -203,10 +205,15 @@ def _predict_html(path, m, p, rows, base, spec, calibration, measurements) -> No
     current().note(f"wrote {path}")
 
 
+ExplainOpt = Annotated[bool, typer.Option(
+    "--explain", help="Also print where each step goes: compute, recompute, exposed intra-/inter-node "
+                      "communication, pipeline bubble, overhead (seconds; --json always carries it as 'breakdown').")]
+
+
 @app.command()
 def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements: MeasurementsOpt = None,
             gpus: GpusOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False, plot: PlotOpt = None,
-            wide: WideOpt = False, html: HtmlOpt = None) -> None:
+            wide: WideOpt = False, html: HtmlOpt = None, explain: ExplainOpt = False) -> None:
     """Predict step time, throughput, speedup, efficiency and MFU with 90% intervals; counts that cannot
     run (memory, batch) are marked with the reason, and speedup is against the smallest count that runs."""
     from advisor.placement import parse_placements
@@ -237,9 +244,24 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
     show(con, *_predict_table(m, rows, base[0], wide))
     for line in _left_out(rows):
         say(con, line)
+    if explain:
+        _print_breakdown(m, [r for r in rows if r["runs"]])
     if plot is not None:
         current().note(f"wrote {plot}")
     _warn(p.warnings)
+
+
+def _print_breakdown(m, rows: list[dict]) -> None:
+    """Where each median step goes (advisor.scaling.breakdown), seconds and share of the step."""
+    from advisor.scaling.breakdown import PARTS
+    from advisor.text import percent
+
+    columns = [Column(c) for c in ("GPUs", "nodes", "step s", *(p.replace("_", " ") for p in PARTS))]
+    cells = [[f"{r['gpus']:,}", f"{r['nodes']:,}", number(r["step_seconds"], 4),
+              *(f"{number(r['breakdown'][p])} ({percent(r['breakdown'][p] / r['step_seconds'])})"
+                if r["step_seconds"] > 0 else "-" for p in PARTS)] for r in rows]
+    show(_console(), build(f"{_uncal(m)}where the median step goes (seconds, share of the step; communication "
+                           "is what compute does not hide)", columns, cells))
 
 
 FitMaxOpt = Annotated[

@@ -21,6 +21,7 @@ def quantity(flag: str, value: str | None, parse: Callable[[object], float]) -> 
     except ValueError as error:
         raise InputError.at(flag, "", str(error), value) from None
 
+
 def complete_workload(incomplete: str) -> list[str]:
     """Shell completion of a workload argument: the .toml specs (and folders) starting with what is
     typed, and with nothing typed the specs in workloads/."""
@@ -49,14 +50,29 @@ def complete_tier(ctx: typer.Context, incomplete: str) -> list[str]:
             continue
     return [n for n in dict.fromkeys(names) if n.startswith(incomplete)]
 
+def output_path(option: str) -> Callable[[str], Path]:
+    """The parser of an option naming a file to write: an empty value is refused naming the
+    option (typer reads '' as '.', and the writer said only `.: is a directory`)."""
+
+    def parse(text: str) -> Path:
+        from advisor.errors import InputError
+
+        if not text.strip():
+            raise InputError.at(".", "", f"is a directory: an empty {option} reads as '.', the current folder; "
+                                f"give {option} the path of a file to write, or leave it out for its default")
+        return Path(text)
+
+    return parse
+
 
 WorkloadArg = Annotated[
     Path, typer.Argument(help="Workload spec (TOML).", show_default=False, autocompletion=complete_workload)
 ]
 OptionalWorkloadArg = Annotated[
     Path | None,
-    typer.Argument(help="Workload spec (TOML); default: every workload in workloads/ with calibration data.",
-                   show_default=False, autocompletion=complete_workload),
+    typer.Argument(help="Workload spec (TOML); default: every workload in workloads/ (one without calibration data "
+                   "from the model's prior, marked uncalibrated).", show_default=False,
+                   autocompletion=complete_workload),
 ]
 CalibrationOpt = Annotated[
     list[Path] | None,
@@ -73,7 +89,8 @@ MeasurementsOpt = Annotated[
     typer.Option("--measurements", help="Measurement CSV (gpus, nodes, step_seconds or throughput, global_batch)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else there.")]
-PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot to this path.")]
+PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot to this path.",
+                                              parser=output_path("--plot"))]
 GpusOpt = Annotated[
     str | None,
     typer.Option("--gpus", help="Comma-separated GPU counts; N@M means N GPUs over M nodes (e.g. 16,64,64@16)."),

@@ -498,12 +498,9 @@ def recommend(
         peaks = model.peaks
     limits = limits if limits is not None else Limits(budget, deadline, confidence)
     chosen_objective = limits.objective(objective)
-    from advisor.planning.layout_choice import (
-        sweep as layout_sweep,  # the layout per count; strategy auto: the fastest that fits
-    )
+    from advisor.planning.layout_choice import sweep as layout_sweep  # strategy auto: the fastest that fits
 
-    if baseline_gpus is None:  # the smallest count that runs, as `advisor predict` (advisor.planning.runnable)
-        baseline_gpus = baseline(w, model, peaks)[0]
+    baseline_gpus = baseline(w, model, peaks)[0] if baseline_gpus is None else baseline_gpus  # as predict's
     sw = layout_sweep(w, model, select_tiers(w, tier), baseline_gpus, gpus, peaks)
     probabilities = limit_probabilities(sw, limits)
     frontier = frontier_of(sw)

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import JsonOpt, WorkloadArg
+from advisor.cli.options import JsonOpt, WorkloadArg, quantity
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
 
@@ -23,11 +23,11 @@ MAX_STARTUP_SECONDS = 7 * 86400
 def plan_calibration_command(
     workload: WorkloadArg,
     budget: Annotated[
-        float | None,
+        str | None,
         typer.Option(
             "--budget",
-            min=0,
-            help="Most USD to spend on calibration runs (default: only the runs needed to identify every term).",
+            help="Most USD to spend on calibration runs (300, 1.5k, '$1,500'; default: only the runs needed to "
+            "identify every term).",
         ),
     ] = None,
     max_nodes: Annotated[
@@ -61,7 +61,7 @@ def plan_calibration_command(
     from advisor.placement import parse_placements
     from advisor.planning.limits import MAX_BUDGET_USD, limit_value
     from advisor.spec import load_workload
-    from advisor.units import parse_duration
+    from advisor.units import parse_duration, parse_money
 
     w = load_workload(workload)
     place = None
@@ -76,8 +76,9 @@ def plan_calibration_command(
         raise InputError.at("--startup", "", f"expected a duration such as '10 min' ({exc})", startup) from None
     if not 0 <= startup_s <= MAX_STARTUP_SECONDS:  # a negative start-up priced runs at $0
         raise InputError.at("--startup", "", "must be between 0 and 7 days per run", startup)
-    limit_value("--budget", budget, MAX_BUDGET_USD, "USD")
-    plan = plan_calibration(w, budget, max_nodes, tier, place, startup_s)
+    usd = quantity("--budget", budget, parse_money)
+    limit_value("--budget", usd, MAX_BUDGET_USD, "USD")
+    plan = plan_calibration(w, usd, max_nodes, tier, place, startup_s)
     if as_json:
         current().result(plan_dict(plan))
         return

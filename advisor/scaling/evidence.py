@@ -106,8 +106,9 @@ def fit_warnings(fitted: "FittedFamily", noise: "NoiseModel", calibrated: bool) 
         out.append(f"{plural(n_counts, 'measured GPU count')}: the prior carries what the data cannot pin; "
                    "3+ counts across 2+ nodes narrow the interval")
     if noise.prior_dominated:
-        out.append(f"only {plural(noise.n_residuals, 'out-of-sample residual')}: intervals lean on an assumed "
-                   f"{noise.prior_noise:.0%} run-to-run noise")
+        few = ("no out-of-sample residual" if noise.n_residuals == 0
+               else f"only {plural(noise.n_residuals, 'out-of-sample residual')}")
+        out.append(f"{few}: intervals lean on an assumed {noise.prior_noise:.0%} run-to-run noise")
     return out + bound_warnings(fitted) + busbw_warnings(w, problem.probes)
 
 

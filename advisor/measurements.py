@@ -69,6 +69,8 @@ class Measurements:
     """Everything measured for one workload, and where it came from (`source`, for messages)."""
 
     runs: list[MeasuredRun]
+    """Measured steps; may be empty when `probes` are not (an imported nccl-tests log alone: the
+    links are measured, compute comes from the prior)."""
     probes: list["Collective"] = field(default_factory=list)
     source: str = ""
     #: memory peaks the calibration measured (advisor.memory.measured_peaks; none from a CSV): read
@@ -76,8 +78,8 @@ class Measurements:
     peaks: list = field(default_factory=list)
 
     def __post_init__(self):
-        if not self.runs:
-            raise InputError.at(self.source or "<measurements>", "", "no measured runs to fit")
+        if not self.runs and not self.probes:
+            raise InputError.at(self.source or "<measurements>", "", "no measured runs or collective probes to fit")
 
     # Computed once per Measurements (runs never change after construction): the fit reads them
     # many times, and with a 1M-row CSV each is a million-element loop.

@@ -380,6 +380,12 @@ class OverlapModel:
         self.n_features_in_ = X.shape[1]
         return self._fit_arrays(X, y, sample_weight, comm, probe_X, probe_y, init)
 
+    def fit_probes(self, n_features: int, probe_X, probe_y) -> "OverlapModel":
+        """Fit on collective probes and the priors alone (no step row): the communication columns the
+        probes reach move, the rest stay at their priors; `cov_` is the Laplace covariance as in `fit`."""
+        self.n_features_in_ = int(n_features)
+        return self._fit_arrays(np.zeros((0, n_features)), np.zeros(0), None, None, probe_X, probe_y, None)
+
     def _fit_arrays(self, X, y, sample_weight, comm, probe_X, probe_y, init):
         w = self._weights(sample_weight, X)
         pb = self._problem(X, y, w, comm, probe_X, probe_y)

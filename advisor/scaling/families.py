@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from advisor.imports.algorithm import busbw_ceiling_factor
 from advisor.scaling import features as F
 
 if TYPE_CHECKING:
@@ -81,7 +82,9 @@ class Family:
         for i, p in enumerate(probes):
             b, lt = F.collective_seconds_at_declared(workload, p.op, gpus[i:i + 1], nodes[i:i + 1], np.array([p.bytes]),
                                                      _INTER_HOPS.get(self.name, "tree"))
-            bw[i], lat[i] = b[0], lt[0]
+            # read with its algorithm: a tree or NVLS probe moved fewer bytes than the ring the steps model
+            bw[i] = b[0] / busbw_ceiling_factor(getattr(p, "algorithm", None), p.op, p.gpus, p.nodes)
+            lat[i] = lt[0]
         names = [c.name for c in d.columns]
         multi = nodes > 1
         # As in a step (features.comm_seconds_at_declared): a probe across nodes also runs through

@@ -50,7 +50,7 @@ class FitData:
 
     @classmethod
     def of(cls, m: "Measurements" | None) -> "FitData":
-        if m is None:
+        if m is None or not m.runs:
             e = np.zeros(0)
             return cls(e, e, e, e, e, e)
         return cls.grouped(m.gpus, m.nodes, m.global_batch, m.step, m.comm)
@@ -224,13 +224,28 @@ def fit_family(family: Family, problem: Problem, init: tuple | None = None) -> F
     """Fit `family` to `problem` (MAP), optionally warm-started from `init` = (coef, gamma).
     With no measured runs the prior alone answers (`prior_only`)."""
     data = problem.data
-    if data.empty:
-        return prior_only(family, problem)
-    d = problem.design(family, data.gpus, data.nodes, data.batch)
     probe_X, probe_y = family.probe_design(problem.workload, list(problem.probes), problem.coverage)
+    if data.empty and not len(probe_y):
+        return prior_only(family, problem)
+    if data.empty:
+        return probes_only(family, problem, probe_X, probe_y)
+    d = problem.design(family, data.gpus, data.nodes, data.batch)
     est = _estimator(problem, d)
     est.fit(d.X, data.step, comm=data.comm if family.has_overlap else None,
             probe_X=probe_X if len(probe_y) else None, probe_y=probe_y if len(probe_y) else None, init=init)
+    return FittedFamily(family, problem, est, d.columns)
+
+
+def probes_only(family: Family, problem: Problem, probe_X: np.ndarray, probe_y: np.ndarray) -> FittedFamily:
+    """No step measured, collective probes only (an imported nccl-tests log): the link and latency
+    factors the probes reach are fitted to them (their priors as in any fit), every other column
+    (compute, per-step constants, overlap) stays at its prior, whose spread the covariance keeps.
+    Compute is never pinned by a collective, so the prior's MFU answers for it (docs/model.md)."""
+    w = problem.workload
+    g = np.array([1.0, float(w.cluster.gpus_per_node)])
+    d = problem.design(family, g, np.ones(2), np.asarray(w.global_batch(g), float))
+    est = _estimator(problem, d)
+    est.fit_probes(d.X.shape[1], probe_X, probe_y)
     return FittedFamily(family, problem, est, d.columns)
 
 

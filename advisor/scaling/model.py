@@ -151,7 +151,8 @@ class ScalingModel:
     def _fit(self, workload, measurements, family, n_draws, seed, priors) -> None:
         self.workload = workload
         self.measurements = measurements
-        self.calibrated = measurements is not None
+        #: step times were measured (a file of collective probes alone leaves compute to the prior)
+        self.calibrated = measurements is not None and bool(measurements.runs)
         #: memory peaks the calibration measured (advisor.memory.MeasuredPeak), read with its runs
         self.peaks = list(measurements.peaks) if measurements is not None else []
         self.problem = Problem.of(workload, measurements, priors)
@@ -304,9 +305,16 @@ class ScalingModel:
     def _fit_warnings(self) -> list[str]:
         w = self.workload
         if not self.calibrated:
-            return [(f"uncalibrated: no measurement of {w.name}; every number is the prior's first estimate "
-                     "from the spec (MFU, achieved bandwidth and overlap as seen across published jobs), "
-                     "with wide intervals; run `advisor calibrate` or pass --calibration/--measurements")]
+            if self.measurements is None:
+                return [(f"uncalibrated: no measurement of {w.name}; every number is the prior's first estimate "
+                         "from the spec (MFU, achieved bandwidth and overlap as seen across published jobs), "
+                         "with wide intervals; run `advisor calibrate` or pass --calibration/--measurements")]
+            measured = ", ".join(sorted(k for k, v in self.term_sources().items() if v != "prior")) or "nothing"
+            return [(f"uncalibrated: no step of {w.name} measured, only "
+                     f"{plural(len(self.measurements.probes), 'collective probe')}: they measure {measured}; compute "
+                     "(MFU), per-step constants and overlap are the prior's, with wide intervals; add step times "
+                     "(`advisor calibrate`, `advisor import torchtitan`, --measurements FILE.csv) to pin them"),
+                    *self._bound_warnings(), *self._busbw_warnings()]
         out = []
         crossed = self.coverage.steps_crossed_nodes or self.coverage.probes_crossed_nodes
         if FAMILIES[self.family].has_overlap and not crossed:
@@ -342,25 +350,54 @@ class ScalingModel:
                            f"(> {1 + LINK_TOLERANCE:.2f}x); check {link}_node_bandwidth")
         return out
 
+    def term_sources(self) -> dict[str, str]:
+        """Per fitted column (and `gamma`): what pinned it, "steps", "probes", "steps+probes" or "prior".
+        A column is measured when a measured step's or probe's design row reaches it (non-zero); γ
+        when a step mixed compute with communication. The rest is the prior's (docs/model.md)."""
+        cols = self.fitted.columns
+        d = self.data
+        steps = (self.fitted.design(d.gpus, d.nodes, d.batch).X if not d.empty else np.zeros((0, len(cols))))
+        probes = self.measurements.probes if self.measurements is not None else []
+        fam = FAMILIES[self.family]
+        probe_X, _ = fam.probe_design(self.workload, list(probes), self.coverage)
+        if probe_X.size == 0:
+            probe_X = np.zeros((0, len(cols)))
+        out = {}
+        for j, c in enumerate(cols):
+            by = [k for k, X in (("steps", steps), ("probes", probe_X)) if X.shape[0] and np.any(X[:, j] != 0)]
+            out[c.name] = "+".join(by) or "prior"
+        if fam.has_overlap:
+            nc = self.fitted.estimator.n_compute
+            mixed = steps.shape[0] and np.any((steps[:, :nc] != 0).any(axis=1) & (steps[:, nc:] != 0).any(axis=1))
+            out["gamma"] = "steps" if mixed else "prior"
+        return out
+
     def _busbw_warnings(self) -> list[str]:
+        """A probe far below its declared link (a misconfiguration) or above what its algorithm can reach
+        on it (the declaration is wrong): busbw against the algorithm's ceiling (advisor.imports.algorithm;
+        a 2-node tree all-reduce reports up to 2(N-1)/N x the NICs' rate, NVIDIA/nccl#946)."""
+        from advisor.imports.algorithm import busbw_ceiling_factor, expected_algorithm
+
         out = []
         largest: dict[tuple, object] = {}
         for p in self.measurements.probes:
-            key = (p.op, p.gpus, p.nodes)
+            key = (p.op, p.gpus, p.nodes, p.algorithm)
             if key not in largest or p.bytes > largest[key].bytes:
                 largest[key] = p
-        for (op, gpus, nodes), p in sorted(largest.items()):
+        for (op, gpus, nodes, algo), p in sorted(largest.items(), key=lambda kv: str(kv[0])):
             declared = float(bus_bandwidth(self.workload, np.array([nodes]))[0]) / 1e9
+            ceiling = busbw_ceiling_factor(algo, op, gpus, nodes) * declared
             link = "inter-node" if nodes > 1 else "intra-node"
-            if p.busbw < BUSBW_WARN_FRACTION * declared:
-                out.append(f"{op} on {plural(gpus, 'GPU')} over {plural(nodes, 'node')} reached {p.busbw:.3g} GB/s "
-                           f"bus bandwidth, {p.busbw / declared:.0%} of the declared {link} {declared:.3g} GB/s: "
-                           "likely a misconfiguration (e.g. NCCL falling back to TCP) or a wrong declared bandwidth")
-            elif p.busbw > (1 + LINK_TOLERANCE) * declared:
-                out.append(f"{op} on {plural(gpus, 'GPU')} over {plural(nodes, 'node')} measured {p.busbw:.3g} GB/s "
-                           f"bus bandwidth, above the declared {link} {declared:.3g} GB/s: "
-                           "the declaration contradicts the measurement; "
-                           "raise the declared bandwidth")
+            algo = algo or expected_algorithm(op, nodes)
+            what = f"{op} ({algo}) on {plural(gpus, 'GPU')} over {plural(nodes, 'node')}"
+            if p.busbw < BUSBW_WARN_FRACTION * ceiling:
+                out.append(f"{what} reached {p.busbw:.3g} GB/s bus bandwidth, {p.busbw / ceiling:.0%} of the "
+                           f"{ceiling:.3g} GB/s it reaches on the declared {link} {declared:.3g} GB/s: likely a "
+                           "misconfiguration (e.g. NCCL falling back to TCP) or a wrong declared bandwidth")
+            elif p.busbw > (1 + LINK_TOLERANCE) * ceiling:
+                out.append(f"{what} measured {p.busbw:.3g} GB/s bus bandwidth, above the {ceiling:.3g} GB/s it "
+                           f"reaches on the declared {link} {declared:.3g} GB/s: the declaration contradicts the "
+                           "measurement; raise the declared bandwidth")
         return out
 
     def _naive_cv(self) -> float | None:
@@ -398,13 +435,16 @@ class ScalingModel:
         lo, hi = (np.quantile(self.draws.coefs, [0.05, 0.95], axis=0) if len(self.draws.coefs) >= 2
                   else (est.coef_, est.coef_))
         fixed = dict(est.fixed)
+        sources = self.term_sources()
         coefficients = [{"name": c.name, "value": float(est.coef_[j]), "unit": c.unit, "meaning": c.meaning,
-                         "low": float(lo[j]), "high": float(hi[j]), "fixed": j in fixed}
+                         "low": float(lo[j]), "high": float(hi[j]), "fixed": j in fixed, "measured_by": sources[c.name]}
                         for j, c in enumerate(self.fitted.columns)]
         m = self.measurements
         out = {
             "name": self.family,
             "calibrated": self.calibrated,
+            "terms": {"measured": sorted(k for k, v in sources.items() if v != "prior"),
+                      "prior": sorted(k for k, v in sources.items() if v == "prior"), "by": sources},
             "requested": self.requested_family,
             "summary": FAMILIES[self.family].summary,
             "cv_mape": self.cv[self.family].mape,

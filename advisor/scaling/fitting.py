@@ -116,10 +116,18 @@ class Problem:
     probes: tuple = ()
     coverage: Coverage = NO_COVERAGE
     priors: Priors = LEARNED
+    #: the workload as the runs were measured: the spec with the parallel layout the calibration
+    #: recorded (`measured_workload`); the data rows are designed with it, predictions with `workload`
+    measured: "Workload" | None = None
 
     @classmethod
     def of(cls, workload: "Workload", m: "Measurements" | None, priors: Priors = LEARNED) -> "Problem":
-        return cls(workload, FitData.of(m), tuple(m.probes) if m is not None else (), coverage_of(m), priors)
+        return cls(workload, FitData.of(m), tuple(m.probes) if m is not None else (), coverage_of(m), priors,
+                   measured_workload(workload, m))
+
+    @property
+    def data_workload(self) -> "Workload":
+        return self.measured if self.measured is not None else self.workload
 
     def take(self, keep: np.ndarray) -> "Problem":
         """The same problem on a subset of the rows (coverage kept: the columns stay the same)."""
@@ -156,11 +164,33 @@ class Problem:
         if d.empty:
             return prior_value
         base = d.gpus == d.gpus.min()
-        secs = F.compute_seconds(self.workload, d.gpus[base], d.batch[base])
+        secs = F.compute_seconds(self.data_workload, d.gpus[base], d.batch[base])
         return float(max(np.median(d.step[base] / secs), 1.0 if self.workload.peak_flops else 0.0))
 
     def design(self, family: Family, gpus, nodes, batch) -> Design:
         return family.design(self.workload, gpus, nodes, batch, self.coverage)
+
+    def data_design(self, family: Family, gpus, nodes, batch) -> Design:
+        """The design of measured rows: in the layout they ran (`measured`), whatever the spec now says."""
+        return family.design(self.data_workload, gpus, nodes, batch, self.coverage)
+
+
+def measured_workload(w: "Workload", m: "Measurements" | None) -> "Workload":
+    """`w` with the parallel layout the measurements ran (`Measurements.layout`: strategy, tensor-parallel
+    degree, HSDP shard group) in place of the spec's, so that each run is fitted with the traffic it
+    had; `w` itself when nothing was recorded or it is the spec's own (a later `strategy = "auto"`
+    would otherwise fit DDP runs with FSDP's traffic)."""
+    layout = getattr(m, "layout", None)
+    if layout is None:
+        return w
+    strategy, tp, shard = layout
+    p = w.parallelism
+    if strategy == p.strategy and (tp or 1) == (p.tensor_parallel_degree or 1) and shard in (None,
+                                                                                            p.data_parallel_shard_degree):
+        return w
+    from advisor.layouts import with_layout
+
+    return with_layout(w, strategy, tp, shard if strategy == "hsdp" else None)
 
 
 def constraints(problem: Problem, d: Design) -> tuple[tuple, tuple]:
@@ -214,6 +244,10 @@ class FittedFamily:
     def predict(self, gpus, nodes, batch) -> np.ndarray:
         return self.estimator.predict(self.design(gpus, nodes, batch).X)
 
+    def predict_measured(self, gpus, nodes, batch) -> np.ndarray:
+        """Step seconds of rows in the layout they were measured with (in-sample and held-out checks)."""
+        return self.estimator.predict(self.problem.data_design(self.family, gpus, nodes, batch).X)
+
 
 def _estimator(problem: Problem, d: Design) -> OverlapModel:
     lower, prior = constraints(problem, d)
@@ -229,7 +263,7 @@ def fit_family(family: Family, problem: Problem, init: tuple | None = None) -> F
         return prior_only(family, problem)
     if data.empty:
         return probes_only(family, problem, probe_X, probe_y)
-    d = problem.design(family, data.gpus, data.nodes, data.batch)
+    d = problem.data_design(family, data.gpus, data.nodes, data.batch)
     est = _estimator(problem, d)
     est.fit(d.X, data.step, comm=data.comm if family.has_overlap else None,
             probe_X=probe_X if len(probe_y) else None, probe_y=probe_y if len(probe_y) else None, init=init)

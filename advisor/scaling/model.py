@@ -356,9 +356,9 @@ class ScalingModel:
         when a step mixed compute with communication. The rest is the prior's (docs/model.md)."""
         cols = self.fitted.columns
         d = self.data
-        steps = (self.fitted.design(d.gpus, d.nodes, d.batch).X if not d.empty else np.zeros((0, len(cols))))
-        probes = self.measurements.probes if self.measurements is not None else []
         fam = FAMILIES[self.family]
+        steps = self.problem.data_design(fam, d.gpus, d.nodes, d.batch).X if not d.empty else np.zeros((0, len(cols)))
+        probes = self.measurements.probes if self.measurements is not None else []
         probe_X, _ = fam.probe_design(self.workload, list(probes), self.coverage)
         if probe_X.size == 0:
             probe_X = np.zeros((0, len(cols)))
@@ -417,14 +417,14 @@ class ScalingModel:
         d = self.data
         if d.empty:
             return np.zeros(0)
-        return np.log(d.step / np.maximum(self.fitted.predict(d.gpus, d.nodes, d.batch), 1e-300))
+        return np.log(d.step / np.maximum(self.fitted.predict_measured(d.gpus, d.nodes, d.batch), 1e-300))
 
     def residuals(self) -> list[dict]:
         """In-sample fit per measured placement: measured and fitted median step seconds."""
         d = self.data
         if d.empty:
             return []
-        fitted = self.fitted.predict(d.gpus, d.nodes, d.batch)
+        fitted = self.fitted.predict_measured(d.gpus, d.nodes, d.batch)
         return [{"gpus": int(g), "nodes": int(n), "global_batch": float(b), "measured": float(m), "fitted": float(f),
                  "error": float((f - m) / m)}
                 for g, n, b, m, f in zip(d.gpus, d.nodes, d.batch, d.step, fitted, strict=True)]

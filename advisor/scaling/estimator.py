@@ -429,6 +429,24 @@ class OverlapModel:
         self.n_features_in_ = n_features
         return self
 
+    def joined(self, other: "OverlapModel") -> "OverlapModel":
+        """This fit with the coefficients `other` fitted (its free ones, a subset of this fit's, the
+        rest held at this fit's values) taken from `other`: a staged fit. The data curvature of both
+        adds (`hessians_`), the prior's is this fit's, and `cov_` follows."""
+        import copy
+
+        out = copy.copy(self)
+        out.coef_ = self.coef_.copy()
+        out.coef_[other.free_] = other.coef_[other.free_]
+        pos = np.searchsorted(self.free_, other.free_)
+        Hd, Hp = self.hessians_
+        Hd = Hd.copy()
+        k2 = other.free_.size
+        Hd[np.ix_(pos, pos)] += other.hessians_[0][:k2, :k2]
+        out.hessians_ = (Hd, Hp)
+        out.cov_ = out.covariance(1.0)
+        return out
+
     def _laplace(self, pb: _Problem, v) -> np.ndarray:
         """Posterior covariance of the free parameters (and γ when fitted): noise² (JᵀJ)⁻¹ at the optimum.
         Keeps the data and prior parts of JᵀJ (`hessians_`) so that `covariance` can reweigh the data

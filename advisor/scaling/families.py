@@ -27,6 +27,7 @@ import numpy as np
 
 from advisor.imports.algorithm import busbw_ceiling_factor
 from advisor.scaling import features as F
+from advisor.scaling.small_batch import small_batch_penalty, tokens_per_micro_batch
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
@@ -121,8 +122,11 @@ def _topology(inter_hops: str):
                 Column("compute", _compute_unit(w), "per-GPU FLOPs per step at peak"),
                 Column("contention", "x peak-time per extra GPU on a node",
                        "per micro-batch host sharing (CPU, PCIe, memory, clocks): compute x (GPUs per node - 1)"),
-                Column("contention_step", "s per extra GPU on a node", "per-step host sharing: GPUs per node - 1")]
-        arrays = [np.ones_like(gpus), compute, compute * extra, extra]
+                Column("contention_step", "s per extra GPU on a node", "per-step host sharing: GPUs per node - 1"),
+                Column("small_batch", "x peak-time at the roofline penalty",
+                       "weights read per micro-batch: compute x R / tokens per micro-batch (scaling.small_batch)")]
+        penalty = small_batch_penalty(tokens_per_micro_batch(w, gpus, batch))
+        arrays = [np.ones_like(gpus), compute, compute * extra, extra, compute * penalty]
         n_compute = len(cols)
 
         multi = nodes > 1

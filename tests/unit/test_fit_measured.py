@@ -60,3 +60,38 @@ def test_the_band_at_the_measured_counts_stays_near_the_measurement():
     med, lo, hi = m.step_time(np.array([8.0, 128.0]), np.array([1.0, 16.0]))
     assert np.all(hi / med < 1.10) and np.all(lo / med > 0.90)
     assert np.all(lo < med) and np.all(med < hi)
+
+
+@pytest.mark.parametrize("inter", ["800 Gbit/s", "12800 Gbit/s"])
+def test_redeclaring_the_inter_node_link_does_not_move_one_node_steps(tmp_path, inter):
+    """llm7b's published runs (8@1 and 128@16) fitted with another declared inter-node link: the
+    multi-node prediction may change, a one-node step may not (it never uses that link)."""
+    spec = tmp_path / "llm7b.toml"
+    spec.write_text(re.sub(r'(?m)^inter_node_bandwidth = .*$', f'inter_node_bandwidth = "{inter}"',
+                           (ROOT / "workloads" / "llm7b.toml").read_text()))
+    cal = ROOT / "calibrations" / "llm7b_published_torchtitan.toml"
+    base = build_model(load_workload(ROOT / "workloads" / "llm7b.toml"), calibration=cal)
+    other = build_model(load_workload(spec), calibration=cal)
+    g, n = np.array([1.0, 2.0, 4.0, 8.0]), np.ones(4)
+    assert other.step_time(g, n)[0] == pytest.approx(base.step_time(g, n)[0], rel=1e-9)
+
+
+def test_small_batch_penalty_by_hand():
+    from advisor.scaling.small_batch import small_batch_efficiency, small_batch_penalty, tokens_per_micro_batch
+
+    # R = 200 FLOP/byte: 512 tokens wait 200/512 of their compute time on the weights
+    assert small_batch_penalty(np.array([512.0]))[0] == pytest.approx(0.390625)
+    assert small_batch_efficiency(np.array([200.0]))[0] == pytest.approx(0.5)
+    assert small_batch_penalty(np.array([0.0]))[0] == 0.0
+    w = load_workload(ROOT / "workloads" / "llm7b.toml")  # 2 samples x 8192 tokens per GPU, micro 2
+    assert tokens_per_micro_batch(w, np.array([8.0]), np.array([16.0]))[0] == 16384.0
+
+
+def test_a_smaller_micro_batch_than_any_measured_is_predicted_slower_per_sample():
+    """Constant MFU made rows with fewer tokens per micro-batch than any fitted row too fast; the
+    small-batch column makes per-sample compute grow as the micro-batch shrinks."""
+    w = load_workload(ROOT / "workloads" / "llm7b.toml")
+    m = build_model(w)
+    g, n = np.array([8.0, 8.0]), np.ones(2)
+    per_sample = m.step_time(g, n, np.array([16.0, 8.0]))[0] / np.array([16.0, 8.0])
+    assert per_sample[1] > per_sample[0] * 1.003

@@ -80,7 +80,7 @@ class Run(_Strict):
     tokens_per_second: Annotated[float, Field(gt=0, le=1e+18)] | None = None
     """Whole-job tokens per second, where reported."""
     layout: str | None = None
-    """Parallel layout of the run, e.g. "dp_shard=8, dp_replicate=4, tp=1, pp=1" (advisor.layouts)."""
+    """Parallel layout of the run, e.g. "dp_shard=8, dp_replicate=4, tp=1, pp=1" (advisor.topology.layouts)."""
     source: str | None = None
     """Citation for this run's values (published files: required)."""
 

@@ -73,7 +73,7 @@ class Measurements:
     links are measured, compute comes from the prior)."""
     probes: list["Collective"] = field(default_factory=list)
     source: str = ""
-    #: memory peaks the calibration measured (advisor.memory.measured_peaks; none from a CSV): read
+    #: memory peaks the calibration measured (advisor.topology.memory.measured_peaks; none from a CSV): read
     #: with the runs, so the plan's memory check never opens the files a second time
     peaks: list = field(default_factory=list)
     #: the parallel layout the runs ran, (strategy, tensor-parallel degree, HSDP shard group), from
@@ -132,7 +132,7 @@ def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
             comm = np.asarray(run.comm_seconds, dtype=float)
         batch = run.global_batch if run.global_batch is not None else float(workload.global_batch(run.gpus))
         runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm))
-    from advisor.memory import measured_peaks
+    from advisor.topology.memory import measured_peaks
 
     return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), measured_peaks(cal),
                         recorded_layout(cal))
@@ -398,7 +398,7 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
     """One set of measurements from a (merged) calibration file and a measurement CSV: the file's
     runs and collective probes plus the CSV's runs. A calibration that holds only probes (an
     imported nccl-tests log) adds them to the CSV's step times; the CSV cannot carry probes."""
-    from advisor.memory import measured_peaks
+    from advisor.topology.memory import measured_peaks
 
     runs: list[MeasuredRun] = []
     probes: list = []

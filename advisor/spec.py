@@ -180,7 +180,7 @@ class ParallelismSpec(_Section):
     ("ddp: replicated weights, one gradient all-reduce per step; "
      "fsdp: sharded over every data-parallel rank (all-gather x2 + reduce-scatter); "
      "hsdp: sharded inside a node, replicated across nodes; "
-     "auto: advisor chooses the layout per GPU count (advisor.layouts).")
+     "auto: advisor chooses the layout per GPU count (advisor.planning.layout_choice).")
     data_parallel_shard_degree: Annotated[Int, Field(ge=-1, le=MAX_GPUS_LIMIT)] | None = None
     ("torchtitan's name: ranks that shard the weights (FSDP). -1 = the rest of the GPUs "
      "(default: every data-parallel rank under fsdp, 1 under ddp, the data-parallel ranks in one node under hsdp).")
@@ -294,21 +294,22 @@ class Workload(_Section):
 
     def model_parallel_size(self) -> int:
         """GPUs that hold one data-parallel replica's share of the work: tensor x pipeline x context
-        parallel degrees (1 when the spec has none; strategy auto's own choices go through advisor.layouts)."""
+        parallel degrees (1 when the spec has none; strategy auto's own choices go through
+        advisor.planning.layout_choice)."""
         p = self.parallelism
         return (p.tensor_parallel_degree or 1) * p.pipeline_parallel_degree * p.context_parallel_degree
 
     def global_batch(self, gpus: Any) -> Any:
         """Samples per optimizer step at `gpus` GPUs (scalar or numpy array): the batch policy and
-        `batch.max_global_samples`, as advisor.planning.batch applies them (per data-parallel rank
+        `batch.max_global_samples`, as advisor.batch applies them (per data-parallel rank
         under tensor, pipeline or context parallelism)."""
-        from advisor.planning.batch import global_batch
+        from advisor.batch import global_batch
 
         return _like(gpus, global_batch(self, gpus))
 
     def per_gpu_batch(self, gpus: Any) -> Any:
         """Samples per optimizer step on one data-parallel rank (may be fractional for fixed-global at large N)."""
-        from advisor.planning.batch import per_gpu_batch
+        from advisor.batch import per_gpu_batch
 
         return _like(gpus, per_gpu_batch(self, gpus))
 
@@ -402,7 +403,7 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
 
 
 def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:
-    """Degrees that cannot run: see advisor.layouts for what each degree means and costs."""
+    """Degrees that cannot run: see advisor.topology.layouts for what each degree means and costs."""
     out: list[tuple[str, str, object]] = []
     p, m, g = w.parallelism, w.model, w.cluster.gpus_per_node
     at = "parallelism."

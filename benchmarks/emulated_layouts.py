@@ -1,4 +1,4 @@
-"""DDP vs FSDP vs HSDP across capped links on the emulated cluster: measured, beside advisor.layouts.
+"""DDP vs FSDP vs HSDP across capped links on the emulated cluster: measured, beside advisor.topology.layouts.
 
 Needs root and network namespaces (scripts/netcluster.py); prints why and exits 0 otherwise.
 
@@ -8,7 +8,7 @@ rank) calibrated at 4 ranks over 2 nodes in each layout through advisor's own `-
 path (the same runner as benchmarks/emulated_cluster.py): DDP (one all-reduce over 4 ranks), FSDP
 (4-way shards: two all-gathers and a reduce-scatter across the link) and HSDP (shard in the node,
 replicate across: only the all-reduce of each rank's half crosses the link). Printed per layout:
-the measured median step, the bytes advisor.layouts says go through each node's link per step, and
+the measured median step, the bytes advisor.topology.layouts says go through each node's link per step, and
 those bytes' seconds at the declared (tbf) rate. The question is whether the measured order and
 gaps follow the per-link volumes: HSDP should send the fewest bytes over the link (2(r-1)/r·G per
 node against FSDP's 3(N-1)/N·G and DDP's 2(N-1)/N·G).
@@ -60,9 +60,9 @@ def spec_with(strategy: str, base: Path, folder: Path) -> Path:
 
 
 def declared(path: Path) -> dict:
-    """advisor.layouts at 4 ranks over 2 nodes: layout, link bytes and seconds at the declared speeds."""
-    from advisor.layouts import build
+    """advisor.topology.layouts at 4 ranks over 2 nodes: layout, link bytes and seconds at the declared speeds."""
     from advisor.spec import load_workload
+    from advisor.topology.layouts import build
 
     w = load_workload(path)
     lay = build(w, np.array([4]), np.array([2]))

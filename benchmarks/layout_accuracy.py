@@ -11,7 +11,7 @@ Method (one parameter, fitted on the series' smallest count, the others predicte
 - bubble: (p-1)/(v·m + p - 1), m = global batch / data-parallel size / micro-batch 1 (NeMo's
   MICRO_BATCH_SIZE=1), v = 1 (1F1B): the CSV does not give NeMo's virtual pipeline size, and with
   interleaving the bubble (and the error it explains) would be smaller.
-- DP: the data-parallel gradient sync of the layout at the declared link speeds (advisor.layouts;
+- DP: the data-parallel gradient sync of the layout at the declared link speeds (advisor.topology.layouts;
   Megatron's distributed optimizer reduce-scatters gradients and all-gathers parameters once per
   step, the volume of a ring all-reduce). Two variants: `overlap` (e = 0: NeMo overlaps the DP
   sync with the backward, the published configs set it) and `exposed` (e = 1).
@@ -111,8 +111,8 @@ def workload_for(r: dict, virtual_stages: int = 1):
 
 def terms(r: dict, virtual_stages: int = 1) -> tuple[float, float, float, str]:
     """(W seconds at peak, 1 / (1 - bubble), exposed DP seconds at declared speed, layout label)."""
-    from advisor.layouts import build
     from advisor.scaling.features import compute_seconds
+    from advisor.topology.layouts import build
 
     w = workload_for(r, virtual_stages)
     gpus = np.array([int(r["gpus"])])

@@ -69,7 +69,7 @@ def simulated(model: "ScalingModel", places: list[tuple[int, int]]) -> "Measurem
     from advisor.calibrate.plan import probe_sizes
     from advisor.calibration_data import Collective
     from advisor.measurements import MeasuredRun, Measurements
-    from advisor.scaling.features import bus_bandwidth_gbps
+    from advisor.topology.collectives import bus_bandwidth_gbps
 
     w, fitted = model.workload, model.fitted
     est = fitted.estimator

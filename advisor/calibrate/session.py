@@ -107,7 +107,7 @@ def local_counts(w: Workload, gpus: str | None, device: str, available: int | No
         if n > MAX_LOCAL_RANKS:
             raise InputError.at("--gpus", "", f"{n} ranks on one host: at most {MAX_LOCAL_RANKS} (more ranks run "
                                 "as multi-node counts: --emit torchrun)", gpus)
-    from advisor.layouts import build
+    from advisor.topology.layouts import build
 
     valid = build(w, [n for n, _ in placements]).valid
     for (n, _), ok in zip(placements, valid, strict=True):

@@ -120,8 +120,8 @@ class Rank:
 
     # -- model ---------------------------------------------------------------------------------
     def layout(self):
-        """The spec's layout at this world size (advisor.layouts), refused when the degrees do not fit it."""
-        from advisor.layouts import build as build_layout
+        """The spec's layout at this world size (advisor.topology.layouts), refused when the degrees do not fit it."""
+        from advisor.topology.layouts import build as build_layout
 
         nodes = max(1, self.world // self.local_world)
         lay = build_layout(self.workload, [self.world], [nodes])
@@ -318,7 +318,7 @@ class Rank:
         return out
 
     def probe_one(self, op: str, size: int, group, ranks: list[int], name: str) -> dict:
-        from advisor.scaling.features import bus_bandwidth_gbps
+        from advisor.topology.collectives import bus_bandwidth_gbps
 
         torch, dist = self.torch, self.dist
         warm, repeats = PROBE_REPEATS[self.args.device]

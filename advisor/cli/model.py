@@ -12,7 +12,16 @@ from typing import Annotated
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import CalibrationOpt, GpusOpt, JsonOpt, MeasurementsOpt, ModelOpt, PlotOpt, WorkloadArg
+from advisor.cli.options import (
+    BacktestCalibrationOpt,
+    CalibrationOpt,
+    GpusOpt,
+    JsonOpt,
+    MeasurementsOpt,
+    ModelOpt,
+    PlotOpt,
+    WorkloadArg,
+)
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
 from advisor.cli.output import warn as _warn
@@ -102,7 +111,7 @@ def _default_counts(m) -> list[tuple[int, int]]:
         counts.append(n)
         n *= 2
     counts.append(top)
-    from advisor.layouts import build
+    from advisor.topology.layouts import build
 
     valid = build(m.workload, counts).valid  # counts the parallel layout can split (tp x pp x cp divides them)
     return [(g, int(m.workload.nodes(g))) for g, ok in zip(counts, valid, strict=True) if ok]
@@ -116,7 +125,7 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
 
     m = _model(workload, calibration, measurements, model)
     placements = parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus is not None else _default_counts(m)
-    from advisor.layouts import predict as predict_layouts
+    from advisor.planning.layout_choice import predict as predict_layouts
 
     p, layouts, whys = predict_layouts(m, [g for g, _ in placements], [n for _, n in placements], m.peaks)
     if plot is not None:
@@ -156,7 +165,7 @@ FitMaxOpt = Annotated[
 
 
 @app.command()
-def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: CalibrationOpt = None,
+def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: BacktestCalibrationOpt = None,
              measurements: MeasurementsOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False) -> None:
     """Fit on small counts, predict the larger measured ones: per-point error, MAPE, interval coverage."""
     from advisor.errors import InputError

@@ -13,7 +13,7 @@ Also the calibration's `--json` document and the run summary whose busbw columns
 
 from __future__ import annotations
 
-from advisor.scaling.features import busbw_factor
+from advisor.topology.collectives import busbw_factor
 
 #: nccl-tests' names of the ops and their reduction (`redop`); all-gather reduces nothing.
 PERF_NAME = {"all_reduce": "all_reduce_perf", "reduce_scatter": "reduce_scatter_perf", "all_gather": "all_gather_perf"}

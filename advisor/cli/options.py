@@ -18,6 +18,11 @@ CalibrationOpt = Annotated[
     typer.Option("--calibration", help="Calibration file; repeat to merge several, or add --measurements "
                  "(default: the workload's checked-in calibrations/NAME*.toml)."),
 ]
+BacktestCalibrationOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--calibration", help="Calibration file; repeat to merge several, or add --measurements "
+                 "(backtest needs one of the two: it scores a fit on measurements you name)."),
+]
 MeasurementsOpt = Annotated[
     Path | None,
     typer.Option("--measurements", help="Measurement CSV (gpus, nodes, step_seconds or throughput, global_batch)."),

@@ -96,7 +96,7 @@ def recommend(
                             layouts)
     for path, w in _workloads(workload):
         if layouts == "auto":
-            from advisor.layouts import auto_workload
+            from advisor.planning.layout_choice import auto_workload
 
             w = auto_workload(w)
         select_tiers(w, tier)  # an unknown --tier fails before any fitting

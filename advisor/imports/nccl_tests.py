@@ -35,8 +35,8 @@ import numpy as np
 from advisor.errors import InputError
 from advisor.imports.algorithm import algorithm_from_text, busbw_ceiling_factor, expected_algorithm
 from advisor.imports.common import build, not_this_format, read_log, target_file
-from advisor.scaling.features import bus_bandwidth, busbw_factor
 from advisor.text import plural
+from advisor.topology.collectives import bus_bandwidth, busbw_factor
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration, Collective

@@ -1,4 +1,4 @@
-"""The decision layer: the batch a plan trains with (`batch`), what each tier bills and what preemptions
+"""The decision layer: the layout chosen per count (`layout_choice`), what each tier bills and what preemptions
 cost (`billing`), the objective and limits asked for (`limits`), the recommendation (`recommend`), the
-sentences that explain a finished one (`explain`) and the cost-time plot (`plot`). Memory per GPU lives
-in advisor.memory (layouts use it too)."""
+sentences that explain a finished one (`explain`) and the cost-time plot (`plot`). The physics below it
+(layouts, memory, collectives) lives in advisor.topology, the batch arithmetic in advisor.batch."""

@@ -5,7 +5,7 @@ here is arithmetic on numpy arrays, one row per tier and one column per GPU coun
 65,536 counts and every tier costs a few milliseconds (benchmarks/recommend_sweep.py).
 
 - steps: `job.steps`, or `ceil(job.samples / B(N))` with the global batch B(N) of
-  advisor.planning.batch (fixed-per-gpu: B grows with N, capped by `batch.max_global_samples`).
+  advisor.batch (fixed-per-gpu: B grows with N, capped by `batch.max_global_samples`).
   With `batch.gradient_noise_scale` B_noise the job is read as "the progress the declared job makes
   at the reference batch B_0" (the global batch at the baseline count) and steps follow
   S(B) = S_min·(1 + B_noise/B) (McCandlish et al. 2018, "An Empirical Model of Large-Batch
@@ -33,8 +33,8 @@ here is arithmetic on numpy arrays, one row per tier and one column per GPU coun
 
 GPU counts considered (`gpu_counts`): powers of two inside one node (1, 2, 4, ... up to
 gpus_per_node, and gpus_per_node itself), then whole nodes up to cluster.max_gpus; n = ceil(N /
-gpus_per_node). Left out before pricing: counts the batch rules out (advisor.planning.batch: under
-one sample per GPU, or not dividing a fixed global batch) and counts whose footprint (advisor.memory:
+gpus_per_node). Left out before pricing: counts the batch rules out (advisor.batch: under
+one sample per GPU, or not dividing a fixed global batch) and counts whose footprint (advisor.topology.memory:
 state + activations, corrected by a calibration's measured peak) exceeds the GPU's memory.
 """
 
@@ -49,8 +49,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
-    from advisor.memory import MeasuredPeak
     from advisor.spec import Tier, Workload
+    from advisor.topology.memory import MeasuredPeak
 
 
 class StepTimeModel(Protocol):
@@ -58,7 +58,7 @@ class StepTimeModel(Protocol):
 
     `step_time(gpus, nodes)` takes equal-length integer arrays and returns (median, low, high):
     arrays of seconds, low/high a 90% interval; it may take `global_batch=` too (the sweep passes
-    the batch of advisor.planning.batch). A model may also carry `baseline_gpus` and `baseline_nodes`
+    the batch of advisor.batch). A model may also carry `baseline_gpus` and `baseline_nodes`
     (the smallest measured count and its placement), the reference for speedup and efficiency,
     `extrapolation_warnings(gpus, nodes) -> list[str]`, shown with the choice, and `calibrated`
     (False: a prior-only model, no measurements behind it).
@@ -80,7 +80,7 @@ def job_steps(w: "Workload", gpus: "np.ndarray", reference_gpus: int) -> "np.nda
     """Optimizer steps the job takes at each GPU count (see module docstring); float array."""
     import numpy as np
 
-    from advisor.planning.batch import global_batch
+    from advisor.batch import global_batch
 
     gpus = np.asarray(gpus)
     batch = np.maximum(global_batch(w, gpus), 1e-300)
@@ -315,7 +315,7 @@ class Sweep:
     baseline_gpus: int
     baseline_hours: float  # compute hours at the baseline count: the speedup reference
     statistical_efficiency: bool  # steps depend on N through the gradient noise scale
-    layouts: object | None = None  # advisor.layouts.SweepLayouts: the parallel layout of each count, and why
+    layouts: object | None = None  # planning.layout_choice.SweepLayouts: the layout of each count, and why
 
     @property
     def factor(self) -> "np.ndarray":
@@ -355,8 +355,8 @@ def _step_times(model: StepTimeModel, gpus, nodes, batch):
 
 
 def memory_per_gpu(w: "Workload", gpus, peaks: Sequence["MeasuredPeak"] = ()) -> "np.ndarray":
-    """Footprint per GPU at each count: advisor.memory's estimate, moved to a calibration's measured peak."""
-    from advisor.memory import bytes_per_gpu, measured_offset
+    """Footprint per GPU at each count: advisor.topology.memory's estimate, moved to a calibration's measured peak."""
+    from advisor.topology.memory import bytes_per_gpu, measured_offset
 
     return bytes_per_gpu(w, gpus) + measured_offset(w, gpus, list(peaks))
 
@@ -365,7 +365,7 @@ def fits_memory(w: "Workload", gpus, peaks: Sequence["MeasuredPeak"] = ()) -> "n
     """Whether N GPUs hold the footprint (`memory_per_gpu`) in GPU memory; True everywhere when it is unknown."""
     import numpy as np
 
-    from advisor.memory import gpu_memory_bytes
+    from advisor.topology.memory import gpu_memory_bytes
 
     capacity = gpu_memory_bytes(w)
     memory = memory_per_gpu(w, gpus, peaks)
@@ -384,12 +384,12 @@ def sweep(
 
     `baseline_gpus` (default: the model's, else the smallest calibration count) is the reference
     for speedup and for the gradient-noise-scale batch. `gpus` (ascending) overrides the candidate
-    counts; `peaks` are a calibration's measured memory peaks (advisor.memory.measured_peaks).
+    counts; `peaks` are a calibration's measured memory peaks (advisor.topology.memory.measured_peaks).
     """
     import numpy as np
 
-    from advisor.memory import gpu_memory_bytes
-    from advisor.planning import batch
+    from advisor import batch
+    from advisor.topology.memory import gpu_memory_bytes
 
     tiers = tuple(w.tiers if tiers is None else tiers)
     if baseline_gpus is None:
@@ -424,7 +424,7 @@ def sweep(
     available &= np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0)
 
     varies = w.batch.gradient_noise_scale is not None and w.batch.policy == "fixed-per-gpu"
-    from advisor.layouts import SweepLayouts
+    from advisor.planning.layout_choice import SweepLayouts
 
     return Sweep(tiers, billing, preemption, counts, nodes, steps, global_batch, step_seconds, compute_hours, wall,
                  cost, available, offered, fits_batch, fits, memory, capacity, int(baseline_gpus), baseline_hours,
@@ -435,7 +435,7 @@ def _baseline_hours(w: "Workload", model: StepTimeModel, baseline_gpus: int) -> 
     """Compute hours at the baseline count (on its measured placement): the speedup reference."""
     import numpy as np
 
-    from advisor.planning.batch import global_batch
+    from advisor.batch import global_batch
 
     base = np.array([baseline_gpus], dtype=np.int64)
     base_nodes = np.array([getattr(model, "baseline_nodes", None) or w.nodes(baseline_gpus)], dtype=np.int64)

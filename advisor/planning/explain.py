@@ -128,7 +128,7 @@ def explain(rec: "Recommendation") -> tuple[str, list[str]]:
 
 
 def _layout(rec: "Recommendation", c: int) -> str:
-    """Under strategy auto: the chosen count's layout, what it beat and by how much (advisor.layouts)."""
+    """Under strategy auto: the chosen count's layout, what it beat and by how much (advisor.planning.layout_choice)."""
     lay = rec.sweep.layouts
     why = None if lay is None else lay.why(c)
     return f"Layout at {plural(int(rec.sweep.gpus[c]), 'GPU')}: {why}." if why else ""
@@ -343,7 +343,7 @@ def _left_out(rec: "Recommendation") -> list[str]:
 
 
 def _memory_sentence(rec: "Recommendation") -> str:
-    from advisor.memory import STATE_BYTES_PER_PARAM
+    from advisor.topology.memory import STATE_BYTES_PER_PARAM
 
     sw = rec.sweep
     fits = sw.fits_memory
@@ -362,5 +362,5 @@ def _memory_sentence(rec: "Recommendation") -> str:
         f"Left out {where}: the footprint per GPU exceeds the {fmt_bytes(sw.gpu_memory)} of GPU memory; at "
         f"{plural(int(sw.gpus[c]), 'GPU')} it is {fmt_bytes(sw.memory_bytes[c])} (model state {STATE_BYTES_PER_PARAM} "
         f"bytes per parameter, {fmt_bytes(STATE_BYTES_PER_PARAM * rec.params)} for the whole model, split where the "
-        f"layout shards it, plus activations{measured}; advisor.memory).{hint}"
+        f"layout shards it, plus activations{measured}; advisor.topology.memory).{hint}"
     )

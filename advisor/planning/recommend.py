@@ -50,8 +50,8 @@ from advisor.text import plural
 if TYPE_CHECKING:
     import numpy as np
 
-    from advisor.memory import MeasuredPeak
     from advisor.spec import Workload
+    from advisor.topology.memory import MeasuredPeak
 
 #: z of the 95th percentile of the standard normal: a two-sided 90% interval spans median ± z·sigma.
 Z90 = 1.6448536269514722
@@ -230,7 +230,7 @@ class Recommendation:
     calibrated: bool = True  # False: the model is a prior, no measurements behind it
     measured_batch: float | None = None  # the largest global batch the calibration ran
     recompute: dict = field(default_factory=dict)  # activation_checkpoint mode -> smallest count that would fit
-    peaks: list = field(default_factory=list)  # advisor.memory.MeasuredPeak used for the footprint
+    peaks: list = field(default_factory=list)  # advisor.topology.memory.MeasuredPeak used for the footprint
     gradient_noise_scale: float | None = None
     params: float = 0.0
     message: str = ""
@@ -493,7 +493,7 @@ def recommend(
     budget in USD, deadline in hours (or one `limits` value), tier restricts to one billing tier,
     confidence (0..1) asks that a plan meet its limits with at least that probability (default: on
     the median); `objective` chooses worth-the-cost (default) or speedup-per-dollar when there are
-    no limits; `peaks` are measured memory peaks (advisor.memory.measured_peaks; default: the model's
+    no limits; `peaks` are measured memory peaks (advisor.topology.memory.measured_peaks; default: the model's
     own, read with the calibration it was fitted on, or for a model that carries none, e.g. a test's
     stand-in, those of the workload's checked-in calibration).
     """
@@ -501,7 +501,9 @@ def recommend(
         peaks = model.peaks if hasattr(model, "peaks") else checked_in_peaks(w)
     limits = limits if limits is not None else Limits(budget, deadline, confidence)
     chosen_objective = limits.objective(objective)
-    from advisor.layouts import sweep as layout_sweep  # the layout per count; strategy auto: the fastest that fits
+    from advisor.planning.layout_choice import (
+        sweep as layout_sweep,  # the layout per count; strategy auto: the fastest that fits
+    )
 
     sw = layout_sweep(w, model, select_tiers(w, tier), baseline_gpus, gpus, peaks)
     probabilities = limit_probabilities(sw, limits)
@@ -540,7 +542,7 @@ RECOMPUTE_ORDER = ("none", "selective", "full")
 
 def recompute_alternatives(w: "Workload", sw: Sweep) -> dict:
     """When memory rules counts out: for each stronger activation_checkpoint mode than the spec's, the
-    smallest count that would fit (None: none would), from advisor.memory's estimate alone."""
+    smallest count that would fit (None: none would), from advisor.topology.memory's estimate alone."""
 
     from advisor.planning.billing import fits_memory
 
@@ -557,7 +559,7 @@ def recompute_alternatives(w: "Workload", sw: Sweep) -> dict:
 def checked_in_peaks(w: "Workload") -> list:
     """Measured memory peaks of the workload's checked-in calibration ([] without one, or if it does not load)."""
     from advisor.calibration_data import load_workload_calibration
-    from advisor.memory import measured_peaks
+    from advisor.topology.memory import measured_peaks
 
     try:
         return measured_peaks(load_workload_calibration(w.name, w.source))
@@ -572,7 +574,7 @@ def _measured_batch(model, w: "Workload", sw: Sweep) -> float:
     measured = getattr(getattr(model, "measurements", None), "global_batch", None)
     if measured is not None and np.size(measured):
         return float(np.max(measured))
-    from advisor.planning.batch import global_batch
+    from advisor.batch import global_batch
 
     return float(global_batch(w, np.array([sw.baseline_gpus]))[0])
 

@@ -28,6 +28,7 @@ import numpy as np
 from advisor.imports.algorithm import busbw_ceiling_factor
 from advisor.scaling import features as F
 from advisor.scaling.small_batch import small_batch_penalty, tokens_per_micro_batch
+from advisor.topology.collectives import bus_bandwidth
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
@@ -90,7 +91,7 @@ class Family:
         multi = nodes > 1
         # As in a step (features.comm_seconds_at_declared): a probe across nodes also runs through
         # the intra-node links, at the volume over the intra link.
-        X[:, names.index("intra_bandwidth")] = np.where(multi, bw * F.bus_bandwidth(workload, nodes)
+        X[:, names.index("intra_bandwidth")] = np.where(multi, bw * bus_bandwidth(workload, nodes)
                                                         / workload.intra_node_bandwidth, bw)
         X[multi, names.index("inter_bandwidth")] = bw[multi]
         for link, rows in (("intra", ~multi), ("inter", multi)):
@@ -131,7 +132,7 @@ def _topology(inter_hops: str):
 
         multi = nodes > 1
         single = (~multi) & (gpus > 1)
-        links = F.link_seconds_at_declared(w, gpus, nodes, inter_hops)  # each link's own traffic (advisor.layouts)
+        links = F.link_seconds_at_declared(w, gpus, nodes, inter_hops)  # each link's own traffic (topology.layouts)
         if cov.steps_crossed_nodes:
             cols.append(Column("intra_sync", "s", "per-step synchronisation overhead in one node"))
             arrays.append(single.astype(float))

@@ -9,13 +9,9 @@ Formulas (docs/model.md):
 - compute: W = training FLOPs per sample x samples per GPU per step (6·P·T + attention, PaLM
   App. B), as seconds at the GPU's peak. Gradient accumulation: W covers every micro-batch, and
   communication happens once per step.
-- volume per GPU (nccl-tests bus-bandwidth factors, NVIDIA/nccl-tests doc/PERFORMANCE.md): DDP
-  ring all-reduce 2(N-1)/N·G; FSDP all-gather (forward) + all-gather (backward) + reduce-scatter
-  3(N-1)/N·G, G = params x bytes per gradient element.
-- bottleneck bus bandwidth: one node: the per-GPU intra-node link. Across nodes NCCL runs one ring
-  per NIC, so bus bandwidth approaches the node's total NIC bandwidth, capped by the intra-node link.
-- latency hops: ring 2(N-1) steps inside a node; across nodes NCCL's double binary tree
-  (NCCL >= 2.4, `src/graph/tuning.cc`) ~2·log2(N). The ring alternative is kept as a family.
+- communication: each link's seconds at the declared speeds, from the layout's own traffic
+  (advisor.topology.layouts, `link_seconds_at_declared`) and the collectives' bus-bandwidth and
+  hop rules (advisor.topology.collectives).
 - contention: GPUs on one host share its CPU, PCIe, memory bandwidth and power; a term in (GPUs per
   node - 1), per micro-batch (times the compute) and per step (the Pollux traces: yolov3 compute
   0.41 s alone, 0.53 s with 4 GPUs per node).
@@ -26,6 +22,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from advisor.topology.collectives import bus_bandwidth, busbw_factor, hop_latency_seconds
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
@@ -63,9 +61,9 @@ def volume_bytes(workload: "Workload", gpus: np.ndarray) -> np.ndarray:
 
 def link_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray, inter_hops: str = "tree"):
     """Per-link seconds per step of the workload's parallel layout at the declared speeds
-    (advisor.layouts.LinkSeconds: intra/inter bandwidth and latency). The one place where the
+    (advisor.topology.layouts.LinkSeconds: intra/inter bandwidth and latency). The one place where the
     strategy's traffic meets the topology: one step may use both links (HSDP, TP across nodes)."""
-    from advisor.layouts import build
+    from advisor.topology.layouts import build
 
     g = np.asarray(gpus, float)
     lay = build(workload, np.maximum(np.rint(g), 1).astype(np.int64),
@@ -75,10 +73,10 @@ def link_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.n
 
 def pipeline_factor(workload: "Workload", gpus: np.ndarray) -> np.ndarray:
     """Compute time per step over ideal under pipelining: 1 / (1 - bubble), bubble = (p-1)/(v·m + p - 1)
-    (Megatron-LM SC21 §2.2; advisor.layouts). 1 without pipeline parallelism."""
+    (Megatron-LM SC21 §2.2; advisor.topology.layouts). 1 without pipeline parallelism."""
     if workload.parallelism.pipeline_parallel_degree == 1:
         return np.ones_like(np.asarray(gpus, float))
-    from advisor.layouts import build
+    from advisor.topology.layouts import build
 
     lay = build(workload, np.maximum(np.rint(np.asarray(gpus, float)), 1).astype(np.int64))
     return 1.0 / (1.0 - lay.bubble_fraction(workload))
@@ -90,24 +88,6 @@ def comm_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.n
     return links.intra_bandwidth + links.inter_bandwidth
 
 
-def bus_bandwidth(workload: "Workload", nodes: np.ndarray) -> np.ndarray:
-    """Declared bottleneck bus bandwidth in bytes/s: intra-node link in one node, else min(node NICs, intra)."""
-    intra = workload.intra_node_bandwidth
-    inter = min(workload.cluster.inter_node_bandwidth, intra)
-    return np.where(np.asarray(nodes) > 1, inter, intra)
-
-
-def hop_latency_seconds(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray,
-                        inter_hops: str = "tree") -> np.ndarray:
-    """Latency per step at declared per-hop latency: ring 2(N-1) hops in a node; across nodes tree 2·log2 N
-    (or ring)."""
-    n = np.asarray(gpus, float)
-    multi = np.asarray(nodes) > 1
-    ring = 2 * (n - 1)
-    across = 2 * np.log2(np.maximum(n, 1)) if inter_hops == "tree" else ring
-    return np.where(multi, across * workload.cluster.inter_node_latency, ring * workload.cluster.intra_node_latency)
-
-
 def collective_seconds_at_declared(workload: "Workload", op: str, gpus: np.ndarray, nodes: np.ndarray,
                                    nbytes: np.ndarray, inter_hops: str = "tree") -> tuple[np.ndarray, np.ndarray]:
     """(bandwidth seconds, latency seconds) of one collective probe of `nbytes`, at declared speeds."""
@@ -116,14 +96,3 @@ def collective_seconds_at_declared(workload: "Workload", op: str, gpus: np.ndarr
     if op != "all_reduce":
         lat = lat / 2  # one pass (reduce-scatter or all-gather) is half an all-reduce's hops
     return volume / bus_bandwidth(workload, nodes), lat
-
-
-def busbw_factor(op: str, gpus):
-    """nccl-tests' busbw / algbw: 2(n-1)/n for all-reduce, (n-1)/n for reduce-scatter and all-gather
-    (NVIDIA/nccl-tests doc/PERFORMANCE.md)."""
-    return (2.0 if op == "all_reduce" else 1.0) * (gpus - 1) / gpus
-
-
-def bus_bandwidth_gbps(op: str, gpus: int, nbytes: float, seconds: float) -> float:
-    """nccl-tests bus bandwidth in GB/s (1e9 bytes/s): algbw = bytes / time, times busbw_factor."""
-    return nbytes / seconds * busbw_factor(op, gpus) / 1e9

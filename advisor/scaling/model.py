@@ -36,12 +36,13 @@ import numpy as np
 from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration
 from advisor.scaling.families import FAMILIES
-from advisor.scaling.features import bus_bandwidth, flops_per_gpu
-from advisor.scaling.fitting import FIT_NOISE, INTER_COLUMNS, FitData, Problem, fit_family, naive_step, staged
+from advisor.scaling.features import flops_per_gpu
+from advisor.scaling.fitting import FIT_NOISE, FitData, Problem, fit_family, naive_step
 from advisor.scaling.intervals import NoiseModel, interval, pooled_noise, posterior_draws, sigma_spread
 from advisor.scaling.priors import LEARNED, LINK_TOLERANCE, Priors
 from advisor.scaling.selection import leave_one_count_out
 from advisor.text import plural
+from advisor.topology.collectives import bus_bandwidth
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration
@@ -153,7 +154,7 @@ class ScalingModel:
         self.measurements = measurements
         #: step times were measured (a file of collective probes alone leaves compute to the prior)
         self.calibrated = measurements is not None and bool(measurements.runs)
-        #: memory peaks the calibration measured (advisor.memory.MeasuredPeak), read with its runs
+        #: memory peaks the calibration measured (advisor.topology.memory.MeasuredPeak), read with its runs
         self.peaks = list(measurements.peaks) if measurements is not None else []
         self.problem = Problem.of(workload, measurements, priors)
         self.data = self.problem.data
@@ -202,7 +203,7 @@ class ScalingModel:
 
     def for_workload(self, workload: "Workload") -> "ScalingModel":
         """This fitted model predicting for another layout of the same job (`workload` differs only in
-        [parallelism], e.g. advisor.layouts.with_layout): the coefficients are factors on compute and on
+        [parallelism], e.g. advisor.topology.layouts.with_layout): the coefficients are factors on compute and on
         each link's declared speed, so they carry over; the design follows the new layout's traffic."""
         import copy
         from dataclasses import replace
@@ -362,11 +363,6 @@ class ScalingModel:
         probe_X, _ = fam.probe_design(self.workload, list(probes), self.coverage)
         if probe_X.size == 0:
             probe_X = np.zeros((0, len(cols)))
-        if staged(fam, self.problem):  # a staged fit: only one-node rows and probes reach the one-node columns
-            local = np.array([c.name not in INTER_COLUMNS for c in cols])
-            steps, probe_X = steps.copy(), probe_X.copy()
-            steps[np.ix_(d.nodes > 1, local)] = 0.0
-            probe_X[np.ix_(np.array([p.nodes > 1 for p in probes], bool), local)] = 0.0
         out = {}
         for j, c in enumerate(cols):
             by = [k for k, X in (("steps", steps), ("probes", probe_X)) if X.shape[0] and np.any(X[:, j] != 0)]

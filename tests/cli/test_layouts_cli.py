@@ -32,7 +32,7 @@ def test_auto_picks_hsdp_across_nodes_on_ethernet_and_says_what_it_beat():
     plans = [p for p in json.loads(r.stdout)["candidates"] if p["tier"] == "on-demand"]
     at = {p["gpus"]: p for p in plans}
     # one node: HSDP with one replica is FSDP; two nodes over one 100 GbE port: HSDP's 2(r-1)/r·G per
-    # node beats FSDP's 3(N-1)/N·G (advisor.layouts)
+    # node beats FSDP's 3(N-1)/N·G (advisor.topology.layouts)
     assert at[8]["strategy"] == "fsdp"
     assert at[16]["strategy"] == "hsdp" and at[16]["layout"] == "dp_shard=8, dp_replicate=2, tp=1, pp=1"
     assert "faster per step than fsdp" in at[16]["layout_why"]

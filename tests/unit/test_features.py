@@ -7,6 +7,7 @@ import pytest
 
 from advisor.scaling import features as F
 from advisor.spec import workload_from_dict
+from advisor.topology import collectives as C
 
 
 def spec(**over):
@@ -47,16 +48,16 @@ def test_ddp_volume_is_one_ring_all_reduce():
 
 
 def test_bottleneck_is_the_intra_link_in_one_node_and_the_node_nics_across():
-    bw = F.bus_bandwidth(LLM7B, np.array([1, 2, 16]))
+    bw = C.bus_bandwidth(LLM7B, np.array([1, 2, 16]))
     assert bw[0] == pytest.approx(450e9)
     assert bw[1] == bw[2] == pytest.approx(3200e9 / 8)  # 3200 Gbit/s = 400 GB/s, under NVLink's 450
 
 
 def test_latency_hops_ring_inside_tree_across():
-    lat = F.hop_latency_seconds(LLM7B, np.array([8.0, 64.0]), np.array([1.0, 8.0]))
+    lat = C.hop_latency_seconds(LLM7B, np.array([8.0, 64.0]), np.array([1.0, 8.0]))
     assert lat[0] == pytest.approx(2 * 7 * 3e-6)
     assert lat[1] == pytest.approx(2 * 6 * 10e-6)
-    ring = F.hop_latency_seconds(LLM7B, np.array([64.0]), np.array([8.0]), inter_hops="ring")
+    ring = C.hop_latency_seconds(LLM7B, np.array([64.0]), np.array([8.0]), inter_hops="ring")
     assert ring[0] == pytest.approx(2 * 63 * 10e-6)
 
 
@@ -71,5 +72,5 @@ def test_compute_is_flops_per_gpu_at_peak():
 
 def test_bus_bandwidth_matches_nccl_tests_definition():
     # nccl-tests: busbw = size/time * 2(n-1)/n for all_reduce.
-    assert F.bus_bandwidth_gbps("all_reduce", 8, 1e9, 0.01) == pytest.approx(100 * 2 * 7 / 8)
-    assert F.bus_bandwidth_gbps("all_gather", 8, 1e9, 0.01) == pytest.approx(100 * 7 / 8)
+    assert C.bus_bandwidth_gbps("all_reduce", 8, 1e9, 0.01) == pytest.approx(100 * 2 * 7 / 8)
+    assert C.bus_bandwidth_gbps("all_gather", 8, 1e9, 0.01) == pytest.approx(100 * 7 / 8)

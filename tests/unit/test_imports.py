@@ -13,7 +13,7 @@ import pytest
 
 from advisor.calibration_data import load_calibration
 from advisor.fileio import exclusive_lock
-from advisor.scaling.features import bus_bandwidth_gbps
+from advisor.topology.collectives import bus_bandwidth_gbps
 from cli_inprocess import invoke
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""advisor.layouts: per-link volumes, bubble, memory and candidates, checked against the published
+"""advisor.topology.layouts: per-link volumes, bubble, memory and candidates, checked against the published
 formulas written out independently here (nccl-tests bus factors, Megatron-LM SC21, ZeRO), and the
 spec's degree checks through the real CLI."""
 
@@ -9,8 +9,9 @@ import tomllib
 import numpy as np
 import pytest
 
-from advisor import layouts as L
+from advisor.planning import layout_choice
 from advisor.spec import workload_from_dict
+from advisor.topology import layouts as L
 from conftest import WORKLOADS, run_cli
 
 RENTAL = tomllib.loads((WORKLOADS / "rental-ethernet.toml").read_text())
@@ -122,7 +123,7 @@ def test_auto_offers_hsdp_only_where_it_differs_from_fsdp_and_ddp():
 
 
 def test_memory_uses_the_layouts_degrees():
-    from advisor.memory import footprint
+    from advisor.topology.memory import footprint
 
     fsdp = spec({"strategy": "fsdp"})
     hsdp = spec({"strategy": "hsdp"})
@@ -170,7 +171,7 @@ def _declared_step(w, gpus, nodes):
 def test_choose_picks_the_fastest_layout_that_fits_and_says_what_it_beat():
     w = spec({"strategy": "auto", "activation_checkpoint": "full"}, cluster={"gpu_memory": "80 GB"})
     gpus = np.array([16, 32])
-    choice = L.choose(w, gpus, None, _declared_step)
+    choice = layout_choice.choose(w, gpus, None, _declared_step)
     # independent expectation: at 16 GPUs on 100 GbE the slow-link bytes decide: HSDP's 2(r-1)/r·G per node
     # beats FSDP's 3(N-1)/N·G; DDP (2(N-1)/N·G) cannot hold 16 bytes x 8B parameters in 80 GB.
     assert choice.strategy(0) == "hsdp" and choice.label(0) == "dp_shard=8, dp_replicate=2, tp=1, pp=1"
@@ -191,7 +192,7 @@ def test_choose_skips_layouts_that_do_not_fit_in_memory():
         cluster={"gpu_memory": "80 GB"},
         model={"params": "20B", "layers": 48, "hidden": 6144, "heads": 48, "seq_len": 2048},
     )
-    choice = L.choose(w, np.array([16]), None, _declared_step)
+    choice = layout_choice.choose(w, np.array([16]), None, _declared_step)
     ddp = next(k for k, lay in enumerate(choice.layouts) if lay.name == "ddp")
     assert not np.isfinite(choice.seconds[ddp, 0])  # 16 bytes x 20B per GPU does not fit 80 GB
     assert choice.strategy(0) in ("fsdp", "hsdp")

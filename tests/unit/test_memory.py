@@ -1,4 +1,4 @@
-"""advisor.memory against footprints worked by hand for named models (Llama-3.1-8B as in
+"""advisor.topology.memory against footprints worked by hand for named models (Llama-3.1-8B as in
 workloads/llm7b.toml, a 13B model on A100-40GB), every degree parameter, and measured peaks.
 
 Formulas (written out here, independently of the code): state 16 bytes/parameter (ZeRO §3.1) over
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from advisor.catalog import find_gpu
-from advisor.memory import bytes_per_gpu, footprint, gpu_memory_bytes, measured_offset, measured_peaks
 from advisor.spec import load_workload, workload_from_dict
+from advisor.topology.memory import bytes_per_gpu, footprint, gpu_memory_bytes, measured_offset, measured_peaks
 from conftest import ROOT, WORKLOADS
 
 # Llama-3.1-8B: s = 8192, b = 2 (micro), h = 4096, a = 32, L = 32, v = 128256, P = 8.0e9

@@ -202,7 +202,7 @@ def test_no_possible_count_says_why():
     assert rec.chosen is None and rec.closest == [] and rec.message.startswith("No plan")
     assert rec.why[:1] == ["Left out at every count: the footprint per GPU exceeds the 80.0 GB of GPU memory; at "
                            "16 GPUs it is 107.2 GB (model state 16 bytes per parameter, 107.2 GB for the whole model, "
-                           "split where the layout shards it, plus activations; advisor.memory)."]
+                           "split where the layout shards it, plus activations; advisor.topology.memory)."]
 
 
 def test_statistical_efficiency_is_shown_when_used():
@@ -279,7 +279,7 @@ def test_literal_ratio_drifts_to_the_cap_where_worth_the_cost_does_not():
             return t, t, t
 
     from advisor.calibration_data import load_workload_calibration
-    from advisor.memory import measured_peaks
+    from advisor.topology.memory import measured_peaks
 
     peaks = measured_peaks(load_workload_calibration(w.name, w.source))  # 88.5 GB at 8 GPUs: one node fits in 96 GB
     default = recommend(w, Cliff(), tier="on-demand", peaks=peaks)
@@ -399,7 +399,7 @@ def test_a_measured_peak_above_the_spec_gpu_memory_is_noticed():
     # llm7b's calibration peaked at 88.5 GB per GPU at 8 GPUs on 96 GB cards; on the 80 GB H100-SXM of the catalog
     # 8 and 16 GPUs do not fit (88.5 and 80.5 GB), 24 do (88.5 - 16 + 5.3 = 77.8 GB)
     from advisor.calibration_data import load_workload_calibration
-    from advisor.memory import measured_peaks
+    from advisor.topology.memory import measured_peaks
 
     w = load_workload(WORKLOADS / "llm7b.toml")
     w = w.model_copy(update={"cluster": w.cluster.model_copy(update={"gpu_memory": None})})

@@ -101,9 +101,9 @@ def footprint(w: "Workload", gpus, *, dp_shard=None, tp=None, pp=None, cp=None,
               micro_samples=None) -> Footprint:
     """State, gathered units and activations per GPU (see the module docstring).
 
-    Degrees left out are the workload's own layout at each count (advisor.layouts: the spec's
+    Degrees left out are the workload's own layout at each count (advisor.topology.layouts: the spec's
     tensor/pipeline/context degrees, the strategy's shard group). `micro_samples` overrides the
-    micro-batch per GPU (default: advisor.planning.batch.micro_batch at the data-parallel size);
+    micro-batch per GPU (default: advisor.batch.micro_batch at the data-parallel size);
     `activation_checkpoint` overrides the spec's none/selective/full.
     """
     import numpy as np
@@ -115,8 +115,8 @@ def footprint(w: "Workload", gpus, *, dp_shard=None, tp=None, pp=None, cp=None,
     cp = par.context_parallel_degree if cp is None else cp
     model_parallel = np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float)
     dp = gpus / (model_parallel * np.asarray(cp, dtype=float))
-    if dp_shard is None:  # the strategy's shard group (advisor.layouts)
-        from advisor.layouts import shard_degree
+    if dp_shard is None:  # the strategy's shard group (advisor.topology.layouts)
+        from advisor.topology.layouts import shard_degree
 
         dp_shard = shard_degree(w, np.floor(dp), int(np.max(tp)), int(np.max(cp))).astype(float)
     # FSDP and HSDP shard over dp_shard x cp (torchtitan's dp_shard_cp mesh); DDP holds everything.
@@ -127,10 +127,10 @@ def footprint(w: "Workload", gpus, *, dp_shard=None, tp=None, pp=None, cp=None,
     if w.model.layers:
         unit = w.model.params / w.model.layers / np.asarray(tp, dtype=float) * w.model.bytes_per_element
         gathered = np.where(shard > 1, FSDP_GATHERED_UNITS * unit, 0.0) + gathered
-    from advisor.planning.batch import micro_batch, per_gpu_batch
+    from advisor.batch import micro_batch, per_gpu_batch
 
     if micro_samples is None:
-        micro_samples = micro_batch(w, gpus)  # per data-parallel rank (advisor.planning.batch)
+        micro_samples = micro_batch(w, gpus)  # per data-parallel rank (advisor.batch)
     micro_samples = np.asarray(micro_samples, dtype=float)
     micro_batches = np.maximum(np.ceil(per_gpu_batch(w, gpus) / micro_samples), 1.0)  # per step, per data-parallel rank
     mode = activation_checkpoint or w.parallelism.activation_checkpoint
@@ -189,7 +189,7 @@ class MeasuredPeak:
     peak_bytes: float
     micro_samples: int | None
     where: str  # for messages: the file and the device it ran on
-    layout: str | None = None  # the run's parallel layout, as recorded (advisor.layouts label)
+    layout: str | None = None  # the run's parallel layout, as recorded (advisor.topology.layouts label)
 
 
 def measured_peaks(cal: "Calibration" | None) -> list[MeasuredPeak]:
@@ -220,7 +220,7 @@ def measured_offset(w: "Workload", gpus, peaks: Sequence[MeasuredPeak]) -> "np.n
     gpus = np.asarray(gpus, dtype=float)
     if not peaks:
         return np.zeros(gpus.shape)
-    from advisor.layouts import layout_workload
+    from advisor.topology.layouts import layout_workload
 
     at = np.array([p.gpus for p in peaks], dtype=float)
     # each peak against the estimate in the layout it was measured in (its recorded layout, else w's)

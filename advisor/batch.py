@@ -9,7 +9,7 @@ can run the spec's recipe at all.
   global batch N · floor(M / N) never exceeds M and always divides evenly; a count with
   floor(M / N) = 0 has under one sample per GPU and is left out.
 - micro-batch: `batch.micro_samples` where the per-GPU batch holds it, else the whole per-GPU batch
-  (no accumulation): what one forward/backward holds in activation memory (advisor.memory).
+  (no accumulation): what one forward/backward holds in activation memory (advisor.topology.memory).
 
 Everything broadcasts over numpy arrays of GPU counts. Under tensor, pipeline or context parallelism
 "per GPU" means per data-parallel rank (N / (tp·pp·cp) ranks, torchtitan's local batch): the GPUs

@@ -11,13 +11,12 @@ and answers, per GPU count and node count:
   bytes per GPU over the intra-node link, bytes per node through its NICs, and latency hops on each.
   One step can use both links (HSDP: reduce-scatter in the node, all-reduce across nodes).
 - `data_parallel_size` (sets the samples per GPU), `bubble_fraction` (pipeline idle share),
-  `memory_bytes()` (state + activations per GPU, advisor.memory) and `fits()` in GPU memory.
+  `memory_bytes()` (state + activations per GPU, advisor.topology.memory) and `fits()` in GPU memory.
 
 Who calls what: `build(workload, gpus, nodes)` is the spec's layout (the worker builds its meshes
 from it; advisor.scaling.features.link_seconds_at_declared / pipeline_factor feed the step-time
-model; advisor.memory takes its default degrees from `shard_degree`). Under strategy 'auto',
-`candidates` are tried by `choose` (any step-time function), `predict` (a ScalingModel, for
-`advisor predict`) and `sweep` (advisor.planning's price sweep, for `advisor recommend`), each
+model; advisor.topology.memory takes its default degrees from `shard_degree`). Under strategy 'auto',
+`candidates` are what advisor.planning.layout_choice chooses from (`choose`, `predict`, `sweep`), each
 candidate as a concrete workload (`with_layout`, `candidate_workload`); `layout_workload` reads a
 recorded label ("dp_shard=8, dp_replicate=4, tp=1, pp=1") back, e.g. for a calibration run's peak.
 
@@ -55,12 +54,12 @@ a group of k ranks at rank stride d spans k·d consecutive ranks, inside one nod
 A group that crosses nodes runs NCCL's rings through every node's NICs once per ring, so a node's
 NICs carry (GPUs on the node / group members on the node) x the per-rank bus
 bytes: flat FSDP 1x, HSDP's replica all-reduce once per local rank. Crossing bytes move at
-min(node NICs, intra-node link) as in advisor.scaling.features.bus_bandwidth. Latency hops: ring
-2(k-1) in a node, NCCL's double binary tree 2·log2(k) across nodes (as features.hop_latency_seconds),
+min(node NICs, intra-node link) as in advisor.topology.collectives.bus_bandwidth. Latency hops: ring
+2(k-1) in a node, NCCL's double binary tree 2·log2(k) across nodes (as collectives.hop_latency_seconds),
 half for a reduce-scatter or all-gather, 1 per point-to-point message; data-parallel collectives
 count once per step (bucketed), per-layer ones (TP, CP, PP) once per call.
 
-Memory: advisor.memory (the plans' owner: ZeRO states, Korthikanti et al. 2022 activations) with
+Memory: advisor.topology.memory (the plans' owner: ZeRO states, Korthikanti et al. 2022 activations) with
 this layout's degrees, moved to a calibration's measured peaks as the planner does.
 """
 
@@ -94,7 +93,7 @@ class Traffic:
 
     def bus_bytes(self) -> np.ndarray:
         """Bytes each rank moves per step (nccl-tests bus-bandwidth factors; a send moves its buffer once)."""
-        from advisor.scaling.features import busbw_factor
+        from advisor.topology.collectives import busbw_factor
 
         k = self.group.astype(float)
         factor = np.where(k > 1, 1.0, 0.0) if self.op == "send_recv" else busbw_factor(self.op, np.maximum(k, 1))
@@ -219,15 +218,15 @@ class Layout:
 
     # -- the work of one data-parallel rank --------------------------------------------------
     def samples_per_rank(self, w: Workload) -> np.ndarray:
-        """Samples one data-parallel rank processes per step (at least 1; advisor.planning.batch)."""
-        from advisor.planning.batch import per_gpu_batch
+        """Samples one data-parallel rank processes per step (at least 1; advisor.batch)."""
+        from advisor.batch import per_gpu_batch
 
         return np.maximum(np.floor(per_gpu_batch(w, self.gpus)), 1.0)
 
     def micro_batches(self, w: Workload) -> tuple[np.ndarray, np.ndarray]:
         """(micro-batches per step, samples per micro-batch) on one data-parallel rank: the
-        pipeline's micro-batches when declared, else the batch's (advisor.planning.batch)."""
-        from advisor.planning.batch import micro_batch
+        pipeline's micro-batches when declared, else the batch's (advisor.batch)."""
+        from advisor.batch import micro_batch
 
         per = self.samples_per_rank(w)
         pipeline = w.parallelism.pipeline_microbatches
@@ -339,17 +338,17 @@ class Layout:
 
     # -- memory --------------------------------------------------------------------------------
     def memory_bytes(self, w: Workload, peaks=(), measured: Workload | None = None) -> np.ndarray:
-        """State + activation bytes per GPU in this layout (advisor.memory), moved by what a
-        calibration's measured peaks (advisor.memory.measured_peaks) add to the estimate in the layout
+        """State + activation bytes per GPU in this layout (advisor.topology.memory), moved by what a
+        calibration's measured peaks (advisor.topology.memory.measured_peaks) add to the estimate in the layout
         they were measured in (`measured`, default `w`: the allocator, buffers, real activations)."""
-        from advisor.memory import bytes_per_gpu, measured_offset
+        from advisor.topology.memory import bytes_per_gpu, measured_offset
 
         est = bytes_per_gpu(w, self.gpus, dp_shard=self.dp_shard, tp=self.tp, pp=self.pp, cp=self.cp)
         return est + measured_offset(measured or w, self.gpus, list(peaks))
 
     def fits(self, w: Workload, peaks=(), measured: Workload | None = None) -> np.ndarray:
         """Valid counts whose GPUs hold the footprint (every valid count where the GPU's memory is unknown)."""
-        from advisor.memory import gpu_memory_bytes
+        from advisor.topology.memory import gpu_memory_bytes
 
         memory = gpu_memory_bytes(w)
         if memory is None:
@@ -360,7 +359,7 @@ class Layout:
 # -- building layouts ---------------------------------------------------------------------------
 def shard_degree(w: Workload, dp, tp: int = 1, cp: int = 1) -> np.ndarray:
     """Ranks that shard the weights among `dp` data-parallel ranks, by the spec's strategy (auto: fsdp)
-    and explicit data-parallel degrees: what advisor.memory assumes when not told."""
+    and explicit data-parallel degrees: what advisor.topology.memory assumes when not told."""
     p = w.parallelism
     dp = np.maximum(np.asarray(dp, dtype=np.int64), 1)
     per_node = np.full_like(dp, max(w.cluster.gpus_per_node // (tp * cp), 1))
@@ -370,7 +369,8 @@ def shard_degree(w: Workload, dp, tp: int = 1, cp: int = 1) -> np.ndarray:
     )
 
 
-def _arrays(gpus, nodes, w: Workload):
+def gpu_node_arrays(gpus, nodes, w: Workload):
+    """GPU counts and node counts as equal-length int64 arrays (nodes default: the spec's placement)."""
     g = np.atleast_1d(np.asarray(gpus, dtype=np.int64))
     n = w.nodes(g) if nodes is None else np.broadcast_to(np.atleast_1d(np.asarray(nodes, dtype=np.int64)), g.shape)
     return g, np.asarray(n, dtype=np.int64)
@@ -385,7 +385,7 @@ def build(
     name = strategy or p.strategy
     if name == "auto":
         name = "fsdp"
-    g, n = _arrays(gpus, nodes, w)
+    g, n = gpu_node_arrays(gpus, nodes, w)
     tp = tp or p.tensor_parallel_degree or 1
     pp, cp = p.pipeline_parallel_degree, p.context_parallel_degree
     model_parallel = tp * pp * cp
@@ -459,7 +459,7 @@ def describe(layout: Layout, i: int = 0) -> dict:
     }
 
 
-# -- choosing a layout --------------------------------------------------------------------------
+# -- the workload of one layout ---------------------------------------------------------------
 def with_layout(w: Workload, strategy: str, tp: int | None = None, dp_shard: int | None = None) -> Workload:
     """The workload with a concrete strategy (TP degree, HSDP shard group) in place of 'auto': what
     one candidate layout predicts with (the fitted coefficients are per link and carry over)."""
@@ -494,233 +494,3 @@ def layout_workload(w: Workload, label: str | None) -> Workload:
 def candidate_workload(w: Workload, lay: Layout) -> Workload:
     """The concrete workload of one candidate layout (the spec itself unless strategy is 'auto')."""
     return with_layout(w, lay.name, int(lay.tp[0]), lay.shard_request) if w.parallelism.strategy == "auto" else w
-
-
-@dataclass(frozen=True)
-class Choice:
-    """Candidate layouts at each GPU count, their predicted step seconds and the fastest that fits."""
-
-    layouts: list[Layout]
-    workloads: list[Workload]
-    seconds: np.ndarray  # (candidates, counts): median step seconds, inf where invalid or out of memory
-    best: np.ndarray  # index into layouts per count, -1 where none fits
-
-    def label(self, i: int) -> str | None:
-        b = int(self.best[i])
-        return None if b < 0 else self.layouts[b].label(i)
-
-    def strategy(self, i: int) -> str | None:
-        b = int(self.best[i])
-        return None if b < 0 else self.layouts[b].name
-
-    def runner_up(self, i: int) -> tuple[str, str, float] | None:
-        """(strategy, layout, how many times slower) of the fastest other layout at count i."""
-        b = int(self.best[i])
-        if b < 0:
-            return None
-        col = self.seconds[:, i].copy()
-        col[b] = np.inf
-        j = int(np.argmin(col))
-        if not np.isfinite(col[j]):
-            return None
-        return self.layouts[j].name, self.layouts[j].label(i), float(col[j] / self.seconds[b, i])
-
-    def why(self, i: int) -> str:
-        """One sentence: which layout, what it beat and by how much."""
-        b = int(self.best[i])
-        if b < 0:
-            return "no candidate layout fits in memory"
-        other = self.runner_up(i)
-        mine = f"{self.layouts[b].name} ({self.layouts[b].label(i)})"
-        if other is None:
-            return f"{mine}: the only candidate layout that fits"
-        return f"{mine}: {other[2]:.2f}x faster per step than {other[0]} ({other[1]}), the next best"
-
-
-def choose(w: Workload, gpus, nodes, step_seconds, peaks=()) -> Choice:
-    """Try every candidate layout (`candidates`) at every count and keep the fastest that fits in
-    memory and gives every data-parallel rank whole samples (advisor.planning.batch.divides).
-    `step_seconds(workload, gpus, nodes)` is the step-time model (median seconds), called
-    once per candidate with that candidate's concrete workload (`with_layout`)."""
-    layouts = candidates(w, gpus, nodes)
-    works = [candidate_workload(w, lay) for lay in layouts]
-    seconds = np.full((len(layouts), len(layouts[0].gpus)), np.inf)
-    for k, (lay, cw) in enumerate(zip(layouts, works, strict=False)):
-        from advisor.planning.batch import divides
-
-        ok = lay.fits(cw, peaks, measured=w) & divides(cw, lay.gpus)  # memory, and whole samples per rank
-        if ok.any():
-            t = np.asarray(step_seconds(cw, lay.gpus, lay.nodes), float)
-            seconds[k] = np.where(ok, t, np.inf)
-    best = np.where(np.isfinite(seconds).any(axis=0), np.argmin(seconds, axis=0), -1)
-    return Choice(layouts, works, seconds, best)
-
-
-def _model_for(model, workload: Workload):
-    """The fitted step-time model predicting for another layout of the job (ScalingModel.for_workload)."""
-    if not hasattr(model, "for_workload"):
-        from advisor.errors import InputError
-
-        raise InputError.at(
-            "parallelism.strategy",
-            "",
-            "choosing a layout needs a scaling model that predicts other "
-            "layouts (ScalingModel.for_workload); name a strategy instead of 'auto'",
-            "auto",
-        )
-    return model.for_workload(workload)
-
-
-def predict(model, gpus, nodes=None, peaks=()):
-    """`model.predict` (an advisor.scaling.model.ScalingModel) at the workload's own layout, or under
-    strategy 'auto' at each count's fastest candidate layout that fits in memory (`choose`, with the
-    model's median step time). Returns (prediction, layout label per count, why per count or None).
-    A count the declared degrees cannot split is refused (InputError naming --gpus)."""
-    from dataclasses import fields, replace
-
-    from advisor.errors import InputError
-
-    w = model.workload
-    g, n = _arrays(gpus, nodes, w)
-    if w.parallelism.strategy != "auto":
-        lay = build(w, g, n)
-        if not lay.valid.all():
-            bad = int(g[~lay.valid][0])
-            raise InputError.at(
-                "--gpus",
-                "",
-                f"the layout cannot split this count: tensor x pipeline x context parallel "
-                f"degrees ({w.model_parallel_size()}) and the data-parallel degrees must multiply to it",
-                bad,
-            )
-        return model.predict(g, n), lay.labels(), None
-    choice = choose(w, g, n, lambda cw, gg, nn: _model_for(model, cw).step_time(gg, nn)[0], peaks)
-    preds = [_model_for(model, cw).predict(g, n) for cw in choice.workloads]
-    pick = np.where(
-        choice.best >= 0,
-        choice.best,
-        np.argmin(
-            np.where(
-                np.stack([lay.valid for lay in choice.layouts]), np.stack([p.step_seconds for p in preds]), np.inf
-            ),
-            axis=0,
-        ),
-    )
-    cols = np.arange(len(g))
-    out = {}
-    for f in fields(preds[0]):
-        value = getattr(preds[0], f.name)
-        if isinstance(value, np.ndarray) and value.shape == g.shape:
-            out[f.name] = np.stack([getattr(p, f.name) for p in preds])[pick, cols]
-    # one baseline for every layout: the layout chosen at the baseline count
-    b, bn = np.array([model.baseline_gpus]), np.array([model.baseline_nodes])
-    at_base = choose(w, b, bn, lambda cw, gg, nn: _model_for(model, cw).step_time(gg, nn)[0], peaks)
-    k = max(int(at_base.best[0]), 0)
-    base = float(_model_for(model, at_base.workloads[k]).predict(b, bn).throughput[0])
-    out["speedup"] = out["throughput"] / base
-    out["efficiency"] = out["speedup"] * model.baseline_gpus / g
-    warnings = list(preds[0].warnings)
-    if (choice.best < 0).any():
-        warnings.append(
-            f"no candidate layout fits in GPU memory at {', '.join(str(int(x)) for x in g[choice.best < 0])} "
-            "GPUs: predicted with the fastest layout regardless of memory"
-        )
-    labels = [choice.layouts[int(k)].label(i) for i, k in enumerate(pick)]
-    whys = [choice.why(i) for i in range(len(g))]
-    return replace(preds[0], **out, warnings=warnings), labels, whys
-
-
-@dataclass(frozen=True)
-class SweepLayouts:
-    """The layout behind each count of a recommendation sweep (advisor.planning.billing.Sweep), and,
-    under strategy 'auto', the candidates it was chosen from: labels are made on demand (a sweep may
-    hold 100k+ counts)."""
-
-    layouts: tuple  # candidate Layout objects over the sweep's counts
-    pick: np.ndarray  # index into layouts per count
-    seconds: np.ndarray | None = None  # (candidates, counts) median step seconds, inf where unavailable
-
-    @classmethod
-    def declared(cls, w: Workload, counts, nodes) -> SweepLayouts:
-        lay = build(w, counts, nodes)
-        return cls((lay,), np.zeros(lay.gpus.shape, dtype=np.int64))
-
-    def label(self, c: int) -> str:
-        return self.layouts[int(self.pick[c])].label(c)
-
-    def strategy(self, c: int) -> str:
-        return self.layouts[int(self.pick[c])].name
-
-    def why(self, c: int) -> str | None:
-        """What the count's layout beat and by how much (None without alternatives)."""
-        if self.seconds is None:
-            return None
-        k = int(self.pick[c])
-        col = self.seconds[:, c].copy()
-        mine = col[k]
-        col[k] = np.inf
-        j = int(np.argmin(col))
-        lay = self.layouts[k]
-        if not (np.isfinite(mine) and np.isfinite(col[j])):
-            return f"{lay.name} ({lay.label(c)}): the only layout that runs here (memory, batch, degrees)"
-        other = self.layouts[j]
-        return (
-            f"{lay.name} ({lay.label(c)}): {col[j] / mine:.2f}x faster per step than {other.name} "
-            f"({other.label(c)}), the next best"
-        )
-
-
-def sweep(w: Workload, model, tiers=None, baseline_gpus=None, gpus=None, peaks=()):
-    """advisor.planning.billing.sweep with the layout chosen per count: the spec's own, or under
-    strategy 'auto' every candidate (`candidates`) priced with the model's `for_workload` and merged per
-    count: the fastest median step among the candidates the count can run (batch, memory, tier)."""
-    from dataclasses import fields
-
-    from advisor.planning.billing import gpu_counts
-    from advisor.planning.billing import sweep as priced
-
-    if w.parallelism.strategy != "auto":
-        return priced(w, model, tiers, baseline_gpus, gpus, peaks)
-    counts = (
-        gpu_counts(w.cluster.gpus_per_node, w.cluster.max_gpus) if gpus is None else np.asarray(gpus, dtype=np.int64)
-    )
-    nodes = np.asarray(w.nodes(counts), dtype=np.int64)
-    layouts = candidates(w, counts, nodes)
-    sweeps = []
-    for lay in layouts:
-        cw = candidate_workload(w, lay)
-        sw = priced(cw, _model_for(model, cw), tiers, baseline_gpus, counts, peaks)
-        fits = lay.fits(cw, peaks, measured=w)  # peaks were measured in the spec's own layout
-        memory = lay.memory_bytes(cw, peaks, measured=w)
-        available = sw.offered & sw.fits_batch[None, :] & fits[None, :]
-        sweeps.append(replace(sw, fits_memory=fits, memory_bytes=memory, available=available))
-    seconds = np.stack([np.where(s.available.any(axis=0), s.step_seconds[0], np.inf) for s in sweeps])
-    # where no candidate runs, show the one closest to fitting (the least memory), so "left out" reads right
-    least_memory = np.argmin(np.stack([s.memory_bytes for s in sweeps]), axis=0)
-    pick = np.where(np.isfinite(seconds).any(axis=0), np.argmin(seconds, axis=0), least_memory)
-    cols = np.arange(counts.size)
-    merged = {}
-    for f in fields(sweeps[0]):
-        value = getattr(sweeps[0], f.name)
-        if isinstance(value, np.ndarray) and value.shape and value.shape[-1] == counts.size:
-            merged[f.name] = (
-                np.stack([getattr(s, f.name) for s in sweeps])[(pick, ..., cols)]
-                if value.ndim == 1
-                else np.moveaxis(np.stack([getattr(s, f.name) for s in sweeps])[pick, ..., cols], 0, -1)
-            )
-    base = (
-        sweeps[int(pick[np.searchsorted(counts, sweeps[0].baseline_gpus)])]
-        if sweeps[0].baseline_gpus in counts
-        else min(sweeps, key=lambda s: s.baseline_hours)
-    )
-    merged["baseline_hours"] = base.baseline_hours
-    return replace(sweeps[0], **merged, layouts=SweepLayouts(tuple(layouts), pick, seconds))
-
-
-def auto_workload(w: Workload) -> Workload:
-    """The workload with strategy 'auto' (`advisor recommend --layouts auto`): the data-parallel degrees
-    are left to the choice; tensor, pipeline and context degrees the spec fixes stay fixed."""
-    par = w.parallelism.model_copy(
-        update={"strategy": "auto", "data_parallel_shard_degree": None, "data_parallel_replicate_degree": None}
-    )
-    return w.model_copy(update={"parallelism": par})

@@ -50,16 +50,6 @@ def global_batch(w: "Workload", gpus) -> "np.ndarray":
     return per_gpu_batch(w, gpus) * gpus / w.model_parallel_size()
 
 
-def capped(w: "Workload", gpus) -> "np.ndarray":
-    """Where `batch.max_global_samples` has shrunk the per-GPU batch below the declared one."""
-    import numpy as np
-
-    gpus = np.asarray(gpus, dtype=float)
-    if w.batch.policy != "fixed-per-gpu" or w.batch.max_global_samples is None:
-        return np.zeros(gpus.shape, dtype=bool)
-    return per_gpu_batch(w, gpus) < w.batch.per_gpu_samples
-
-
 def divides(w: "Workload", gpus) -> "np.ndarray":
     """At least one whole sample per GPU and, under fixed-global, N divides the global batch."""
     import numpy as np

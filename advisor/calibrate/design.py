@@ -8,7 +8,7 @@ scaling model's own physical design (advisor.scaling.families, `topology`), made
 - Candidates: powers of two inside one node, and every whole number of nodes from 2 to
   `max_nodes` (multi-node rentals come in whole nodes); unless the spec calibrates a proxy
   (`calibration.proxy_layers`), counts whose GPUs cannot hold the training state are left out
-  (advisor.planning.billing.fits_memory).
+  (advisor.topology.layouts.Layout.fits, the spec's layout).
 - Identifiability: a plan must span at least 3 distinct node counts (1, 2 and one more). From one
   node count the inter-node terms are not identifiable at all; from two, there is one multi-node
   point, so how the inter-node cost grows with the node count (tree hops ~ log M, ring ~ 2(M-1))
@@ -130,7 +130,7 @@ def default_tier(w: "Workload", name: str | None) -> "Tier":
 
 def candidates(w: "Workload", max_nodes: int) -> list[tuple[int, int]]:
     """Placements worth measuring: powers of two in one node, then whole nodes (module docstring)."""
-    from advisor.planning.billing import fits_memory
+    from advisor.topology.layouts import build
 
     g = w.cluster.gpus_per_node
     inside = [1 << i for i in range(g.bit_length()) if (1 << i) <= g]
@@ -138,7 +138,7 @@ def candidates(w: "Workload", max_nodes: int) -> list[tuple[int, int]]:
     places = [(n, m) for n, m in places if n <= w.cluster.max_gpus]
     if w.calibration.proxy_layers is not None:
         return places  # calibration trains a proxy of proxy_layers layers, sized to fit
-    ok = fits_memory(w, np.array([n for n, _ in places], dtype=float))
+    ok = build(w, [n for n, _ in places], [m for _, m in places]).fits(w)
     return [p for p, fit in zip(places, ok, strict=True) if fit]
 
 

@@ -34,8 +34,9 @@ here is arithmetic on numpy arrays, one row per tier and one column per GPU coun
 GPU counts considered (`gpu_counts`): powers of two inside one node (1, 2, 4, ... up to
 gpus_per_node, and gpus_per_node itself), then whole nodes up to cluster.max_gpus; n = ceil(N /
 gpus_per_node). Left out before pricing: counts the batch rules out (advisor.batch: under
-one sample per GPU, or not dividing a fixed global batch) and counts whose footprint (advisor.topology.memory:
-state + activations, corrected by a calibration's measured peak) exceeds the GPU's memory.
+one sample per GPU, or not dividing a fixed global batch) and counts where the parallel layout does
+not fit (advisor.topology.layouts.Layout.fits: degrees that cannot split the count, or a footprint,
+state + activations corrected by a calibration's measured peak, above the GPU's memory).
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
+    from advisor.planning.layout_choice import LayoutChoice
     from advisor.spec import Tier, Workload
+    from advisor.topology.layouts import Layout
     from advisor.topology.memory import MeasuredPeak
 
 
@@ -289,7 +292,7 @@ class TierBilling:
         return np.where(self.floor(gpus) > budget, -np.inf, hours)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Sweep:
     """Every (tier, GPU count) priced. Arrays are (tiers, counts) unless noted; `available` is
     False where a tier, the batch or memory rules the plan out. Index 0/1/2 of a leading axis of 3:
@@ -315,7 +318,8 @@ class Sweep:
     baseline_gpus: int
     baseline_hours: float  # compute hours at the baseline count: the speedup reference
     statistical_efficiency: bool  # steps depend on N through the gradient noise scale
-    layouts: object | None = None  # planning.layout_choice.SweepLayouts: the layout of each count, and why
+    #: The layout of each count and why it was chosen (advisor.planning.layout_choice.sweep sets it).
+    layouts: LayoutChoice | None = None
 
     @property
     def factor(self) -> "np.ndarray":
@@ -354,24 +358,6 @@ def _step_times(model: StepTimeModel, gpus, nodes, batch):
     return np.stack([np.asarray(a, dtype=float) for a in out])
 
 
-def memory_per_gpu(w: "Workload", gpus, peaks: Sequence["MeasuredPeak"] = ()) -> "np.ndarray":
-    """Footprint per GPU at each count: advisor.topology.memory's estimate, moved to a calibration's measured peak."""
-    from advisor.topology.memory import bytes_per_gpu, measured_offset
-
-    return bytes_per_gpu(w, gpus) + measured_offset(w, gpus, list(peaks))
-
-
-def fits_memory(w: "Workload", gpus, peaks: Sequence["MeasuredPeak"] = ()) -> "np.ndarray":
-    """Whether N GPUs hold the footprint (`memory_per_gpu`) in GPU memory; True everywhere when it is unknown."""
-    import numpy as np
-
-    from advisor.topology.memory import gpu_memory_bytes
-
-    capacity = gpu_memory_bytes(w)
-    memory = memory_per_gpu(w, gpus, peaks)
-    return np.ones(np.shape(memory), dtype=bool) if capacity is None else memory <= capacity
-
-
 def sweep(
     w: "Workload",
     model: StepTimeModel,
@@ -379,16 +365,22 @@ def sweep(
     baseline_gpus: int | None = None,
     gpus: "np.ndarray" | None = None,
     peaks: Sequence["MeasuredPeak"] = (),
+    layout: "Layout | None" = None,
+    measured: "Workload | None" = None,
 ) -> Sweep:
     """Price every candidate GPU count on every tier (default: all of the workload's tiers).
 
     `baseline_gpus` (default: the model's, else the smallest calibration count) is the reference
     for speedup and for the gradient-noise-scale batch. `gpus` (ascending) overrides the candidate
-    counts; `peaks` are a calibration's measured memory peaks (advisor.topology.memory.measured_peaks).
+    counts; `peaks` are a calibration's measured memory peaks (advisor.topology.memory.measured_peaks),
+    measured in the layout of `measured` (default `w`). `layout` is the parallel layout over the counts
+    (default: the spec's own; advisor.planning.layout_choice passes each candidate's): its memory per
+    GPU and whether it fits (`Layout.fits`).
     """
     import numpy as np
 
     from advisor import batch
+    from advisor.topology.layouts import build
     from advisor.topology.memory import gpu_memory_bytes
 
     tiers = tuple(w.tiers if tiers is None else tiers)
@@ -399,36 +391,37 @@ def sweep(
     )
     nodes = np.asarray(w.nodes(counts), dtype=np.int64)
     billing = TierBilling.of(tiers, w.cluster.max_gpus)
-
+    layout = layout or build(w, counts, nodes)
+    memory = layout.memory_bytes(w, peaks, measured)
     fits_batch = batch.divides(w, counts)
-    memory = memory_per_gpu(w, counts, peaks)
-    capacity = gpu_memory_bytes(w)
-    fits = fits_memory(w, counts, peaks)
+    fits = layout.fits(w, memory_bytes=memory)
     offered = billing.offers(counts)
-    available = offered & fits_batch[None, :] & fits[None, :]
-
     global_batch = batch.global_batch(w, counts)
     step_seconds = _step_times(model, counts, nodes, global_batch)
     steps = job_steps(w, counts, baseline_gpus)
     compute_hours = steps * step_seconds / 3600
-
-    baseline_hours = _baseline_hours(w, model, baseline_gpus)
-
-    column = lambda attr: np.array([getattr(t, attr) for t in tiers], dtype=float)[:, None]  # noqa: E731
-    preemption = Preemption.of(
-        column("preemptions_per_node_hour"), nodes[None, :], column("checkpoint"), column("restart")
-    )
+    preemption = _preemption(tiers, nodes)
     wall = compute_hours[:, None, :] * preemption.factor[None, :, :]
     cost = billing.cost(counts, wall)
     # preemptions so frequent that the expected wall time overflows: a job that never finishes is no plan
-    available &= np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0)
+    finite = np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0)
+    return Sweep(
+        tiers=tiers, billing=billing, preemption=preemption, gpus=counts, nodes=nodes,
+        steps=steps, global_batch=global_batch, step_seconds=step_seconds,
+        compute_hours=compute_hours, wall_hours=wall, cost_usd=cost,
+        available=offered & fits_batch[None, :] & fits[None, :] & finite, offered=offered, fits_batch=fits_batch,
+        fits_memory=fits, memory_bytes=memory, gpu_memory=gpu_memory_bytes(w),
+        baseline_gpus=int(baseline_gpus), baseline_hours=_baseline_hours(w, model, baseline_gpus),
+        statistical_efficiency=w.batch.gradient_noise_scale is not None and w.batch.policy == "fixed-per-gpu",
+    )
 
-    varies = w.batch.gradient_noise_scale is not None and w.batch.policy == "fixed-per-gpu"
-    from advisor.planning.layout_choice import SweepLayouts
 
-    return Sweep(tiers, billing, preemption, counts, nodes, steps, global_batch, step_seconds, compute_hours, wall,
-                 cost, available, offered, fits_batch, fits, memory, capacity, int(baseline_gpus), baseline_hours,
-                 varies, SweepLayouts.declared(w, counts, nodes))
+def _preemption(tiers: Sequence["Tier"], nodes: "np.ndarray") -> Preemption:
+    """Each tier's preemption model (tiers, counts) at each count's node count."""
+    import numpy as np
+
+    column = lambda attr: np.array([getattr(t, attr) for t in tiers], dtype=float)[:, None]  # noqa: E731
+    return Preemption.of(column("preemptions_per_node_hour"), nodes[None, :], column("checkpoint"), column("restart"))
 
 
 def _baseline_hours(w: "Workload", model: StepTimeModel, baseline_gpus: int) -> float:

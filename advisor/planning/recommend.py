@@ -543,15 +543,14 @@ RECOMPUTE_ORDER = ("none", "selective", "full")
 def recompute_alternatives(w: "Workload", sw: Sweep) -> dict:
     """When memory rules counts out: for each stronger activation_checkpoint mode than the spec's, the
     smallest count that would fit (None: none would), from advisor.topology.memory's estimate alone."""
-
-    from advisor.planning.billing import fits_memory
+    from advisor.topology.layouts import build
 
     if sw.fits_memory.all() or not w.model.is_transformer:
         return {}
     out = {}
     for mode in RECOMPUTE_ORDER[RECOMPUTE_ORDER.index(w.parallelism.activation_checkpoint) + 1:]:
         alt = w.model_copy(update={"parallelism": w.parallelism.model_copy(update={"activation_checkpoint": mode})})
-        ok = fits_memory(alt, sw.gpus) & sw.fits_batch & sw.offered.any(axis=0)
+        ok = build(alt, sw.gpus).fits(alt) & sw.fits_batch & sw.offered.any(axis=0)
         out[mode] = int(sw.gpus[ok][0]) if ok.any() else None
     return out
 

@@ -28,7 +28,6 @@ import numpy as np
 from advisor.imports.algorithm import busbw_ceiling_factor
 from advisor.scaling import features as F
 from advisor.scaling.small_batch import small_batch_penalty, tokens_per_micro_batch
-from advisor.topology.collectives import bus_bandwidth
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
@@ -79,23 +78,16 @@ class Family:
         ones = np.ones_like(gpus)
         d = self.design(workload, gpus, nodes, ones, coverage)
         X = np.zeros_like(d.X)
-        bw = np.zeros_like(gpus)
-        lat = np.zeros_like(gpus)
-        for i, p in enumerate(probes):
-            b, lt = F.collective_seconds_at_declared(workload, p.op, gpus[i:i + 1], nodes[i:i + 1], np.array([p.bytes]),
-                                                     _INTER_HOPS.get(self.name, "tree"))
-            # read with its algorithm: a tree or NVLS probe moved fewer bytes than the ring the steps model
-            bw[i] = b[0] / busbw_ceiling_factor(getattr(p, "algorithm", None), p.op, p.gpus, p.nodes)
-            lat[i] = lt[0]
         names = [c.name for c in d.columns]
-        multi = nodes > 1
-        # As in a step (features.comm_seconds_at_declared): a probe across nodes also runs through
-        # the intra-node links, at the volume over the intra link.
-        X[:, names.index("intra_bandwidth")] = np.where(multi, bw * bus_bandwidth(workload, nodes)
-                                                        / workload.intra_node_bandwidth, bw)
-        X[multi, names.index("inter_bandwidth")] = bw[multi]
-        for link, rows in (("intra", ~multi), ("inter", multi)):
-            X[rows, names.index(f"{link}_latency")] = lat[rows]
+        # THE crossing rule, as in a step (advisor.topology.collectives): a probe across nodes with
+        # several ranks per node also runs through their intra-node links; one rank per node does not.
+        for i, p in enumerate(probes):
+            links = F.probe_link_seconds(workload, p.op, gpus[i:i + 1], nodes[i:i + 1], np.array([p.bytes]),
+                                         _INTER_HOPS.get(self.name, "tree"))
+            # read with its algorithm: a tree or NVLS probe moved fewer bytes than the ring the steps model
+            ring = busbw_ceiling_factor(getattr(p, "algorithm", None), p.op, p.gpus, p.nodes)
+            for col in ("intra_bandwidth", "inter_bandwidth", "intra_latency", "inter_latency"):
+                X[i, names.index(col)] = getattr(links, col)[0] / (ring if col.endswith("bandwidth") else 1.0)
         return X, np.array([p.seconds for p in probes], float)
 
 

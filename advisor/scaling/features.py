@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from advisor.topology.collectives import bus_bandwidth, busbw_factor, hop_latency_seconds
+from advisor.topology.collectives import LinkLoad, LinkSeconds, busbw_factor
+from advisor.topology.layouts import build
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
 #: FLOP/s used to express compute in seconds when the GPU's peak is unknown (1 TFLOP/s): the
 #: coefficient is then seconds per TFLOP instead of 1/MFU.
 NOMINAL_FLOPS = 1e12
-
-#: Bus-bandwidth volume factor per GPU, in units of the full gradient G, times (N-1)/N.
-VOLUME_FACTOR = {"ddp": 2.0, "fsdp": 3.0}
 
 
 def flops_per_gpu(workload: "Workload", gpus: np.ndarray, global_batch: np.ndarray) -> np.ndarray:
@@ -52,19 +50,10 @@ def gpus_per_node_used(gpus: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     return np.ceil(np.asarray(gpus, float) / np.asarray(nodes, float))
 
 
-def volume_bytes(workload: "Workload", gpus: np.ndarray) -> np.ndarray:
-    """Bytes each GPU moves per step over the bottleneck link (bus-bandwidth convention)."""
-    n = np.asarray(gpus, float)
-    factor = VOLUME_FACTOR[workload.parallelism.strategy]
-    return factor * (n - 1) / n * workload.model.gradient_bytes
-
-
 def link_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray, inter_hops: str = "tree"):
     """Per-link seconds per step of the workload's parallel layout at the declared speeds
-    (advisor.topology.layouts.LinkSeconds: intra/inter bandwidth and latency). The one place where the
+    (advisor.topology.collectives.LinkSeconds: intra/inter bandwidth and latency). The one place where the
     strategy's traffic meets the topology: one step may use both links (HSDP, TP across nodes)."""
-    from advisor.topology.layouts import build
-
     g = np.asarray(gpus, float)
     lay = build(workload, np.maximum(np.rint(g), 1).astype(np.int64),
                 np.maximum(np.rint(np.asarray(nodes, float)), 1).astype(np.int64))
@@ -76,23 +65,16 @@ def pipeline_factor(workload: "Workload", gpus: np.ndarray) -> np.ndarray:
     (Megatron-LM SC21 §2.2; advisor.topology.layouts). 1 without pipeline parallelism."""
     if workload.parallelism.pipeline_parallel_degree == 1:
         return np.ones_like(np.asarray(gpus, float))
-    from advisor.topology.layouts import build
-
     lay = build(workload, np.maximum(np.rint(np.asarray(gpus, float)), 1).astype(np.int64))
     return 1.0 / (1.0 - lay.bubble_fraction(workload))
 
 
-def comm_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    """Seconds per step to move the layout's bytes over both links at their declared bus bandwidths."""
-    links = link_seconds_at_declared(workload, gpus, nodes)
-    return links.intra_bandwidth + links.inter_bandwidth
-
-
-def collective_seconds_at_declared(workload: "Workload", op: str, gpus: np.ndarray, nodes: np.ndarray,
-                                   nbytes: np.ndarray, inter_hops: str = "tree") -> tuple[np.ndarray, np.ndarray]:
-    """(bandwidth seconds, latency seconds) of one collective probe of `nbytes`, at declared speeds."""
-    volume = busbw_factor(op, np.asarray(gpus, float)) * np.asarray(nbytes, float)
-    lat = hop_latency_seconds(workload, gpus, nodes, inter_hops)
-    if op != "all_reduce":
-        lat = lat / 2  # one pass (reduce-scatter or all-gather) is half an all-reduce's hops
-    return volume / bus_bandwidth(workload, nodes), lat
+def probe_link_seconds(workload: "Workload", op: str, gpus: np.ndarray, nodes: np.ndarray, nbytes: np.ndarray,
+                       inter_hops: str = "tree") -> LinkSeconds:
+    """Per-link seconds of one collective probe of `nbytes` over a group of `gpus` ranks spanning `nodes`
+    nodes (as advisor calibrate records it), at the declared speeds: THE crossing rule of
+    advisor.topology.collectives, the step model's, for a group of consecutive ranks (stride 1, filling
+    its nodes evenly). A group with one rank per node (HSDP's replica group) uses no intra-node link."""
+    k = np.asarray(gpus, float)
+    bus = busbw_factor(op, k) * np.asarray(nbytes, float)
+    return LinkLoad.of(op, k, np.ones_like(k), k, nodes, bus, np.ones_like(k), inter_hops).seconds(workload)

@@ -1,16 +1,31 @@
 """How a collective moves bytes over the declared links: the language of NVIDIA/nccl-tests and NCCL.
 
 - bus bandwidth (nccl-tests doc/PERFORMANCE.md): algbw = bytes / time (GB = 1e9 bytes); busbw =
-  algbw · 2(n-1)/n for all-reduce, · (n-1)/n for reduce-scatter and all-gather (`busbw_factor`).
-- bottleneck bus bandwidth: in one node the per-GPU intra-node link; across nodes NCCL runs one ring
-  per NIC, so bus bandwidth approaches the node's total NIC bandwidth, capped by the intra-node link
-  (`bus_bandwidth`).
-- latency hops: ring 2(N-1) steps inside a node; across nodes NCCL's double binary tree
-  (NCCL >= 2.4, `src/graph/tuning.cc`) ~2·log2(N), or the ring's 2(N-1) (`hop_latency_seconds`).
+  algbw · 2(k-1)/k for all-reduce, · (k-1)/k for reduce-scatter and all-gather (`busbw_factor`):
+  the bytes each rank moves, per byte of the buffer.
+- THE crossing rule (`LinkLoad.of`), used by the step model (advisor.topology.layouts,
+  `Layout.link_seconds`) and by the calibration probes' design (advisor.scaling.features.
+  probe_link_seconds, for advisor.scaling.families and advisor.calibrate.design) alike. Ranks fill
+  nodes in order (N / n GPUs per node, as torchrun and Slurm place them); a group of k ranks at rank
+  stride d spans k·d consecutive ranks and crosses nodes when that is more than a node holds.
+  - In a node: each rank's bus bytes go over its intra-node link; ring latency 2(k-1) hops.
+  - Across nodes: NCCL runs its rings through every node's NICs, so a node's NICs carry (GPUs on the
+    node / group members on the node) x the per-rank bus bytes (flat FSDP 1x; HSDP's replica
+    all-reduce, one member per node, once per local rank). A ring with several members per node
+    also runs through their intra-node links, so its bytes count there too (docs/model.md; the
+    priors were learned so). With one member per node (HSDP's replica groups, rail-aligned: NCCL's
+    ring goes GPU -> its NIC -> the next node, no NVLink hop) nothing goes over the intra link.
+    Latency: NCCL's double binary tree (NCCL >= 2.4, `src/graph/tuning.cc`) ~2·log2(k) hops, or
+    the ring's 2(k-1) (`inter_hops="ring"`, a family of its own).
+  - A reduce-scatter or all-gather is half an all-reduce's hops; a point-to-point send is 1 hop.
+- the crossing bandwidth (`crossing_bandwidth`): bytes through a node's NICs move at min(node NICs,
+  intra-node link): NCCL runs one ring per NIC, so bus bandwidth approaches the node's total NIC
+  bandwidth, capped by the intra-node link the ring also uses.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,19 +45,88 @@ def bus_bandwidth_gbps(op: str, gpus: int, nbytes: float, seconds: float) -> flo
     return nbytes / seconds * busbw_factor(op, gpus) / 1e9
 
 
+def crossing_bandwidth(workload: "Workload") -> float:
+    """Bytes/s through a node's NICs: min(node NICs, intra-node link) (module docstring)."""
+    return min(workload.cluster.inter_node_bandwidth, workload.intra_node_bandwidth)
+
+
 def bus_bandwidth(workload: "Workload", nodes: np.ndarray) -> np.ndarray:
-    """Declared bottleneck bus bandwidth in bytes/s: intra-node link in one node, else min(node NICs, intra)."""
-    intra = workload.intra_node_bandwidth
-    inter = min(workload.cluster.inter_node_bandwidth, intra)
-    return np.where(np.asarray(nodes) > 1, inter, intra)
+    """Declared bottleneck bus bandwidth in bytes/s: the intra-node link in one node, else the crossing bandwidth."""
+    return np.where(np.asarray(nodes) > 1, crossing_bandwidth(workload), workload.intra_node_bandwidth)
 
 
-def hop_latency_seconds(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray,
-                        inter_hops: str = "tree") -> np.ndarray:
-    """Latency per step at declared per-hop latency: ring 2(N-1) hops in a node; across nodes tree 2·log2 N
-    (or ring)."""
-    n = np.asarray(gpus, float)
-    multi = np.asarray(nodes) > 1
-    ring = 2 * (n - 1)
-    across = 2 * np.log2(np.maximum(n, 1)) if inter_hops == "tree" else ring
-    return np.where(multi, across * workload.cluster.inter_node_latency, ring * workload.cluster.intra_node_latency)
+def hops(op: str, group: np.ndarray, inter_hops: str = "tree") -> tuple[np.ndarray, np.ndarray]:
+    """Latency hops of one call for a group of k ranks: (inside a node: ring 2(k-1), across nodes: tree
+    2·log2(k) or ring 2(k-1)), half for a reduce-scatter or all-gather, 1 for a send (module docstring)."""
+    k = np.asarray(group, float)
+    if op == "send_recv":
+        one = np.minimum(k - 1, 1)
+        return one, one
+    half = 1.0 if op == "all_reduce" else 0.5
+    across = 2 * np.log2(np.maximum(k, 1)) if inter_hops == "tree" else 2 * (k - 1)
+    return 2 * (k - 1) * half, across * half
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkSeconds:
+    """Seconds per step at the declared speeds, per link: bandwidth and latency."""
+
+    intra_bandwidth: np.ndarray
+    inter_bandwidth: np.ndarray
+    intra_latency: np.ndarray
+    inter_latency: np.ndarray
+    intra_bytes: np.ndarray  # per GPU over its intra-node link
+    inter_bytes: np.ndarray  # per node through its NICs
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkLoad:
+    """Bytes and latency hops per step on each link: what `LinkSeconds` prices at the declared speeds."""
+
+    intra_bytes: np.ndarray  # per GPU over its intra-node link
+    inter_bytes: np.ndarray  # per node through its NICs
+    intra_hops: np.ndarray
+    inter_hops: np.ndarray
+
+    @classmethod
+    def zero(cls, shape) -> LinkLoad:
+        return cls(intra_bytes=np.zeros(shape), inter_bytes=np.zeros(shape), intra_hops=np.zeros(shape),
+                   inter_hops=np.zeros(shape))
+
+    @classmethod
+    def of(cls, op: str, group, stride, gpus, nodes, bus_bytes, latency_calls, inter_hops: str = "tree") -> LinkLoad:
+        """THE crossing rule (module docstring): the load of `latency_calls` calls of one collective moving
+        `bus_bytes` per rank per step, for groups of `group` ranks at rank `stride` over `gpus` GPUs on
+        `nodes` nodes."""
+        k, d = np.asarray(group).astype(float), np.asarray(stride).astype(float)
+        nodes = np.asarray(nodes)
+        on_node = np.ceil(np.asarray(gpus) / np.maximum(nodes, 1))  # ranks fill nodes in order
+        crosses = (nodes > 1) & (k * d > on_node) & (k > 1)
+        members_per_node = np.clip(np.floor(on_node / np.maximum(d, 1)), 1, k)
+        ring, across = hops(op, k, inter_hops)
+        return cls(
+            intra_bytes=np.where(crosses & (members_per_node <= 1), 0.0, bus_bytes),
+            inter_bytes=np.where(crosses, on_node / members_per_node * bus_bytes, 0.0),
+            intra_hops=np.where(crosses, 0.0, latency_calls * ring),
+            inter_hops=np.where(crosses, latency_calls * across, 0.0),
+        )
+
+    def __add__(self, other: LinkLoad) -> LinkLoad:
+        return LinkLoad(
+            intra_bytes=self.intra_bytes + other.intra_bytes,
+            inter_bytes=self.inter_bytes + other.inter_bytes,
+            intra_hops=self.intra_hops + other.intra_hops,
+            inter_hops=self.inter_hops + other.inter_hops,
+        )
+
+    def seconds(self, workload: "Workload") -> LinkSeconds:
+        """At the declared speeds: intra bytes at the intra-node link, NIC bytes at the crossing bandwidth,
+        hops at each link's declared latency."""
+        return LinkSeconds(
+            intra_bandwidth=self.intra_bytes / workload.intra_node_bandwidth,
+            inter_bandwidth=self.inter_bytes / crossing_bandwidth(workload),
+            intra_latency=self.intra_hops * workload.cluster.intra_node_latency,
+            inter_latency=self.inter_hops * workload.cluster.inter_node_latency,
+            intra_bytes=self.intra_bytes,
+            inter_bytes=self.inter_bytes,
+        )

@@ -15,7 +15,7 @@ and answers, per GPU count and node count:
 
 Who calls what: `build(workload, gpus, nodes)` is the spec's layout (the worker builds its meshes
 from it; advisor.scaling.features.link_seconds_at_declared / pipeline_factor feed the step-time
-model; advisor.topology.memory takes its default degrees from `shard_degree`). Under strategy 'auto',
+model; advisor.planning.billing prices its memory). Under strategy 'auto',
 `candidates` are what advisor.planning.layout_choice chooses from (`choose`, `predict`, `sweep`), each
 candidate as a concrete workload (`with_layout`, `candidate_workload`); `layout_workload` reads a
 recorded label ("dp_shard=8, dp_replicate=4, tp=1, pp=1") back, e.g. for a calibration run's peak.
@@ -49,32 +49,35 @@ bytes over k ranks moves 2(k-1)/k·S per rank, a reduce-scatter or all-gather (k
   / heads under GQA) around the ring, cp - 1 steps in the forward, twice that in the backward
   (K, V and their gradients).
 
-Placement: ranks fill nodes in order (GPUs per node = N / nodes, as torchrun and Slurm place them);
-a group of k ranks at rank stride d spans k·d consecutive ranks, inside one node when k·d <= that.
-A group that crosses nodes runs NCCL's rings through every node's NICs once per ring, so a node's
-NICs carry (GPUs on the node / group members on the node) x the per-rank bus
-bytes: flat FSDP 1x, HSDP's replica all-reduce once per local rank. Crossing bytes move at
-min(node NICs, intra-node link) as in advisor.topology.collectives.bus_bandwidth. Latency hops: ring
-2(k-1) in a node, NCCL's double binary tree 2·log2(k) across nodes (as collectives.hop_latency_seconds),
-half for a reduce-scatter or all-gather, 1 per point-to-point message; data-parallel collectives
-count once per step (bucketed), per-layer ones (TP, CP, PP) once per call.
+Placement and links: each `Traffic` is a group of k ranks at rank stride d over N GPUs on n nodes,
+and THE crossing rule of advisor.topology.collectives (`LinkLoad.of`) says what it puts on each link
+(the calibration probes' design uses the same rule). Data-parallel collectives pay their latency
+once per step (bucketed), per-layer ones (TP, CP, PP) once per call.
 
-Memory: advisor.topology.memory (the plans' owner: ZeRO states, Korthikanti et al. 2022 activations) with
-this layout's degrees, moved to a calibration's measured peaks as the planner does.
+Memory: advisor.topology.memory's formulas (ZeRO states, Korthikanti et al. 2022 activations) at
+this layout's degrees, each strategy saying how many ranks share the model state
+(`Strategy.state_shards`), moved to a calibration's measured peaks (`measured_offset`, each peak
+against the estimate in the layout it was measured in).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from advisor.batch import micro_batch, per_gpu_batch
+from advisor.topology import memory
+from advisor.topology.collectives import LinkLoad, LinkSeconds, busbw_factor
+
 if TYPE_CHECKING:
     from advisor.spec import Workload
+    from advisor.topology.memory import Footprint, MeasuredPeak
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Traffic:
     """One kind of collective in a step, at every GPU count of the layout's arrays."""
 
@@ -93,46 +96,56 @@ class Traffic:
 
     def bus_bytes(self) -> np.ndarray:
         """Bytes each rank moves per step (nccl-tests bus-bandwidth factors; a send moves its buffer once)."""
-        from advisor.topology.collectives import busbw_factor
-
         k = self.group.astype(float)
         factor = np.where(k > 1, 1.0, 0.0) if self.op == "send_recv" else busbw_factor(self.op, np.maximum(k, 1))
         return self.calls * factor * self.nbytes
 
 
-@dataclass(frozen=True)
-class LinkSeconds:
-    """Seconds per step at the declared speeds, per link: bandwidth and latency."""
+# -- data-parallel strategies: one owner each, in one registry ------------------------------------
+class Strategy:
+    """One data-parallel strategy: how its ranks shard the weights (`shard_degree`), how many share
+    the model state in memory (`state_shards`) and what it sends per step (`traffic`). A new strategy
+    is one subclass here and one entry in STRATEGIES; the Layout asks it and knows no names."""
 
-    intra_bandwidth: np.ndarray
-    inter_bandwidth: np.ndarray
-    intra_latency: np.ndarray
-    inter_latency: np.ndarray
-    intra_bytes: np.ndarray  # per GPU over its intra-node link
-    inter_bytes: np.ndarray  # per node through its NICs
+    name: ClassVar[str]
+
+    def shard_degree(self, dp, per_node_dp, shard, rep) -> np.ndarray:
+        """Ranks sharding the weights among `dp` data-parallel ranks (`per_node_dp` of them in one node),
+        given the spec's explicit shard and replicate degrees (None or -1: not given)."""
+        raise NotImplementedError
+
+    def state_shards(self, lay: Layout) -> np.ndarray:
+        """Ranks that share one copy of the model state (advisor.topology.memory): the shard group
+        times the context-parallel ranks, which hold the same weights (torchtitan's dp_shard_cp)."""
+        return lay.dp_shard * lay.cp
+
+    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
+        """The strategy's collectives per step, for gradient bytes `grad` and `micro` micro-batches."""
+        raise NotImplementedError
 
 
-# -- data-parallel strategies: one owner each ---------------------------------------------------
-@dataclass(frozen=True)
-class Replicate:
+class Replicate(Strategy):
     """DDP: every data-parallel rank holds the weights; one gradient all-reduce per step."""
 
-    name: str = "ddp"
+    name = "ddp"
 
     def shard_degree(self, dp, per_node_dp, shard, rep):
         return np.ones_like(dp)
 
+    def state_shards(self, lay: Layout) -> np.ndarray:
+        return lay.dp_shard  # 1: every rank holds the whole state
+
     def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
         k = lay.dp_replicate * lay.cp
         one = np.ones_like(k)
-        return [Traffic("ddp gradient all-reduce", "all_reduce", k, lay.tp, grad, one, one)]
+        return [Traffic(name="ddp gradient all-reduce", op="all_reduce", group=k, stride=lay.tp, nbytes=grad,
+                        calls=one, latency_calls=one)]
 
 
-@dataclass(frozen=True)
-class Shard:
+class Shard(Strategy):
     """FSDP (ZeRO-3): weights, gradients and optimizer state sharded over every data-parallel rank."""
 
-    name: str = "fsdp"
+    name = "fsdp"
 
     def shard_degree(self, dp, per_node_dp, shard, rep):
         return dp if shard in (None, -1) else np.full_like(dp, shard)
@@ -141,24 +154,17 @@ class Shard:
         k = lay.dp_shard * lay.cp
         one = np.ones_like(k)
         return [
-            Traffic(
-                "fsdp all-gather (forward + backward, per micro-batch)",
-                "all_gather",
-                k,
-                lay.tp,
-                grad,
-                2 * micro,
-                2 * one,
-            ),
-            Traffic("fsdp reduce-scatter", "reduce_scatter", k, lay.tp, grad, one, one),
+            Traffic(name="fsdp all-gather (forward + backward, per micro-batch)", op="all_gather", group=k,
+                    stride=lay.tp, nbytes=grad, calls=2 * micro, latency_calls=2 * one),
+            Traffic(name="fsdp reduce-scatter", op="reduce_scatter", group=k, stride=lay.tp, nbytes=grad, calls=one,
+                    latency_calls=one),
         ]
 
 
-@dataclass(frozen=True)
 class HybridShard(Shard):
     """HSDP: FSDP inside a shard group (default: the data-parallel ranks of one node), DDP across replicas."""
 
-    name: str = "hsdp"
+    name = "hsdp"
 
     def shard_degree(self, dp, per_node_dp, shard, rep):
         if shard not in (None, -1):
@@ -173,20 +179,20 @@ class HybridShard(Shard):
         one = np.ones_like(s)
         return [
             *inner,
-            Traffic(
-                "hsdp replica all-reduce of the shard", "all_reduce", lay.dp_replicate, lay.tp * s, grad / s, one, one
-            ),
+            Traffic(name="hsdp replica all-reduce of the shard", op="all_reduce", group=lay.dp_replicate,
+                    stride=lay.tp * s, nbytes=grad / s, calls=one, latency_calls=one),
         ]
 
 
-STRATEGIES = {s.name: s for s in (Replicate(), Shard(), HybridShard())}
+#: The registry: every strategy a spec can name ('auto' chooses among them, advisor.planning.layout_choice).
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Replicate(), Shard(), HybridShard())}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Layout:
     """One layout at every GPU count of `gpus` (numpy arrays, one entry per count)."""
 
-    strategy: object
+    strategy: Strategy
     gpus: np.ndarray
     nodes: np.ndarray
     dp_shard: np.ndarray
@@ -219,15 +225,11 @@ class Layout:
     # -- the work of one data-parallel rank --------------------------------------------------
     def samples_per_rank(self, w: Workload) -> np.ndarray:
         """Samples one data-parallel rank processes per step (at least 1; advisor.batch)."""
-        from advisor.batch import per_gpu_batch
-
         return np.maximum(np.floor(per_gpu_batch(w, self.gpus)), 1.0)
 
     def micro_batches(self, w: Workload) -> tuple[np.ndarray, np.ndarray]:
         """(micro-batches per step, samples per micro-batch) on one data-parallel rank: the
         pipeline's micro-batches when declared, else the batch's (advisor.batch)."""
-        from advisor.batch import micro_batch
-
         per = self.samples_per_rank(w)
         pipeline = w.parallelism.pipeline_microbatches
         if pipeline is not None:
@@ -245,130 +247,89 @@ class Layout:
 
     # -- traffic -------------------------------------------------------------------------------
     def traffic(self, w: Workload) -> list[Traffic]:
+        """Every collective of one optimizer step: the strategy's, then (transformers) TP, PP and CP's."""
         m = w.model
         micro_count, micro = self.micro_batches(w)
         grad = m.gradient_bytes / (self.tp * self.pp)
         out = list(self.strategy.traffic(self, grad, micro_count))
         if not m.is_transformer:
             return out
-        e = m.bytes_per_element
         tokens = micro * m.seq_len / self.cp  # tokens of one micro-batch on one rank
+        return [*out, *self._model_parallel_traffic(w, tokens, micro_count)]
+
+    def _model_parallel_traffic(self, w: Workload, tokens, micro_count) -> list[Traffic]:
+        """TP's activation all-reduces, PP's stage-to-stage sends and CP's K/V ring (module docstring)."""
+        m = w.model
+        e = m.bytes_per_element
         act = tokens * m.hidden * e  # b·s·h activations of one micro-batch
         layers = m.layers / self.pp
-        recompute = getattr(w.parallelism, "activation_checkpoint", "none") == "full"
-        per_layer = 6 if recompute else 4
-        calls = per_layer * layers * micro_count
-        out.append(
-            Traffic(
-                "tp activation all-reduces (per layer, per micro-batch)",
-                "all_reduce",
-                self.tp,
-                np.ones_like(self.tp),
-                act,
-                calls,
-                calls,
-                overlappable=False,
-            )
-        )
-        v = w.parallelism.virtual_stages
-        stride = self.gpus // np.maximum(self.pp, 1)
-        p2p = 2 * v * micro_count * (self.pp > 1)
-        out.append(
-            Traffic(
-                "pp activations between stages",
-                "send_recv",
-                np.where(self.pp > 1, 2, 1),
-                stride,
-                act / self.tp,
-                p2p,
-                p2p,
-                overlappable=False,
-            )
-        )
+        recompute = w.parallelism.activation_checkpoint == "full"
+        calls = (6 if recompute else 4) * layers * micro_count
+        p2p = 2 * w.parallelism.virtual_stages * micro_count * (self.pp > 1)
         kv = m.kv_heads or m.heads
-        kv_bytes = 2 * tokens * m.hidden * kv / m.heads / self.tp * e
         ring = 3 * (self.cp - 1) * layers * micro_count
-        out.append(
-            Traffic(
-                "cp ring-attention K/V exchange",
-                "send_recv",
-                np.where(self.cp > 1, 2, 1),
-                self.tp,
-                kv_bytes,
-                ring,
-                ring,
-            )
-        )
-        return out
+        return [
+            Traffic(name="tp activation all-reduces (per layer, per micro-batch)", op="all_reduce", group=self.tp,
+                    stride=np.ones_like(self.tp), nbytes=act, calls=calls, latency_calls=calls, overlappable=False),
+            Traffic(name="pp activations between stages", op="send_recv", group=np.where(self.pp > 1, 2, 1),
+                    stride=self.gpus // np.maximum(self.pp, 1), nbytes=act / self.tp, calls=p2p, latency_calls=p2p,
+                    overlappable=False),
+            Traffic(name="cp ring-attention K/V exchange", op="send_recv", group=np.where(self.cp > 1, 2, 1),
+                    stride=self.tp, nbytes=2 * tokens * m.hidden * kv / m.heads / self.tp * e, calls=ring,
+                    latency_calls=ring),
+        ]
 
     def link_seconds(self, w: Workload, traffic: list[Traffic] | None = None, inter_hops: str = "tree") -> LinkSeconds:
         """Per-link bytes and seconds per step at the declared bandwidths and latencies, of all the
-        layout's traffic or of the given part of it; across nodes NCCL's tree hops, or `inter_hops`
-        = "ring" for its ring algorithm (2(k-1), as in a node)."""
-        on_node = np.ceil(self.gpus / np.maximum(self.nodes, 1))  # ranks fill nodes in order, as torchrun places them
-        intra_bw = w.intra_node_bandwidth
-        inter_bw = min(w.cluster.inter_node_bandwidth, intra_bw)
-        zeros = np.zeros(self.gpus.shape)
-        intra_b, inter_b, intra_l, inter_l = zeros.copy(), zeros.copy(), zeros.copy(), zeros.copy()
+        layout's traffic or of the given part of it, by THE crossing rule (advisor.topology.collectives);
+        across nodes NCCL's tree hops, or `inter_hops` = "ring" for its ring algorithm."""
+        load = LinkLoad.zero(self.gpus.shape)
         for t in self.traffic(w) if traffic is None else traffic:
-            k, d = t.group.astype(float), t.stride.astype(float)
-            span_nodes = self.nodes > 1
-            crosses = span_nodes & (k * d > on_node) & (k > 1)
-            members_per_node = np.clip(np.floor(on_node / np.maximum(d, 1)), 1, k)
-            bus = t.bus_bytes()
-            # a ring that crosses nodes with several members per node still runs through the intra-node
-            # links, so its bytes count on both (docs/model.md; the fit's priors were learned so); a
-            # group with one member per node (HSDP's replicas, rail-aligned) goes GPU -> NIC directly
-            intra_b += np.where(crosses & (members_per_node <= 1), 0.0, bus)
-            inter_b += np.where(crosses, on_node / members_per_node * bus, 0.0)
-            half = 1.0 if t.op == "all_reduce" else 0.5
-            ring = 2 * (k - 1) * half if t.op != "send_recv" else np.minimum(k - 1, 1)
-            across = 2 * np.log2(np.maximum(k, 1)) if inter_hops == "tree" else 2 * (k - 1)
-            tree = across * half if t.op != "send_recv" else np.minimum(k - 1, 1)
-            intra_l += np.where(crosses, 0.0, t.latency_calls * ring)
-            inter_l += np.where(crosses, t.latency_calls * tree, 0.0)
-        return LinkSeconds(
-            intra_b / intra_bw,
-            inter_b / inter_bw,
-            intra_l * w.cluster.intra_node_latency,
-            inter_l * w.cluster.inter_node_latency,
-            intra_b,
-            inter_b,
-        )
+            load = load + LinkLoad.of(t.op, t.group, t.stride, self.gpus, self.nodes, t.bus_bytes(), t.latency_calls,
+                                      inter_hops)
+        return load.seconds(w)
 
     # -- memory --------------------------------------------------------------------------------
-    def memory_bytes(self, w: Workload, peaks=(), measured: Workload | None = None) -> np.ndarray:
-        """State + activation bytes per GPU in this layout (advisor.topology.memory), moved by what a
-        calibration's measured peaks (advisor.topology.memory.measured_peaks) add to the estimate in the layout
-        they were measured in (`measured`, default `w`: the allocator, buffers, real activations)."""
-        from advisor.topology.memory import bytes_per_gpu, measured_offset
+    def footprint(self, w: Workload, micro_samples=None) -> Footprint:
+        """State, gathered units and activations per GPU at this layout's degrees (advisor.topology.memory)."""
+        return memory.footprint(w, self.gpus, state_shards=self.strategy.state_shards(self), tp=self.tp, pp=self.pp,
+                                cp=self.cp, micro_samples=micro_samples)
 
-        est = bytes_per_gpu(w, self.gpus, dp_shard=self.dp_shard, tp=self.tp, pp=self.pp, cp=self.cp)
-        return est + measured_offset(measured or w, self.gpus, list(peaks))
+    def memory_bytes(self, w: Workload, peaks: Sequence[MeasuredPeak] = (), measured: Workload | None = None):
+        """State + activation bytes per GPU in this layout, moved by what a calibration's measured peaks
+        (advisor.topology.memory.measured_peaks) add to the estimate in the layout they were measured in
+        (`measured`, default `w`: the allocator, buffers, real activations)."""
+        return self.footprint(w).total + measured_offset(measured or w, self.gpus, peaks)
 
-    def fits(self, w: Workload, peaks=(), measured: Workload | None = None) -> np.ndarray:
-        """Valid counts whose GPUs hold the footprint (every valid count where the GPU's memory is unknown)."""
-        from advisor.topology.memory import gpu_memory_bytes
+    def fits(self, w: Workload, peaks: Sequence[MeasuredPeak] = (), measured: Workload | None = None, *,
+             memory_bytes: np.ndarray | None = None) -> np.ndarray:
+        """THE answer to "does it fit": valid counts whose GPUs hold the footprint (`memory_bytes`, or the
+        given one when already computed; every valid count where the GPU's memory is unknown)."""
+        used = self.memory_bytes(w, peaks, measured) if memory_bytes is None else memory_bytes
+        return self.valid & memory.holds(w, used)
 
-        memory = gpu_memory_bytes(w)
-        if memory is None:
-            return self.valid.copy()
-        return self.valid & (self.memory_bytes(w, peaks, measured) <= memory)
+
+def measured_offset(w: Workload, gpus, peaks: Sequence[MeasuredPeak]) -> np.ndarray:
+    """Bytes to add to the estimate at each count: measured peak minus the estimate at the nearest
+    measured count (nearest in log GPUs), each peak against the estimate in the layout it was measured
+    in (its recorded layout, else w's), so the estimate's shape across counts (state shrinking under
+    FSDP) is kept and the measured level (allocator, buffers, the real activations) replaces the
+    formula's. Zero without measured peaks."""
+    gpus = np.asarray(gpus, dtype=float)
+    if not peaks:
+        return np.zeros(gpus.shape)
+    at = np.array([p.gpus for p in peaks], dtype=float)
+    offsets = np.array([p.peak_bytes - _estimate_at(layout_workload(w, p.layout), p) for p in peaks])
+    nearest = np.abs(np.log(gpus)[:, None] - np.log(at)[None, :]).argmin(axis=1)
+    return offsets[nearest]
+
+
+def _estimate_at(w: Workload, peak: MeasuredPeak) -> float:
+    """The footprint estimate at a peak's count in `w`'s layout, at the peak's micro-batch when recorded."""
+    return float(build(w, np.array([peak.gpus])).footprint(w, micro_samples=peak.micro_samples or None).total[0])
 
 
 # -- building layouts ---------------------------------------------------------------------------
-def shard_degree(w: Workload, dp, tp: int = 1, cp: int = 1) -> np.ndarray:
-    """Ranks that shard the weights among `dp` data-parallel ranks, by the spec's strategy (auto: fsdp)
-    and explicit data-parallel degrees: what advisor.topology.memory assumes when not told."""
-    p = w.parallelism
-    dp = np.maximum(np.asarray(dp, dtype=np.int64), 1)
-    per_node = np.full_like(dp, max(w.cluster.gpus_per_node // (tp * cp), 1))
-    strat = STRATEGIES["fsdp" if p.strategy == "auto" else p.strategy]
-    return np.maximum(
-        strat.shard_degree(dp, per_node, p.data_parallel_shard_degree, p.data_parallel_replicate_degree), 1
-    )
-
-
 def gpu_node_arrays(gpus, nodes, w: Workload):
     """GPU counts and node counts as equal-length int64 arrays (nodes default: the spec's placement)."""
     g = np.atleast_1d(np.asarray(gpus, dtype=np.int64))
@@ -397,20 +358,19 @@ def build(
     strat = STRATEGIES[name]
     shard = np.maximum(strat.shard_degree(dp, per_node, shard_in, rep_in), 1)
     rep = dp // shard if rep_in in (None, -1) else np.full_like(dp, rep_in)
-    valid = (g % model_parallel == 0) & (dp >= 1) & (shard * rep == dp)
     ones = np.ones_like(g)
     return Layout(
-        strat,
-        g,
-        n,
-        shard,
-        np.maximum(rep, 1),
-        tp * ones,
-        pp * ones,
-        cp * ones,
-        valid,
-        w.cluster.gpus_per_node,
-        dp_shard,
+        strategy=strat,
+        gpus=g,
+        nodes=n,
+        dp_shard=shard,
+        dp_replicate=np.maximum(rep, 1),
+        tp=tp * ones,
+        pp=pp * ones,
+        cp=cp * ones,
+        valid=(g % model_parallel == 0) & (dp >= 1) & (shard * rep == dp),
+        gpus_per_node=w.cluster.gpus_per_node,
+        shard_request=dp_shard,
     )
 
 
@@ -444,19 +404,6 @@ def candidates(w: Workload, gpus, nodes=None) -> list[Layout]:
             # HSDP with one replica is FSDP; with a shard of one it is DDP: keep one of each.
             out.append(replace(hsdp, valid=hsdp.valid & (hsdp.dp_replicate > 1) & (hsdp.dp_shard > 1)))
     return out
-
-
-def describe(layout: Layout, i: int = 0) -> dict:
-    """JSON-ready summary of one count's layout."""
-    return {
-        "strategy": layout.name,
-        "layout": layout.label(i),
-        "dp_shard": int(layout.dp_shard[i]),
-        "dp_replicate": int(layout.dp_replicate[i]),
-        "tp": int(layout.tp[i]),
-        "pp": int(layout.pp[i]),
-        "cp": int(layout.cp[i]),
-    }
 
 
 # -- the workload of one layout ---------------------------------------------------------------

@@ -1,9 +1,11 @@
 """Bytes one GPU holds while training: model state plus activations, per parallel layout.
 
-`bytes_per_gpu(workload, gpus, *, dp_shard=None, tp=1, pp=1, cp=1, activation_checkpoint=None)` is the
-total; `footprint(...)` the same with its parts. Degrees: N = dp · tp · pp · cp GPUs (data, tensor,
-pipeline, context parallel); `dp_shard` is how many data-parallel ranks shard the state (FSDP: all of
-them by default; DDP: 1; HSDP: the shard group). Every argument broadcasts over numpy arrays.
+`footprint(workload, gpus, *, state_shards, tp, pp, cp)` is the total with its parts, at the degrees of
+one layout: N = dp · tp · pp · cp GPUs (data, tensor, pipeline, context parallel); `state_shards` is
+how many ranks share one copy of the model state (FSDP: the shard group x cp; DDP: 1). The layout
+knows its degrees and asks (advisor.topology.layouts, `Layout.footprint` / `memory_bytes` / `fits`);
+this module holds the formulas and `holds`, the comparison with the GPU's memory. Every argument
+broadcasts over numpy arrays.
 
 Model state (Rajbhandari et al. 2020, "ZeRO", §3.1): mixed-precision Adam keeps 16 bytes per
 parameter: 2 (bf16/fp16 weights) + 2 (gradients) + 12 (fp32 master weights, momentum, variance); fp32
@@ -37,14 +39,15 @@ activation bytes. Models without a transformer shape: activations are unknown an
 footprint is then a lower bound, `activations_known` False).
 
 Not counted: the CUDA context and allocator fragmentation (a few GB); a calibration's measured peak
-(`measured_offset`) carries them where one exists.
+(`measured_peaks`, applied by advisor.topology.layouts.measured_offset) carries them where one exists.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from advisor.batch import micro_batch, per_gpu_batch
 
 if TYPE_CHECKING:
     import numpy as np
@@ -96,46 +99,37 @@ def gpu_memory_bytes(w: "Workload") -> float | None:
     return None if gpu is None else gpu.memory_bytes
 
 
-def footprint(w: "Workload", gpus, *, dp_shard=None, tp=None, pp=None, cp=None,
-              activation_checkpoint: str | None = None,
-              micro_samples=None) -> Footprint:
-    """State, gathered units and activations per GPU (see the module docstring).
+def holds(w: "Workload", memory_bytes) -> "np.ndarray":
+    """Whether GPUs with `memory_bytes` each fit in GPU memory; True everywhere when it is unknown."""
+    import numpy as np
 
-    Degrees left out are the workload's own layout at each count (advisor.topology.layouts: the spec's
-    tensor/pipeline/context degrees, the strategy's shard group). `micro_samples` overrides the
-    micro-batch per GPU (default: advisor.batch.micro_batch at the data-parallel size);
-    `activation_checkpoint` overrides the spec's none/selective/full.
+    capacity = gpu_memory_bytes(w)
+    memory = np.asarray(memory_bytes, dtype=float)
+    return np.ones(memory.shape, dtype=bool) if capacity is None else memory <= capacity
+
+
+def footprint(w: "Workload", gpus, *, state_shards, tp, pp, cp, micro_samples=None) -> Footprint:
+    """State, gathered units and activations per GPU at one layout's degrees (module docstring).
+
+    `micro_samples` overrides the micro-batch per GPU (default: advisor.batch.micro_batch at the
+    data-parallel size); the spec's activation_checkpoint (none/selective/full) applies.
     """
     import numpy as np
 
     gpus = np.asarray(gpus, dtype=float)
-    par = w.parallelism
-    tp = par.tensor_parallel_degree or 1 if tp is None else tp
-    pp = par.pipeline_parallel_degree if pp is None else pp
-    cp = par.context_parallel_degree if cp is None else cp
     model_parallel = np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float)
-    dp = gpus / (model_parallel * np.asarray(cp, dtype=float))
-    if dp_shard is None:  # the strategy's shard group (advisor.topology.layouts)
-        from advisor.topology.layouts import shard_degree
-
-        dp_shard = shard_degree(w, np.floor(dp), int(np.max(tp)), int(np.max(cp))).astype(float)
-    # FSDP and HSDP shard over dp_shard x cp (torchtitan's dp_shard_cp mesh); DDP holds everything.
-    sharded = w.parallelism.strategy != "ddp"
-    shard = np.asarray(dp_shard, dtype=float) * (np.asarray(cp, dtype=float) if sharded else 1.0)
+    shard = np.asarray(state_shards, dtype=float)
     state = STATE_BYTES_PER_PARAM * w.model.params / model_parallel / shard
     gathered = np.zeros(np.broadcast(gpus, shard).shape)
     if w.model.layers:
         unit = w.model.params / w.model.layers / np.asarray(tp, dtype=float) * w.model.bytes_per_element
         gathered = np.where(shard > 1, FSDP_GATHERED_UNITS * unit, 0.0) + gathered
-    from advisor.batch import micro_batch, per_gpu_batch
-
     if micro_samples is None:
         micro_samples = micro_batch(w, gpus)  # per data-parallel rank (advisor.batch)
     micro_samples = np.asarray(micro_samples, dtype=float)
     micro_batches = np.maximum(np.ceil(per_gpu_batch(w, gpus) / micro_samples), 1.0)  # per step, per data-parallel rank
-    mode = activation_checkpoint or w.parallelism.activation_checkpoint
-    acts = activation_bytes(w, micro_samples, tp=tp, pp=pp, cp=cp, activation_checkpoint=mode,
-                            micro_batches=micro_batches)
+    acts = activation_bytes(w, micro_samples, tp=tp, pp=pp, cp=cp,
+                            activation_checkpoint=w.parallelism.activation_checkpoint, micro_batches=micro_batches)
     state, gathered, acts = np.broadcast_arrays(state, gathered, acts + 0 * gpus)
     return Footprint(state, gathered, acts, w.model.is_transformer)
 
@@ -173,14 +167,6 @@ def activation_bytes(w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activati
     return np.where(p > 1, np.maximum(first_stage, last_stage), first_stage + logits)
 
 
-def bytes_per_gpu(w: "Workload", gpus, *, dp_shard=None, tp=None, pp=None, cp=None,
-                  activation_checkpoint: str | None = None,
-                  micro_samples=None) -> "np.ndarray":
-    """Training state + activation bytes per GPU at `gpus` GPUs in the given layout (see `footprint`)."""
-    degrees = {"dp_shard": dp_shard, "tp": tp, "pp": pp, "cp": cp}
-    return footprint(w, gpus, **degrees, activation_checkpoint=activation_checkpoint, micro_samples=micro_samples).total
-
-
 @dataclass(frozen=True)
 class MeasuredPeak:
     """A calibration run's measured peak device memory: the full model at `gpus` GPUs."""
@@ -189,7 +175,7 @@ class MeasuredPeak:
     peak_bytes: float
     micro_samples: int | None
     where: str  # for messages: the file and the device it ran on
-    layout: str | None = None  # the run's parallel layout, as recorded (advisor.topology.layouts label)
+    layout: str | None = None  # the run's parallel layout, as recorded (advisor.topology.layouts.Layout.label)
 
 
 def measured_peaks(cal: "Calibration" | None) -> list[MeasuredPeak]:
@@ -208,30 +194,3 @@ def measured_peaks(cal: "Calibration" | None) -> list[MeasuredPeak]:
         for r in cal.runs
         if r.peak_memory_bytes
     ]
-
-
-def measured_offset(w: "Workload", gpus, peaks: Sequence[MeasuredPeak]) -> "np.ndarray":
-    """Bytes to add to the estimate at each count: measured peak minus the estimate at the nearest
-    measured count (nearest in log GPUs), so the estimate's shape across counts (state shrinking
-    under FSDP) is kept and the measured level (allocator, buffers, the real activations) replaces
-    the formula's. Zero without measured peaks."""
-    import numpy as np
-
-    gpus = np.asarray(gpus, dtype=float)
-    if not peaks:
-        return np.zeros(gpus.shape)
-    from advisor.topology.layouts import layout_workload
-
-    at = np.array([p.gpus for p in peaks], dtype=float)
-    # each peak against the estimate in the layout it was measured in (its recorded layout, else w's)
-    offsets = np.array(
-        [
-            p.peak_bytes - float(bytes_per_gpu(layout_workload(w, p.layout), np.array([p.gpus]),
-                                               micro_samples=p.micro_samples)[0])
-            if p.micro_samples
-            else p.peak_bytes - float(bytes_per_gpu(layout_workload(w, p.layout), np.array([p.gpus]))[0])
-            for p in peaks
-        ]
-    )
-    nearest = np.abs(np.log(gpus)[:, None] - np.log(at)[None, :]).argmin(axis=1)
-    return offsets[nearest]

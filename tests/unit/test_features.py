@@ -4,61 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from h100_job import LLM7B
 
 from advisor.scaling import features as F
-from advisor.spec import workload_from_dict
-from advisor.topology import collectives as C
-
-
-def spec(**over):
-    """A fixed spec (not the examples, which follow their sources): a 7B FSDP job on H100 nodes."""
-    data = {
-        "name": "t",
-        "model": {"params": "6.7B", "layers": 32, "hidden": 4096, "heads": 32, "seq_len": 4096, "precision": "bf16"},
-        "batch": {"policy": "fixed-global", "global_samples": 1024, "micro_samples": 2},
-        "parallelism": {"strategy": "fsdp"},
-        "cluster": {"gpu": "H100-SXM", "gpus_per_node": 8, "max_gpus": 1024, "intra_node_bandwidth": "450 GB/s",
-                    "intra_node_latency": "3 us", "inter_node_bandwidth": "3200 Gbit/s", "inter_node_latency": "10 us"},
-        "job": {"samples": "250M"},
-        "tiers": [{"name": "on-demand", "usd_per_gpu_hour": 2.64}],
-    }
-    for key, value in over.items():
-        section, field = key.split("__")
-        data[section][field] = value
-    return workload_from_dict(data)
-
-
-LLM7B = spec()
-RESNET = workload_from_dict({
-    "name": "r", "model": {"params": "25.6M", "precision": "fp16", "flops_per_sample": 2.3e10},
-    "batch": {"policy": "fixed-per-gpu", "per_gpu_samples": 32}, "parallelism": {"strategy": "ddp"},
-    "cluster": {"gpu": "A100-SXM", "max_gpus": 64, "inter_node_bandwidth": "1600 Gbit/s"},
-    "job": {"samples": "1M"}, "tiers": [{"name": "x", "usd_per_gpu_hour": 1}]})
-
-
-def test_fsdp_volume_is_three_passes_of_the_gradient():
-    # 6.7e9 params in bf16 = 13.4e9 bytes; at 8 GPUs 3 * 7/8 of it (nccl-tests busbw factors).
-    assert F.volume_bytes(LLM7B, np.array([8.0]))[0] == pytest.approx(3 * 7 / 8 * 6.7e9 * 2)
-
-
-def test_ddp_volume_is_one_ring_all_reduce():
-    # 25.6e6 params in fp16 = 51.2e6 bytes; ring all-reduce 2(N-1)/N of it.
-    assert F.volume_bytes(RESNET, np.array([4.0]))[0] == pytest.approx(2 * 3 / 4 * 25.6e6 * 2)
-    assert F.volume_bytes(RESNET, np.array([1.0]))[0] == 0
-
-
-def test_bottleneck_is_the_intra_link_in_one_node_and_the_node_nics_across():
-    bw = C.bus_bandwidth(LLM7B, np.array([1, 2, 16]))
-    assert bw[0] == pytest.approx(450e9)
-    assert bw[1] == bw[2] == pytest.approx(3200e9 / 8)  # 3200 Gbit/s = 400 GB/s, under NVLink's 450
-
-
-def test_latency_hops_ring_inside_tree_across():
-    lat = C.hop_latency_seconds(LLM7B, np.array([8.0, 64.0]), np.array([1.0, 8.0]))
-    assert lat[0] == pytest.approx(2 * 7 * 3e-6)
-    assert lat[1] == pytest.approx(2 * 6 * 10e-6)
-    ring = C.hop_latency_seconds(LLM7B, np.array([64.0]), np.array([8.0]), inter_hops="ring")
-    assert ring[0] == pytest.approx(2 * 63 * 10e-6)
 
 
 def test_compute_is_flops_per_gpu_at_peak():
@@ -70,7 +18,38 @@ def test_compute_is_flops_per_gpu_at_peak():
     assert got == pytest.approx(per_sample * 16 / peak)
 
 
-def test_bus_bandwidth_matches_nccl_tests_definition():
-    # nccl-tests: busbw = size/time * 2(n-1)/n for all_reduce.
-    assert C.bus_bandwidth_gbps("all_reduce", 8, 1e9, 0.01) == pytest.approx(100 * 2 * 7 / 8)
-    assert C.bus_bandwidth_gbps("all_gather", 8, 1e9, 0.01) == pytest.approx(100 * 7 / 8)
+def test_a_probe_is_priced_by_the_step_models_crossing_rule():
+    # all_reduce of 1 GB over 16 ranks on 2 nodes (8 per node): 2·15/16 GB per rank on NVLink (450 GB/s)
+    # and through each node's NICs (400 GB/s); tree hops 2·log2(16) = 8 at 10 us
+    links = F.probe_link_seconds(LLM7B, "all_reduce", np.array([16.0]), np.array([2.0]), np.array([1e9]))
+    bus = 2 * 15 / 16 * 1e9
+    assert links.intra_bandwidth[0] == pytest.approx(bus / 450e9)
+    assert links.inter_bandwidth[0] == pytest.approx(bus / 400e9)
+    assert links.inter_latency[0] == pytest.approx(8 * 10e-6) and links.intra_latency[0] == 0
+    # in one node: NVLink only, ring hops 2·7 at 3 us; a reduce-scatter is half the hops
+    one = F.probe_link_seconds(LLM7B, "reduce_scatter", np.array([8.0]), np.array([1.0]), np.array([1e9]))
+    assert one.intra_bandwidth[0] == pytest.approx(7 / 8 * 1e9 / 450e9) and one.inter_bandwidth[0] == 0
+    assert one.intra_latency[0] == pytest.approx(7 * 3e-6)
+
+
+def test_a_probe_with_one_rank_per_node_uses_no_intra_node_link():
+    # HSDP's replica group: 4 ranks on 4 nodes, GPU -> NIC directly (as the step model charges that group)
+    links = F.probe_link_seconds(LLM7B, "all_reduce", np.array([4.0]), np.array([4.0]), np.array([1e9]))
+    assert links.intra_bandwidth[0] == 0
+    assert links.inter_bandwidth[0] == pytest.approx(2 * 3 / 4 * 1e9 / 400e9)
+
+
+def test_the_probe_and_the_step_charge_hsdps_replica_group_alike():
+    # HSDP at 32 GPUs on 4 nodes: shard group of 8 in each node, replica groups of 4 ranks, one per node.
+    # The step's replica all-reduce and a probe of that group (4 ranks on 4 nodes) meet the same rule:
+    # no NVLink bytes, tree hops 2·log2(4) across nodes. (The step's NICs also carry the node's 7 other
+    # replica rings, which run at the same time: a probe record names its group, not the world.)
+    from advisor.topology.layouts import build
+
+    w = LLM7B.model_copy(update={"parallelism": LLM7B.parallelism.model_copy(update={"strategy": "hsdp"})})
+    lay = build(w, [32], [4])
+    replica = [t for t in lay.traffic(w) if t.name.startswith("hsdp replica")]
+    step = lay.link_seconds(w, traffic=replica)
+    probe = F.probe_link_seconds(w, "all_reduce", np.array([4.0]), np.array([4.0]), np.array([1e9]))
+    assert step.intra_bandwidth[0] == probe.intra_bandwidth[0] == 0
+    assert step.inter_latency[0] == probe.inter_latency[0] == pytest.approx(2 * 2 * 10e-6)

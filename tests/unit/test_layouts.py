@@ -129,7 +129,7 @@ def test_memory_uses_the_layouts_degrees():
     hsdp = spec({"strategy": "hsdp"})
     ddp = spec({"strategy": "ddp"})
     states = {
-        name: L.build(w, [16]).memory_bytes(w)[0] - footprint(w, [16], dp_shard=1, tp=1, pp=1, cp=1).activations[0]
+        name: L.build(w, [16]).memory_bytes(w)[0] - footprint(w, [16], state_shards=1, tp=1, pp=1, cp=1).activations[0]
         for name, w in (("fsdp", fsdp), ("hsdp", hsdp), ("ddp", ddp))
     }
     # ZeRO-3: 16 bytes per parameter over the shard group (16 GPUs, 8 in HSDP's node, 1 under DDP)

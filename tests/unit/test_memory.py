@@ -1,5 +1,6 @@
 """advisor.topology.memory against footprints worked by hand for named models (Llama-3.1-8B as in
-workloads/llm7b.toml, a 13B model on A100-40GB), every degree parameter, and measured peaks.
+workloads/llm7b.toml, a 13B model on A100-40GB), every degree, and measured peaks, each at the degrees
+of the spec's own layout (advisor.topology.layouts.build) as the planner asks.
 
 Formulas (written out here, independently of the code): state 16 bytes/parameter (ZeRO §3.1) over
 tp·pp and the FSDP shard group; FSDP's gathered units 3 x params/layers/tp x 2 bytes; activations per
@@ -14,7 +15,8 @@ import pytest
 
 from advisor.catalog import find_gpu
 from advisor.spec import load_workload, workload_from_dict
-from advisor.topology.memory import bytes_per_gpu, footprint, gpu_memory_bytes, measured_offset, measured_peaks
+from advisor.topology.layouts import build, measured_offset
+from advisor.topology.memory import footprint, gpu_memory_bytes, holds, measured_peaks
 from conftest import ROOT, WORKLOADS
 
 # Llama-3.1-8B: s = 8192, b = 2 (micro), h = 4096, a = 32, L = 32, v = 128256, P = 8.0e9
@@ -30,13 +32,19 @@ def llm7b(**parallelism):
     return w.model_copy(update={"parallelism": w.parallelism.model_copy(update=parallelism)})
 
 
+def at(w, gpus, micro_samples=None, **parallelism):
+    """The footprint of the spec's own layout at `gpus`, with its parallelism degrees overridden."""
+    w = w.model_copy(update={"parallelism": w.parallelism.model_copy(update=parallelism)})
+    return build(w, np.asarray(gpus)).footprint(w, micro_samples=micro_samples)
+
+
 @pytest.mark.parametrize("mode, per_layer, working", [
     ("none", NONE_LAYER, 0.0),
     ("selective", SBH * 34, 0.0),                # 2,281,701,376 bytes per layer
     ("full", SBH * 2, NONE_LAYER),
 ])
 def test_llm7b_footprint_at_8_gpus_by_hand(mode, per_layer, working):
-    f = footprint(llm7b(activation_checkpoint=mode), np.array([8]))
+    f = at(llm7b(activation_checkpoint=mode), [8])
     assert f.state[0] == pytest.approx(16 * P / 8)             # 16 GB
     assert f.gathered[0] == pytest.approx(GATHERED)
     assert f.activations[0] == pytest.approx(L * per_layer + working + LOGITS)
@@ -49,33 +57,35 @@ def test_degrees_split_what_they_split():
     w = llm7b(activation_checkpoint="selective")
     per_layer = SBH * 34
     # tp = 2 on 16 GPUs: dp = 8 shards of P/2; activations and logits halve; a gathered unit halves too
-    f = footprint(w, np.array([16]), tp=2)
+    f = at(w, [16], tensor_parallel_degree=2)
     assert f.state[0] == pytest.approx(16 * P / 2 / 8)
     assert f.gathered[0] == pytest.approx(GATHERED / 2)
     assert f.activations[0] == pytest.approx((L * per_layer + LOGITS) / 2)
     # pp = 4 on 32 GPUs (dp 8), 8 samples per rank in micro-batches of 2 (4 per step): state P/4 over 8; first stage
     # 8 layers x 4 micro-batches in flight vs last stage 8 layers + logits: max(32·x, 8·x + logits) = 32·x
     big = w.model_copy(update={"batch": w.batch.model_copy(update={"per_gpu_samples": 8})})
-    f = footprint(big, np.array([32]), pp=4)
+    f = at(big, [32], pipeline_parallel_degree=4)
     assert f.state[0] == pytest.approx(16 * P / 4 / 8)
     assert f.activations[0] == pytest.approx(max(L * per_layer, L / 4 * per_layer + LOGITS))
     # cp = 2 on 16 GPUs: half the tokens per rank; FSDP shards over dp_shard x cp = 16
-    f = footprint(w, np.array([16]), cp=2)
+    f = at(w, [16], context_parallel_degree=2)
     assert f.state[0] == pytest.approx(16 * P / 16)
     assert f.activations[0] == pytest.approx(L * (S / 2) * B * H * 34 + 4 * (S / 2) * B * V)
     # HSDP: shard over 8 of 64 data-parallel ranks
-    assert footprint(w, np.array([64]), dp_shard=8).state[0] == pytest.approx(16 * P / 8)
+    assert at(w, [64], strategy="hsdp", data_parallel_shard_degree=8).state[0] == pytest.approx(16 * P / 8)
+    # the formula itself, at degrees given by hand: 8 ranks share the state, tp 2
+    assert footprint(w, np.array([64]), state_shards=8, tp=2, pp=1, cp=1).state[0] == pytest.approx(16 * P / 2 / 8)
     # no recomputation keeps what selective does (fused attention: no s² scores), under cp too
-    f = footprint(llm7b(activation_checkpoint="none"), np.array([16]), cp=2)
+    f = at(llm7b(activation_checkpoint="none"), [16], context_parallel_degree=2)
     assert f.activations[0] == pytest.approx(L * (S / 2) * B * H * 34 + 4 * (S / 2) * B * V)
     # the total is the sum, and broadcasts over counts
-    total = bytes_per_gpu(w, np.array([8, 16]))
+    total = at(w, [8, 16]).total
     assert total.shape == (2,) and total[0] - total[1] == pytest.approx(16 * P / 8 - 16 * P / 16)
 
 
 def test_ddp_keeps_the_whole_state_and_a_cnn_has_no_activation_estimate():
     w = load_workload(WORKLOADS / "resnet50.toml")
-    f = footprint(w, np.array([1, 64]))
+    f = at(w, [1, 64])
     assert f.state.tolist() == pytest.approx([16 * 25.6e6] * 2) and not f.activations_known
     assert f.activations.tolist() == [0.0, 0.0] and f.gathered.tolist() == [0.0, 0.0]
 
@@ -110,7 +120,7 @@ def test_13b_fsdp_on_a100_40gb(checkpoint, smallest):
 
     w = thirteen_b(checkpoint)
     if checkpoint == "full":
-        assert bytes_per_gpu(w, np.array([8]))[0] == pytest.approx(30.86e9, rel=2e-3)
+        assert at(w, [8]).total[0] == pytest.approx(30.86e9, rel=2e-3)
     sw = sweep(w, Amdahl())
     fits = sw.gpus[sw.available[0]]
     assert (fits.min() if fits.size else None) == smallest
@@ -124,7 +134,7 @@ def test_measured_peak_moves_the_estimate_and_flags_a_smaller_gpu():
     peaks = measured_peaks(load_workload_calibration("llm7b", WORKLOADS / "llm7b.toml"))
     assert [(p.gpus, p.peak_bytes) for p in peaks] == [(8, 88476326298.0), (128, 71940702208.0)]
     offset = measured_offset(w, np.array([8, 16, 24, 128]), peaks)
-    estimate = bytes_per_gpu(w, np.array([8, 16, 24, 128]))
+    estimate = at(w, [8, 16, 24, 128]).total
     # at a measured count the footprint is the measurement; elsewhere the estimate moved by the nearest offset
     assert estimate[0] + offset[0] == pytest.approx(88476326298.0)
     assert estimate[3] + offset[3] == pytest.approx(71940702208.0)
@@ -138,6 +148,23 @@ def test_gpu_memory_overrides_the_catalog():
     assert gpu_memory_bytes(w) == 96e9
     w = w.model_copy(update={"cluster": w.cluster.model_copy(update={"gpu_memory": None})})
     assert gpu_memory_bytes(w) == 80e9
+
+
+def test_holds_compares_with_the_gpu_memory_and_rules_nothing_out_when_it_is_unknown():
+    w = llm7b()  # 96 GB cards
+    assert holds(w, np.array([95e9, 96e9, 97e9])).tolist() == [True, True, False]
+    unknown = w.model_copy(update={"cluster": w.cluster.model_copy(update={"gpu_memory": None, "gpu": "no-such-gpu"})})
+    assert gpu_memory_bytes(unknown) is None and holds(unknown, np.array([1e15])).tolist() == [True]
+
+
+def test_a_layout_fits_where_it_is_valid_and_holds_its_footprint():
+    w = llm7b()  # 96 GB cards; selective: 73.0 GB of activations + 8.4 GB of logits + 1.5 GB gathered
+    lay = build(w, np.array([8, 16]))
+    assert lay.fits(w).tolist() == [False, True]  # 16 GB of state at 8 GPUs (98.9 GB), 8 GB at 16 (90.9 GB)
+    # HSDP sharding over 16 cannot split 8 GPUs: its 90.9 GB would be held, but the layout does not exist
+    hsdp = llm7b(strategy="hsdp", data_parallel_shard_degree=16)
+    lay = build(hsdp, np.array([8]))
+    assert holds(hsdp, lay.memory_bytes(hsdp)).tolist() == [True] and lay.fits(hsdp).tolist() == [False]
 
 
 def test_a_proxy_calibration_peak_is_not_used():
@@ -156,10 +183,10 @@ def test_a_pipeline_holds_no_more_micro_batches_than_a_step_has():
     # micro-batch of its 8 layers, not 4; the last stage's 8 layers plus logits are then the larger
     w = llm7b(activation_checkpoint="selective")
     per_layer = SBH * 34
-    f = footprint(w, np.array([32]), pp=4)
+    f = at(w, [32], pipeline_parallel_degree=4)
     assert f.activations[0] == pytest.approx(L / 4 * per_layer + LOGITS)
     # micro-batch 1: two micro-batches per step, the first stage holds 2 x 8 layers of half the size
-    f = footprint(w, np.array([32]), pp=4, micro_samples=1)
+    f = at(w, [32], micro_samples=1, pipeline_parallel_degree=4)
     assert f.activations[0] == pytest.approx(max(2 * L / 4 * per_layer / 2, L / 4 * per_layer / 2 + LOGITS / 2))
 
 

@@ -431,8 +431,8 @@ class OverlapModel:
 
     def joined(self, other: "OverlapModel") -> "OverlapModel":
         """This fit with the coefficients `other` fitted (its free ones, a subset of this fit's, the
-        rest held at this fit's values) taken from `other`: a staged fit. `other`'s curvature replaces
-        this fit's in its block (data) and adds to it (priors this fit left out); `cov_` follows."""
+        rest held at this fit's values) taken from `other`: a staged fit. `other`'s curvature, data
+        and prior, replaces this fit's in its block; `cov_` follows."""
         import copy
 
         out = copy.copy(self)
@@ -442,7 +442,7 @@ class OverlapModel:
         Hd, Hp = (h.copy() for h in self.hessians_)
         k2 = other.free_.size
         Hd[np.ix_(pos, pos)] = other.hessians_[0][:k2, :k2]
-        Hp[np.ix_(pos, pos)] += other.hessians_[1][:k2, :k2]
+        Hp[np.ix_(pos, pos)] = other.hessians_[1][:k2, :k2]
         out.hessians_ = (Hd, Hp)
         have = {(q[0], q[1]) for q in self.prior}
         out.prior = tuple(self.prior) + tuple(q for q in other.prior if q[0] in set(other.free_.tolist())

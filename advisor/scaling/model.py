@@ -37,7 +37,7 @@ from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration
 from advisor.scaling.families import FAMILIES
 from advisor.scaling.features import flops_per_gpu
-from advisor.scaling.fitting import FIT_NOISE, FitData, Problem, fit_family, naive_step
+from advisor.scaling.fitting import FIT_NOISE, INTER_COLUMNS, FitData, Problem, fit_family, naive_step, staged
 from advisor.scaling.intervals import NoiseModel, interval, pooled_noise, posterior_draws, sigma_spread
 from advisor.scaling.priors import LEARNED, LINK_TOLERANCE, Priors
 from advisor.scaling.selection import leave_one_count_out
@@ -363,6 +363,11 @@ class ScalingModel:
         probe_X, _ = fam.probe_design(self.workload, list(probes), self.coverage)
         if probe_X.size == 0:
             probe_X = np.zeros((0, len(cols)))
+        if staged(fam, self.problem):  # a staged fit: only one-node rows and probes reach the one-node columns
+            local = np.array([c.name not in INTER_COLUMNS for c in cols])
+            steps, probe_X = steps.copy(), probe_X.copy()
+            steps[np.ix_(d.nodes > 1, local)] = 0.0
+            probe_X[np.ix_(np.array([p.nodes > 1 for p in probes], bool), local)] = 0.0
         out = {}
         for j, c in enumerate(cols):
             by = [k for k, X in (("steps", steps), ("probes", probe_X)) if X.shape[0] and np.any(X[:, j] != 0)]

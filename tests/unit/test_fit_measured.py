@@ -49,7 +49,7 @@ def test_auto_strategy_fits_ddp_runs_as_ddp(tmp_path):
     as_ddp = auto.for_workload(with_layout(auto.workload, "ddp"))
     g, n = np.array([32.0]), np.array([4.0])
     assert as_ddp.step_time(g, n)[0][0] == pytest.approx(5.873, rel=0.02)
-    assert as_ddp.step_time(g, n)[0][0] == pytest.approx(declared.step_time(g, n)[0][0], rel=1e-6)
+    assert as_ddp.step_time(g, n)[0][0] == pytest.approx(declared.step_time(g, n)[0][0], rel=1e-9)
     assert [r["error"] for r in auto.residuals()] == pytest.approx([r["error"] for r in declared.residuals()])
 
 
@@ -62,11 +62,11 @@ def test_the_band_at_the_measured_counts_stays_near_the_measurement():
     assert np.all(lo < med) and np.all(med < hi)
 
 
-@pytest.mark.parametrize("inter", ["6400 Gbit/s", "12800 Gbit/s"])
+@pytest.mark.parametrize("inter", ["800 Gbit/s", "12800 Gbit/s"])
 def test_redeclaring_the_inter_node_link_does_not_move_one_node_steps(tmp_path, inter):
     """llm7b's published runs (8@1 and 128@16) fitted with another declared inter-node link: the
-    multi-node prediction may change, a one-node step may not (it never uses that link). (A link
-    declared slower than the 128-GPU run proves it is meets the physical bound, and the fit says so.)"""
+    multi-node prediction may change, a one-node step may not (it never uses that link), even where
+    the declared link is slower than the 128-GPU run proves it is (the bound then holds that fit)."""
     spec = tmp_path / "llm7b.toml"
     spec.write_text(re.sub(r'(?m)^inter_node_bandwidth = .*$', f'inter_node_bandwidth = "{inter}"',
                            (ROOT / "workloads" / "llm7b.toml").read_text()))
@@ -74,7 +74,7 @@ def test_redeclaring_the_inter_node_link_does_not_move_one_node_steps(tmp_path, 
     base = build_model(load_workload(ROOT / "workloads" / "llm7b.toml"), calibration=cal)
     other = build_model(load_workload(spec), calibration=cal)
     g, n = np.array([1.0, 2.0, 4.0, 8.0]), np.ones(4)
-    assert other.step_time(g, n)[0] == pytest.approx(base.step_time(g, n)[0], rel=1e-6)
+    assert other.step_time(g, n)[0] == pytest.approx(base.step_time(g, n)[0], rel=1e-9)
 
 
 def test_small_batch_penalty_by_hand():

@@ -65,11 +65,11 @@ def evidence(s) -> dict:
     from advisor.scaling.priors import VAGUE
 
     m = ScalingModel(s.workload, combined(s), n_bootstrap=0, priors=VAGUE)
-    est = m.fitted.estimator
+    est = m.record.fitted.estimator
     pos = {int(j): i for i, j in enumerate(est.free_)}
     vague = {p[0]: (p[2], p[3]) for p in est.prior}
     out: dict = {}
-    entries = [(j, LEARNABLE.get(c.name)) for j, c in enumerate(m.fitted.columns)]
+    entries = [(j, LEARNABLE.get(c.name)) for j, c in enumerate(m.record.fitted.columns)]
     if est.cov_.shape[0] > est.free_.size:
         entries.append(("gamma", "gamma"))
     for j, key in entries:
@@ -198,7 +198,7 @@ def score(s, priors, k) -> dict | None:
     model = ScalingModel(s.workload, fit, n_bootstrap=64, priors=priors)
     med, lo, hi = model.step_time(t.gpus, t.nodes, t.global_batch)
     y = t.step
-    naive = naive_step(model.data, t.gpus, t.global_batch) if fit is not None else None
+    naive = naive_step(model.record.problem.data, t.gpus, t.global_batch) if fit is not None else None
     inside = (y >= lo) & (y <= hi)
     if fit is not None:
         dist = np.maximum(t.gpus / fit.gpus.max(), t.nodes / fit.nodes.max())

@@ -25,17 +25,19 @@ from pathlib import Path
 
 import numpy as np
 
+from advisor.step_model import StepTimeModel
+
 ROOT = Path(__file__).resolve().parent.parent
 POLLUX = ROOT.parent / "shared" / "data" / "pollux-osdi21" / "imagenet" / "placements.csv"
 TARGET_S = 0.2
 
 
-class AmdahlStepTime:
+class AmdahlStepTime(StepTimeModel):
     """T(N) = serial + parallel / N seconds, 90% interval ±10%: an explicit step-time function."""
 
     baseline_gpus = 1
 
-    def step_time(self, gpus, nodes):
+    def step_time(self, gpus, nodes, global_batch=None):
         t = 0.05 + 40.0 / np.asarray(gpus, dtype=float)
         return t, 0.9 * t, 1.1 * t
 

@@ -23,9 +23,9 @@ scaling model's own physical design (advisor.scaling.families, `topology`), made
   bandwidth and latency columns of their link, `Family.probe_design`); a weak prior (sd 100% of
   each nominal coefficient, 100% of the target step for the seconds-valued ones) keeps it
   invertible. Var T(x*) = x*^T (sum + prior)^-1 x*; the reported interval is the 90% half-width
-  1.645 sqrt(Var) / T(x*), before (checked-in measurements only) and after the plan. This is the
-  design-time part of the model's uncertainty (the fitted model adds out-of-sample residuals and
-  extrapolation widening, docs/model.md).
+  Z90 sqrt(Var) / T(x*) (advisor.step_model.Z90 = 1.645), before (checked-in measurements only)
+  and after the plan. This is the design-time part of the model's uncertainty (the fitted model
+  adds out-of-sample residuals and extrapolation widening, docs/model.md).
 - Greedy, like Ernest's rounding of its convex relaxation: the mandatory identifying runs first
   (on the smallest node count its smallest and largest placement, e.g. 2 GPUs and a full node; the
   next node count; then the third node count that buys the most variance reduction per dollar),
@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from advisor.errors import InputError
+from advisor.step_model import Z90
 from advisor.text import plural
 
 if TYPE_CHECKING:
@@ -69,8 +70,6 @@ MIN_GAIN = 0.02
 
 #: Default largest node count to consider.
 DEFAULT_MAX_NODES = 8
-
-Z90 = 1.645
 
 
 @dataclass(frozen=True)
@@ -355,7 +354,7 @@ def _greedy(runs: dict, info: _Information, now: np.ndarray, chosen: list, left:
 
 def commands(plan: CalibrationPlan) -> list[str]:
     """Shell commands that run the plan: local counts with `advisor calibrate --gpus`, the rest emitted."""
-    from advisor.calibrate.emit import relative_path, shell_quote
+    from advisor.calibrate.launchers.quoting import relative_path, shell_quote
 
     src = plan.workload.source
     spec = shell_quote(relative_path(src)) if src is not None else "WORKLOAD.toml"
@@ -369,8 +368,8 @@ def commands(plan: CalibrationPlan) -> list[str]:
             f"advisor calibrate {spec} --gpus {multi} --emit slurm > calibrate.sbatch && sbatch calibrate.sbatch"
         )
         out.append(
-            f"advisor calibrate {spec} --gpus {multi} --emit skypilot > calibrate-sky.yaml  "
-            "# or: one SkyPilot task per placement (its comments say how to launch and fetch)"
+            f"advisor calibrate {spec} --gpus {multi} --emit skypilot --out-dir calibrate-sky && "
+            "bash calibrate-sky/launch.sh  # one SkyPilot task per placement; launch.sh also collects"
         )
         out.append(f"advisor calibrate {spec} --collect {shell_quote('advisor-results/' + plan.workload.name)}")
     return out

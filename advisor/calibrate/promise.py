@@ -71,7 +71,7 @@ def simulated(model: "ScalingModel", places: list[tuple[int, int]]) -> "Measurem
     from advisor.measurements import MeasuredRun, Measurements
     from advisor.topology.collectives import bus_bandwidth_gbps
 
-    w, fitted = model.workload, model.fitted
+    w, fitted = model.workload, model.record.fitted
     est = fitted.estimator
     nc = est.n_compute
     runs, probes = [], []
@@ -89,7 +89,7 @@ def simulated(model: "ScalingModel", places: list[tuple[int, int]]) -> "Measurem
                 probes.append((op, gpus, nodes, size))
     if probes:
         stub = [Collective(op=o, gpus=g, nodes=n, bytes=b, seconds=1.0, busbw=0.0) for o, g, n, b in probes]
-        X, _ = fitted.family.probe_design(w, stub, model.coverage)
+        X, _ = fitted.family.probe_design(w, stub, fitted.problem.coverage)
         secs = np.maximum(X[:, nc:] @ est.coef_[nc:], 1e-9)
         probes = [c.model_copy(update={"seconds": float(s), "busbw": bus_bandwidth_gbps(c.op, c.gpus, c.bytes, s),
                                        "source": "simulated by plan-calibration"}) for c, s in zip(stub, secs,
@@ -106,4 +106,5 @@ def after(model: "ScalingModel", places: list[tuple[int, int]], target: tuple[in
     have = model.measurements
     both = sim if have is None else Measurements([*have.runs, *sim.runs], [*have.probes, *sim.probes],
                                                  f"{have.source} + {sim.source}", list(have.peaks))
-    return band(ScalingModel(model.workload, both, model.requested_family, _DRAWS, 0, model.problem.priors), target)
+    r = model.record
+    return band(ScalingModel(model.workload, both, r.requested_family, _DRAWS, 0, r.problem.priors), target)

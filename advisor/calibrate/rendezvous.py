@@ -1,13 +1,13 @@
 """How the ranks of one calibration find each other, and what they exchange besides tensors.
 
-Local runs (advisor.calibrate.launcher): the launcher binds rank 0's store socket to 127.0.0.1
+Local runs (advisor.calibrate.launchers.local): the launcher binds rank 0's store socket to 127.0.0.1
 itself and hands the listening socket to rank 0 (`ADVISOR_STORE_FD`), so the c10d TCPStore that
 rendezvous runs through listens on loopback only (torch's default TCPStore listens on every
 interface, `*:PORT`, even with MASTER_ADDR=127.0.0.1: a process on another machine could join or
 feed the store), and no other process can take the port between choosing and binding it.
 TCPStore's `master_listen_fd` (torch >= 2.0) serves an already-bound socket.
 
-Multi-node runs (torchrun, advisor.calibrate.emit): torchrun's c10d rendezvous must listen where
+Multi-node runs (torchrun, advisor.calibrate.launchers): torchrun's c10d rendezvous must listen where
 the other nodes reach it; the store has no authentication, so it must be on a trusted network
 (README, Calibrate). Nothing here is pickled: hosts are exchanged as fixed-size UTF-8 byte
 tensors, not `all_gather_object` pickles.

@@ -1,7 +1,7 @@
 """A whole calibration: which counts, where the file goes, lock, resume, save after every count.
 
-`calibrate(...)` measures locally, one launch per GPU count (advisor.calibrate.launcher);
-`collect(...)` merges results of emitted multi-node runs (advisor.calibrate.emit). Both hold an
+`calibrate(...)` measures locally, one launch per GPU count (advisor.calibrate.launchers.local);
+`collect(...)` merges results of emitted multi-node runs (advisor.calibrate.launchers). Both hold an
 exclusive lock on the output file for their whole run (a second calibration writing the same file
 is refused), and write the file atomically after every completed count, so Ctrl-C, a crash or a
 hung count loses only the count in progress, and a failed write leaves the previous file whole.
@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from advisor.calibrate import scratch
-from advisor.calibrate.launcher import CalibrationFailed, launch_local
+from advisor.calibrate.launchers.local import CalibrationFailed, launch_local
 from advisor.calibrate.plan import UNSET, batch_plan, measurement_setup, setup_differences
 from advisor.calibrate.results import add_result, find_result_dirs, read_result_dir
 from advisor.calibration_data import (
@@ -151,7 +151,7 @@ def command_hint(*words: object) -> str:
     """A command line to print for the user, every word quoted by emit's one quoting function; a
     word with a control character (which emit refuses) is still quoted safely by shlex.quote, so a
     hint never aborts the run that prints it."""
-    from advisor.calibrate.emit import join_words
+    from advisor.calibrate.launchers.quoting import join_words
 
     line = ["advisor", *map(str, words)]
     try:

@@ -18,6 +18,8 @@ from typing import Annotated
 
 import typer
 
+from advisor.calibrate.launchers import LAUNCHERS
+from advisor.calibrate.settings import SETTINGS
 from advisor.cli.app import app
 from advisor.cli.options import GpusOpt, JsonOpt, WorkloadArg
 from advisor.cli.output import current
@@ -32,10 +34,8 @@ class Device(str, Enum):  # noqa: UP042 -- StrEnum would change str() of members
     cpu = "cpu"
 
 
-class Emit(str, Enum):  # noqa: UP042 -- StrEnum would change str() of members
-    torchrun = "torchrun"
-    slurm = "slurm"
-    skypilot = "skypilot"
+#: --emit's choices: the launchers registry (advisor.calibrate.launchers.LAUNCHERS).
+Emit = Enum("Emit", {name: name for name in LAUNCHERS}, type=str)
 
 
 def _say(console, text: str) -> None:
@@ -62,9 +62,13 @@ def calibrate_command(
     resume: Annotated[bool, typer.Option("--resume",
         help="Continue an existing --out file: skip the counts already in it.")] = False,
     timeout: Annotated[float | None, typer.Option("--timeout", min=1, max=7 * 86400,
-        help="Seconds one count may take before its ranks are killed.")] = None,
-    emit: Annotated[Emit | None, typer.Option("--emit",
-        help="Print per-node torchrun commands, a Slurm script or SkyPilot task YAMLs for multi-node counts.")] = None,
+        help=f"Seconds one count may take before its ranks are killed (with --emit: per placement, default "
+             f"{SETTINGS.step_timeout:g}; collectives time out at half of it, at most "
+             f"{SETTINGS.max_collective_timeout:g} s).")] = None,
+    emit: Annotated[Emit | None, typer.Option("--emit", help="Write launchers for multi-node counts: " + "; ".join(
+        f"{e.name}: {e.help}" for e in LAUNCHERS.values()) + ".")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out-dir",
+        help="With --emit: write the emitted files into DIR (needed for skypilot's one file per task).")] = None,
     collect: Annotated[Path | None, typer.Option("--collect",
         help="Merge the results of emitted runs under DIR into the calibration file.")] = None,
     results: Annotated[Path | None, typer.Option("--results",
@@ -72,7 +76,7 @@ def calibrate_command(
     rdzv_host: Annotated[str | None, typer.Option("--rdzv-host",
         help="With --emit torchrun: node 0's address (default: this host's name).")] = None,
     rdzv_port: Annotated[int, typer.Option("--rdzv-port", min=1, max=65535,
-        help="With --emit: rendezvous port on node 0 (1-65535).")] = 29500,
+        help="With --emit: rendezvous port on node 0 (1-65535).")] = SETTINGS.rdzv_port,
     partition: Annotated[str | None, typer.Option("--partition",
         help="With --emit slurm: #SBATCH --partition.")] = None,
     account: Annotated[str | None, typer.Option("--account", help="With --emit slurm: #SBATCH --account.")] = None,
@@ -87,6 +91,12 @@ def calibrate_command(
         help="With --emit slurm|skypilot: NAME=VALUE exported into the job (repeatable).")] = None,
     bucket: Annotated[str | None, typer.Option("--bucket",
         help="With --emit skypilot: bucket every node writes results to.")] = None,
+    cpus_per_rank: Annotated[int | None, typer.Option("--cpus-per-rank", min=1, max=1024,
+        help=f"With --emit: CPU cores per GPU rank (Slurm --cpus-per-task, OMP_NUM_THREADS; default "
+             f"{SETTINGS.cpus_per_rank}, 1 for CPU ranks).")] = None,
+    torch_cuda: Annotated[str | None, typer.Option("--torch-cuda",
+        help="With --emit skypilot: install torch's CUDA build cuXYZ on the nodes (default: check the "
+             "installed torch sees the GPU).")] = None,
     notes: Annotated[str | None, typer.Option("--notes",
         help="Text for the file's provenance notes (e.g. other load on the host).")] = None,
     as_json: JsonOpt = False,
@@ -98,14 +108,16 @@ def calibrate_command(
 
     err = Console(stderr=True)
     if emit is not None and collect is not None:
-        raise InputError.at("--emit", "", "use --emit (print the commands) or --collect (merge their results), "
+        raise InputError.at("--emit", "", "use --emit (write the launchers) or --collect (merge their results), "
                             "not both")
     command = shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
     if emit is not None:
-        from advisor.calibrate.emit import JobOptions, parse_env
-
-        job = JobOptions(partition, account, time_limit, timeout, setup, root, parse_env(env), bucket)
-        _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port, job)
+        texts = {"--rdzv-host": rdzv_host, "--partition": partition, "--account": account, "--time": time_limit,
+                 "--setup": setup, "--root": root, "--bucket": bucket, "--out-dir": out_dir}
+        _emit(emit.value, workload, gpus, device, results, out_dir, texts, steps=steps, warmup=warmup,
+              rdzv_host=rdzv_host, rdzv_port=rdzv_port, step_timeout=timeout or SETTINGS.step_timeout,
+              partition=partition, account=account, time_limit=time_limit, setup=setup, root=root, env=env,
+              bucket=bucket, cpus_per_rank=cpus_per_rank, torch_cuda=torch_cuda)
         return
     if collect is not None:
         from advisor.calibrate import collect as collect_results
@@ -114,14 +126,28 @@ def calibrate_command(
                                     on_event=lambda kind, text: current().quiet or _say(err, text))
         _summary(workload, cal, path, err)
         return
+    _check_local(workload, gpus, device, out)
+    cal, path = _run_local(err, workload, gpus, device.value, steps, warmup, out, resume, timeout, notes, command)
+    _summary(workload, cal, path, err)
+
+
+def _check_local(workload: Path, gpus: str | None, device: Device, out: Path | None) -> None:
+    """The options of a local run, checked before looking for torch (a planner's install has none):
+    the spec, --gpus as counts on this machine, --out; then torch, or how to install it."""
     import importlib.util
 
+    from advisor.calibrate.session import local_counts
+    from advisor.errors import InputError
+    from advisor.fileio import check_output_target
+    from advisor.spec import load_workload
+
+    local_counts(load_workload(workload), gpus, "cpu" if device == Device.cpu else "cuda", None)
+    if out is not None:
+        check_output_target(out)
     if importlib.util.find_spec("torch") is None:
         raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install -e '.[calibrate]' "
                             "(from the advisor checkout) "
                             "(CPU-only machines: pip install torch==2.13.0); --emit needs no torch here")
-    cal, path = _run_local(err, workload, gpus, device.value, steps, warmup, out, resume, timeout, notes, command)
-    _summary(workload, cal, path, err)
 
 
 def _run_local(err, workload, gpus, device, steps, warmup, out, resume, timeout, notes, command):
@@ -168,26 +194,33 @@ def _run_local(err, workload, gpus, device, steps, warmup, out, resume, timeout,
         signal.signal(signal.SIGINT, previous_int)
 
 
-def _emit(workload, gpus, device, steps, warmup, emit, results, rdzv_host, rdzv_port, job) -> None:
-    import socket
-
-    from advisor.calibrate.emit import emit_placements, skypilot_tasks, slurm_script, torchrun_commands
+def _emit(name: str, workload: Path, gpus: str | None, device: Device, results: Path | None,
+          out_dir: Path | None, texts: dict, env: list[str] | None, steps: int | None, warmup: int | None,
+          **fields) -> None:
+    """Emit launcher `name`'s files: into --out-dir, or one file on stdout; --json: one document."""
+    from advisor.calibrate.launchers import emit, write_files
+    from advisor.calibrate.launchers.job import emit_job, job_environment, parse_env
+    from advisor.errors import InputError
     from advisor.spec import load_workload
 
     w = load_workload(workload)
-    placements = emit_placements(w, gpus)
-    target = "cpu" if device == Device.cpu else "cuda"  # the cluster's device, not this machine's
-    steps = steps if steps is not None else w.calibration.steps
-    warmup = warmup if warmup is not None else w.calibration.warmup_steps
-    results = results or Path("advisor-results") / w.name
-    if emit == Emit.torchrun:
-        text = torchrun_commands(w, workload, placements, results, target, steps, warmup,
-                                 rdzv_host or socket.gethostname(), rdzv_port)
-    elif emit == Emit.slurm:
-        text = slurm_script(w, workload, placements, results, target, steps, warmup, rdzv_port, options=job)
-    else:
-        text = skypilot_tasks(w, workload, placements, results, target, steps, warmup, rdzv_port, options=job)
-    sys.stdout.write(text)
+    job = emit_job(w, workload, gpus, "cpu" if device == Device.cpu else "cuda", results, texts,
+                   steps=steps if steps is not None else w.calibration.steps,
+                   warmup=warmup if warmup is not None else w.calibration.warmup_steps,
+                   env=job_environment(parse_env(env)), **fields)
+    files = emit(name, job)
+    if out_dir is None and len(files) > 1:
+        raise InputError.at("--out-dir", "", f"--emit {name} writes {len(files)} files ({files[0].name}, ...): "
+                            "pass --out-dir DIR")
+    paths = write_files(files, out_dir) if out_dir is not None else []
+    document = {"launcher": name, "placements": [{"gpus": g, "nodes": n} for g, n in job.placements],
+                "files": [{"path": str(p), "executable": f.executable} for p, f in zip(paths, files, strict=False)],
+                "collect": job.follow_up()}
+    if out_dir is None:
+        document["text"] = files[0].text
+    current().result(document, lambda: sys.stdout.write(files[0].text) if out_dir is None else None)
+    for p in paths:
+        current().note(f"wrote {p}")
 
 
 def _summary(workload_path: Path, cal, path: Path, err) -> None:

@@ -29,12 +29,11 @@ from advisor.text import interval, plural
 
 
 def _model(workload, calibration, measurements, family):
-    from advisor.errors import InputError
-    from advisor.scaling.model import FAMILY_CHOICES, build_model
+    from advisor.scaling.families import family_named
+    from advisor.scaling.model import build_model
     from advisor.spec import load_workload
 
-    if family not in FAMILY_CHOICES:
-        raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", family)
+    family_named(family)  # an unknown --model fails before the spec is read
     w = load_workload(workload)
     return build_model(w, calibration=calibration, measurements=measurements, family=family)
 
@@ -56,8 +55,8 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
     desc = m.describe()
     if as_json:
         current().result({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": desc,
-                          "residuals": m.residuals(), "warnings": m.fit_warnings})
-        _warn(m.fit_warnings)
+                          "residuals": m.residuals(), "warnings": m.warnings()})
+        _warn(m.warnings())
         return
     from rich.table import Table
 
@@ -100,7 +99,7 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
         con.print(r)
     if len(m.residuals()) > 60:
         con.print(f"... {len(m.residuals()) - 60} more runs (--json lists all)")
-    _warn(m.fit_warnings)
+    _warn(m.warnings())
 
 
 def _default_counts(m) -> list[tuple[int, int]]:
@@ -169,14 +168,14 @@ def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: Backte
              measurements: MeasurementsOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False) -> None:
     """Fit on small counts, predict the larger measured ones: per-point error, MAPE, interval coverage."""
     from advisor.errors import InputError
-    from advisor.scaling.model import FAMILY_CHOICES, load_measurements
+    from advisor.scaling.families import family_named
     from advisor.scaling.model import backtest as run_backtest
+    from advisor.scaling.model import load_measurements
     from advisor.spec import load_workload
 
     if calibration is None and measurements is None:
         raise InputError.at("backtest", "", "needs --calibration FILE.toml or --measurements FILE.csv")
-    if model not in FAMILY_CHOICES:
-        raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", model)
+    family_named(model)
     w = load_workload(workload)
     result = run_backtest(w, load_measurements(w, calibration, measurements), fit_max_gpus, model)
     if as_json:

@@ -2,8 +2,8 @@
 
 With a workload: one recommendation from its calibration (checked-in, or --calibration /
 --measurements). Without: one per workload in workloads/; a workload without calibration data is
-recommended from the scaling model's prior when the model offers one (marked uncalibrated in the
-table title, a warning and the JSON's "model": {"calibrated": false}), else gets one line saying so.
+recommended from the scaling model's prior (marked uncalibrated in the table title, a warning and
+the JSON's "model": {"calibrated": false}).
 Table and why on stdout; --json one document; --plot a PNG of cost against time; the model's
 warnings on stderr (and in the JSON).
 
@@ -90,28 +90,24 @@ def recommend(
     limits.objective(free)  # a bad or conflicting --objective fails before any fitting
     if workload is None and (calibration is not None or measurements is not None):
         raise InputError.at("--calibration" if calibration else "--measurements", "", "needs a WORKLOAD argument")
-    recs, missing, measured = [], [], {}
+    recs, measured = [], {}
     if layouts not in (None, "auto", "spec"):
         raise InputError.at("--layouts", "", "choose auto (try every layout that fits) or spec (the spec's own)",
                             layouts)
-    for path, w in _workloads(workload):
+    for w in _workloads(workload):
         if layouts == "auto":
             from advisor.planning.layout_choice import auto_workload
 
             w = auto_workload(w)
         select_tiers(w, tier)  # an unknown --tier fails before any fitting
-        found = _model(w, path, calibration, measurements, named=workload is not None)
-        if found is None:
-            missing.append((path, w))
-            continue
-        model = found
+        model = build_step_time_model(w, calibration, measurements)
         recs.append(recommend_plan(w, model, tier=tier, limits=limits, objective=free))
         measured[w.name] = model.describe()["measured"]["gpus"] if plot is not None else []  # drawn on top
     _plot(recs, plot, measured)
     if as_json:
-        current().result(_document(recs, missing))
+        current().result(_document(recs))
     else:
-        _print(recs, missing)
+        _print(recs)
     warn([f"{rec.workload}: {line}" for rec in recs for line in rec.warnings])
     unmet = [rec.workload for rec in recs if rec.chosen is None]
     if unmet:
@@ -120,77 +116,45 @@ def recommend(
 
 
 def _plot(recs, plot, measured) -> None:
-    if plot is not None and recs:
+    if plot is not None:
         from advisor.planning.plot import plot_frontier
 
         plot_frontier(recs, plot, measured)
         current().note(f"wrote {plot}")
-    elif plot is not None:
-        current().note("no plot written: no workload has calibration data")
 
 
 def _workloads(workload: Path | None):
-    """(path, Workload) for the given spec, or for every spec in workloads/."""
+    """The Workload of the given spec, or of every spec in workloads/."""
     from advisor.spec import load_workload
 
     if workload is not None:
-        return [(workload, load_workload(workload))]
+        return [load_workload(workload)]
     folder = Path("workloads")
     paths = sorted(folder.glob("*.toml")) if folder.is_dir() else []
     if not paths:
         raise InputError.at(folder, "", "no workload specs here; give a WORKLOAD.toml or run from the project folder")
-    return [(p, load_workload(p)) for p in paths]
+    return [load_workload(p) for p in paths]
 
 
-def _model(w, path, calibration, measurements, named: bool):
-    """The fitted model (it carries its calibration's memory peaks), or None for a workload without
-    calibration data and no prior model (only when recommending every workload; a named one
-    re-raises the model's error)."""
-    from advisor.calibration_data import find_calibrations
-
-    has_data = calibration is not None or measurements is not None or bool(find_calibrations(w.name, path))
-    try:
-        model = build_step_time_model(w, path, calibration, measurements)
-    except InputError:
-        if has_data or named:
-            raise
-        return None  # no calibration data and a scaling model without a prior: the old one-line path
-    return model
-
-
-def build_step_time_model(w, path, calibration, measurements):
-    """The fitted scaling model (advisor.scaling.model) from the checked-in calibration or the given files."""
+def build_step_time_model(w, calibration, measurements):
+    """The fitted scaling model (advisor.scaling.model) from the checked-in calibration or the given files,
+    or, with neither, its prior (calibrated False); a test replaces it with a stand-in."""
     from advisor.scaling.model import build_model
 
     return build_model(w, calibration=calibration, measurements=measurements)
 
 
-def _document(recs, missing) -> dict:
+def _document(recs) -> dict:
     recommendations, candidates, workloads = [], [], []
     for rec in recs:
         if rec.chosen is not None:
             recommendations.append(rec.plan(*rec.chosen))
         candidates.extend(rec.plans(rec.candidates()))
         workloads.append(rec.summary())
-    for path, w in missing:
-        workloads.append(
-            {
-                "workload": w.name,
-                "status": "no-calibration",
-                "model": {"calibrated": False},
-                "message": _no_data(path, w),
-            }
-        )
     return {"recommendations": recommendations, "candidates": candidates, "workloads": workloads}
 
 
-def _no_data(path, w) -> str:
-    return (
-        f"{path}: no calibration data for {w.name} (calibrations/{w.name}*.toml); run `advisor calibrate {path}` first"
-    )
-
-
-def _print(recs, missing) -> None:
+def _print(recs) -> None:
     out = console()
     for rec in recs:
         out.print(_table(rec))
@@ -198,8 +162,6 @@ def _print(recs, missing) -> None:
         for line in rec.why:
             out.print(f"  - {line}", markup=False, highlight=False, soft_wrap=True)
         out.print()
-    for path, w in missing:
-        print(_no_data(path, w))
 
 
 def _shown(rec) -> list[tuple[int, int]]:

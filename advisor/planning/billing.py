@@ -1,8 +1,9 @@
 """What a plan costs: job steps, wall hours and dollars for every (GPU count, billing tier).
 
-The step time comes from any `StepTimeModel` (advisor.scaling.model's ScalingModel is one); everything
-here is arithmetic on numpy arrays, one row per tier and one column per GPU count, so a sweep over
-65,536 counts and every tier costs a few milliseconds (benchmarks/recommend_sweep.py).
+The step time comes from any `advisor.step_model.StepTimeModel` (advisor.scaling.model's
+ScalingModel is one); everything here is arithmetic on numpy arrays, one row per tier and one
+column per GPU count, so a sweep over 65,536 counts and every tier costs a few milliseconds
+(benchmarks/recommend_sweep.py).
 
 - steps: `job.steps`, or `ceil(job.samples / B(N))` with the global batch B(N) of
   advisor.batch (fixed-per-gpu: B grows with N, capped by `batch.max_global_samples`).
@@ -42,10 +43,11 @@ state + activations corrected by a calibration's measured peak, above the GPU's 
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
+
+from advisor.step_model import StepTimeModel
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,20 +56,6 @@ if TYPE_CHECKING:
     from advisor.spec import Tier, Workload
     from advisor.topology.layouts import Layout
     from advisor.topology.memory import MeasuredPeak
-
-
-class StepTimeModel(Protocol):
-    """Anything that predicts seconds per optimizer step at N GPUs over n nodes.
-
-    `step_time(gpus, nodes)` takes equal-length integer arrays and returns (median, low, high):
-    arrays of seconds, low/high a 90% interval; it may take `global_batch=` too (the sweep passes
-    the batch of advisor.batch). A model may also carry `baseline_gpus` and `baseline_nodes`
-    (the smallest measured count and its placement), the reference for speedup and efficiency,
-    `extrapolation_warnings(gpus, nodes) -> list[str]`, shown with the choice, and `calibrated`
-    (False: a prior-only model, no measurements behind it).
-    """
-
-    def step_time(self, gpus: "np.ndarray", nodes: "np.ndarray") -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]: ...
 
 
 def gpu_counts(gpus_per_node: int, max_gpus: int) -> "np.ndarray":
@@ -347,15 +335,10 @@ class Sweep:
 
 
 def _step_times(model: StepTimeModel, gpus, nodes, batch):
-    """The model's (median, low, high) step seconds, passing the global batch when it takes one."""
+    """The model's (median, low, high) step seconds at the sweep's global batch, stacked."""
     import numpy as np
 
-    try:
-        takes_batch = "global_batch" in inspect.signature(model.step_time).parameters
-    except (TypeError, ValueError):
-        takes_batch = False
-    out = model.step_time(gpus, nodes, global_batch=batch) if takes_batch else model.step_time(gpus, nodes)
-    return np.stack([np.asarray(a, dtype=float) for a in out])
+    return np.stack([np.asarray(a, dtype=float) for a in model.step_time(gpus, nodes, global_batch=batch)])
 
 
 def sweep(
@@ -385,7 +368,7 @@ def sweep(
 
     tiers = tuple(w.tiers if tiers is None else tiers)
     if baseline_gpus is None:
-        baseline_gpus = getattr(model, "baseline_gpus", None) or min(w.calibration.gpus)
+        baseline_gpus = model.baseline_gpus or min(w.calibration.gpus)
     counts = (
         gpu_counts(w.cluster.gpus_per_node, w.cluster.max_gpus) if gpus is None else np.asarray(gpus, dtype=np.int64)
     )
@@ -431,6 +414,6 @@ def _baseline_hours(w: "Workload", model: StepTimeModel, baseline_gpus: int) -> 
     from advisor.batch import global_batch
 
     base = np.array([baseline_gpus], dtype=np.int64)
-    base_nodes = np.array([getattr(model, "baseline_nodes", None) or w.nodes(baseline_gpus)], dtype=np.int64)
+    base_nodes = np.array([model.baseline_nodes or w.nodes(baseline_gpus)], dtype=np.int64)
     base_step = float(_step_times(model, base, base_nodes, global_batch(w, base))[0, 0])
     return float(job_steps(w, base, baseline_gpus)[0]) * base_step / 3600

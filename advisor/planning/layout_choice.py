@@ -126,22 +126,9 @@ def merged(records: list, pick: np.ndarray) -> dict:
     return out
 
 
-def _model_for(model, workload: Workload):
-    """The fitted step-time model predicting for another layout of the job (ScalingModel.for_workload)."""
-    if not hasattr(model, "for_workload"):
-        raise InputError.at(
-            "parallelism.strategy",
-            "",
-            "choosing a layout needs a scaling model that predicts other "
-            "layouts (ScalingModel.for_workload); name a strategy instead of 'auto'",
-            "auto",
-        )
-    return model.for_workload(workload)
-
-
 def _median_step(model):
     """The step-time function `choose` asks: the model's median for each candidate's workload."""
-    return lambda cw, gg, nn: _model_for(model, cw).step_time(gg, nn)[0]
+    return lambda cw, gg, nn: model.for_workload(cw).step_time(gg, nn)[0]
 
 
 def predict(model, gpus, nodes=None, peaks=()):
@@ -163,14 +150,14 @@ def predict(model, gpus, nodes=None, peaks=()):
             )
         return model.predict(g, n), lay.labels(), None
     choice = choose(w, g, n, _median_step(model), peaks)
-    preds = [_model_for(model, cw).predict(g, n) for cw in choice.workloads]
+    preds = [model.for_workload(cw).predict(g, n) for cw in choice.workloads]
     valid = np.stack([lay.valid for lay in choice.layouts])
     choice = choice.with_fallback(np.argmin(np.where(valid, np.stack([p.step_seconds for p in preds]), np.inf), axis=0))
     out = merged(preds, choice.pick)
     # one baseline for every layout: the layout chosen at the baseline count
     b, bn = np.array([model.baseline_gpus]), np.array([model.baseline_nodes])
     at_base = choose(w, b, bn, _median_step(model), peaks)
-    base = float(_model_for(model, at_base.workloads[int(at_base.pick[0])]).predict(b, bn).throughput[0])
+    base = float(model.for_workload(at_base.workloads[int(at_base.pick[0])]).predict(b, bn).throughput[0])
     out["speedup"] = out["throughput"] / base
     out["efficiency"] = out["speedup"] * model.baseline_gpus / g
     warnings = list(preds[0].warnings)
@@ -220,7 +207,7 @@ def sweep(w: Workload, model, tiers=None, baseline_gpus=None, gpus=None, peaks=(
 def _candidate_sweep(w: Workload, lay: Layout, cw: Workload, model, tiers, baseline_gpus, peaks) -> billing.Sweep:
     """One candidate layout priced over the counts, its memory against the peaks measured in the spec's
     own layout (`w`)."""
-    return billing.sweep(cw, _model_for(model, cw), tiers, baseline_gpus, lay.gpus, peaks, layout=lay, measured=w)
+    return billing.sweep(cw, model.for_workload(cw), tiers, baseline_gpus, lay.gpus, peaks, layout=lay, measured=w)
 
 
 def auto_workload(w: Workload) -> Workload:

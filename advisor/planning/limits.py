@@ -28,14 +28,6 @@ class Objective(enum.StrEnum):
     CHEAPEST_WITHIN_DEADLINE = "cheapest-within-deadline"
     CHEAPEST_WITHIN_BOTH = "cheapest-within-budget-and-deadline"
 
-    @property
-    def needs_limits(self) -> bool:
-        return self in (
-            Objective.FASTEST_WITHIN_BUDGET,
-            Objective.CHEAPEST_WITHIN_DEADLINE,
-            Objective.CHEAPEST_WITHIN_BOTH,
-        )
-
 
 #: Below this probability of meeting the limits, the output names the plan that meets them with 90% odds.
 LIKELY = 0.8

@@ -20,13 +20,14 @@ max(cost/budget, hours/deadline)). SkyPilot's optimizer (sky/optimizer.py: Optim
 TIME, a candidate table with the chosen row ticked) is the model for the shape of this.
 
 Odds: the model gives a 90% interval [low, high] around the median step time T. We read it as a
-two-piece log-normal (each side's sigma = ln(high/median)/z or ln(median/low)/z, z = 1.645, the
-95th percentile of the standard normal). Preemptions add their own randomness: the wall time's
-coefficient of variation v (billing.Preemption.cv) enters as an independent log-normal factor, so each
-side's sigma becomes sqrt(sigma² + ln(1 + v²)). Hours and dollars rise monotonically with T and the
-wall time, so P(hours <= D) and P(cost <= B) are that distribution at the point where the plan just
-meets the limit (billing.TierBilling.affordable_hours inverts the bill), and both limits together at
-the smaller of the two.
+two-piece log-normal (each side's sigma = ln(high/median)/z or ln(median/low)/z, z =
+advisor.step_model.Z90 = 1.645, the 95th percentile of the standard normal). Preemptions add
+their own randomness: the wall time's coefficient of variation v (billing.Preemption.cv) enters as
+an independent log-normal factor, so each side's sigma becomes sqrt(sigma² + ln(1 + v²)). Hours
+and dollars rise monotonically with T and the wall time, so P(hours <= D) and P(cost <= B) are
+that distribution at the point where the plan just meets the limit
+(billing.TierBilling.affordable_hours inverts the bill), and both limits together at the smaller
+of the two.
 
 Knife-edge budgets: when the budget falls inside the 90% cost interval of the chosen plan and of
 faster plans too, the budget does not tell them apart (`KnifeEdge`): the output says so and what the
@@ -42,9 +43,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from advisor.errors import InputError
-from advisor.planning.billing import StepTimeModel, Sweep
+from advisor.planning.billing import Sweep
 from advisor.planning.explain import explain
 from advisor.planning.limits import LIKELY, Limits, Objective
+from advisor.step_model import Z90, StepTimeModel
 from advisor.text import plural
 
 if TYPE_CHECKING:
@@ -52,9 +54,6 @@ if TYPE_CHECKING:
 
     from advisor.spec import Workload
     from advisor.topology.memory import MeasuredPeak
-
-#: z of the 95th percentile of the standard normal: a two-sided 90% interval spans median ± z·sigma.
-Z90 = 1.6448536269514722
 
 #: z of the 90th percentile: the one-sided bound a "90% odds" budget needs.
 Z_ONE_SIDED_90 = 1.2815515655446004
@@ -211,9 +210,10 @@ class KnifeEdge:
     budget_for_fastest: float  # the budget that keeps `fastest` within with 90% odds
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Recommendation:
-    """One workload's decision: the sweep, the chosen plan, the frontier, and why."""
+    """One workload's decision: the sweep, the chosen plan, the frontier, and why (built by keyword:
+    three of its fields are plans and two lists of plans, easy to swap by position)."""
 
     workload: str
     objective: Objective
@@ -383,11 +383,6 @@ def select_tiers(w: "Workload", tier: str | None):
     return tuple(t for t in w.tiers if t.name == tier)
 
 
-def check_limits(budget, deadline, confidence) -> Limits:
-    """The Limits value (InputError for a bad budget, deadline or confidence)."""
-    return Limits(budget, deadline, confidence)
-
-
 def frontier_of(sw: Sweep) -> list[Plan]:
     """The cost-time frontier among available plans, fastest first."""
     import numpy as np
@@ -493,12 +488,11 @@ def recommend(
     budget in USD, deadline in hours (or one `limits` value), tier restricts to one billing tier,
     confidence (0..1) asks that a plan meet its limits with at least that probability (default: on
     the median); `objective` chooses worth-the-cost (default) or speedup-per-dollar when there are
-    no limits; `peaks` are measured memory peaks (advisor.topology.memory.measured_peaks; default: the model's
-    own, read with the calibration it was fitted on, or for a model that carries none, e.g. a test's
-    stand-in, those of the workload's checked-in calibration).
+    no limits; `peaks` are measured memory peaks (advisor.topology.memory.measured_peaks; default: the
+    model's own, read with the calibration it was fitted on). Nothing here opens a file.
     """
     if peaks is None:
-        peaks = model.peaks if hasattr(model, "peaks") else checked_in_peaks(w)
+        peaks = model.peaks
     limits = limits if limits is not None else Limits(budget, deadline, confidence)
     chosen_objective = limits.objective(objective)
     from advisor.planning.layout_choice import (
@@ -510,17 +504,17 @@ def recommend(
     frontier = frontier_of(sw)
     chosen, closest, stop = choose(sw, chosen_objective, limits, probabilities, frontier)
     rec = Recommendation(
-        w.name,
-        chosen_objective,
-        limits,
-        sw,
-        chosen,
-        closest,
-        frontier,
-        spot_payoff(sw),
-        probabilities,
+        workload=w.name,
+        objective=chosen_objective,
+        limits=limits,
+        sweep=sw,
+        chosen=chosen,
+        closest=closest,
+        frontier=frontier,
+        spot=spot_payoff(sw),
+        probabilities=probabilities,
         stop=stop,
-        calibrated=bool(getattr(model, "calibrated", True)),
+        calibrated=bool(model.calibrated),
         measured_batch=_measured_batch(model, w, sw),
         peaks=list(peaks),
         gradient_noise_scale=w.batch.gradient_noise_scale,
@@ -555,44 +549,28 @@ def recompute_alternatives(w: "Workload", sw: Sweep) -> dict:
     return out
 
 
-def checked_in_peaks(w: "Workload") -> list:
-    """Measured memory peaks of the workload's checked-in calibration ([] without one, or if it does not load)."""
-    from advisor.calibration_data import load_workload_calibration
-    from advisor.topology.memory import measured_peaks
-
-    try:
-        return measured_peaks(load_workload_calibration(w.name, w.source))
-    except InputError:
-        return []
-
-
-def _measured_batch(model, w: "Workload", sw: Sweep) -> float:
+def _measured_batch(model: StepTimeModel, w: "Workload", sw: Sweep) -> float:
     """The largest global batch behind the model: its measurements', else the batch at the baseline count."""
     import numpy as np
 
-    measured = getattr(getattr(model, "measurements", None), "global_batch", None)
-    if measured is not None and np.size(measured):
-        return float(np.max(measured))
+    if model.measured_batch is not None:
+        return float(model.measured_batch)
     from advisor.batch import global_batch
 
     return float(global_batch(w, np.array([sw.baseline_gpus]))[0])
 
 
 def model_warnings(model: StepTimeModel, rec: Recommendation, plan: Plan | None) -> list[str]:
-    """The model's own caveats (fit, extrapolation to the plan's count) and the plan's: below the
-    measured counts, a batch grown past the measured one, a measured memory peak above the GPU's memory."""
+    """The model's own caveats (its fit, and predicting at the plan's count: StepTimeModel.warnings)
+    and the plan's: below the measured counts, a batch grown past the measured one, a measured memory
+    peak above the GPU's memory."""
     import numpy as np
 
     sw = rec.sweep
-    own = list(getattr(model, "fit_warnings", None) or [])
-    says_so = any("uncalibrated" in line or "no calibration" in line for line in own)
-    out = [] if rec.calibrated or says_so else [
-        "no calibration data: step times come from the declared hardware alone (a prior, not a measurement); "
-        "calibrate before renting at scale"]
-    out += own
-    extrapolation = getattr(model, "extrapolation_warnings", None)
-    if plan is not None and extrapolation is not None:
-        out += extrapolation(np.array([sw.gpus[plan[1]]]), np.array([sw.nodes[plan[1]]]))
+    if plan is None:
+        out = model.warnings()
+    else:
+        out = model.warnings(np.array([sw.gpus[plan[1]]]), np.array([sw.nodes[plan[1]]]))
     if plan is not None and sw.gpus[plan[1]] < sw.baseline_gpus:
         t, c = plan
         out.append(

@@ -3,9 +3,11 @@
 - `features`: the physical columns (FLOPs per GPU, collective volumes, link bandwidths, hops);
 - `families`: the model families and their design matrices;
 - `estimator`: the regression core (non-negative coefficients, Pollux overlap);
-- `fitting`, `selection`, `intervals`: fitting, cross-validated choice, bootstrap intervals;
+- `fitting`, `selection`, `intervals`: fitting, cross-validated choice, posterior intervals;
+- `evidence`: what the measurements span and the caveats every prediction carries;
 - `model`: `ScalingModel`, the domain object commands and notebooks use
-  (`advisor.scaling.build_model(workload).predict([8, 16, 64])`);
+  (`advisor.scaling.build_model(workload).predict([8, 16, 64])`), implementing the planning
+  contract of `advisor.step_model`;
 - `plot`: the scaling-curve PNG.
 
 The equations are written once, in docs/model.md. Importing this package imports nothing heavy:

@@ -77,9 +77,10 @@ def gradient(X: np.ndarray, coef: np.ndarray, gamma: float, n_compute: int) -> t
     return d_coef, t * (la + lb) / gamma
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class _Problem:
-    """Everything one fit needs, validated: data, targets, free parameters, bounds and priors."""
+    """Everything one fit needs, validated: data, targets, free parameters, bounds and priors
+    (built by keyword: 19 fields, most of them arrays, are too many to keep in order)."""
 
     X: np.ndarray
     y: np.ndarray
@@ -369,8 +370,9 @@ class OverlapModel:
         pX = np.asarray(probe_X, float) if use_probe else np.zeros((0, p))
         py = np.asarray(probe_y, float) if use_probe else np.zeros(0)
         pos, logs, means, ks = _priors(self, free, lower, p, fit_gamma)
-        return _Problem(X, y, scale, np.sqrt(w), nc, free, base, lo, hi, fit_gamma, (g_lo, g_hi), comm_arr, comm_rows,
-                        pX, py, pos, logs, means, ks)
+        return _Problem(X=X, y=y, scale=scale, sqrt_w=np.sqrt(w), nc=nc, free=free, base=base, lo=lo, hi=hi,
+                        fit_gamma=fit_gamma, gamma_bounds=(g_lo, g_hi), comm=comm_arr, comm_rows=comm_rows,
+                        probe_X=pX, probe_y=py, prior_pos=pos, prior_log=logs, prior_mean=means, prior_k=ks)
 
     def fit(self, X, y, sample_weight=None, comm=None, probe_X=None, probe_y=None, init=None):
         """Fit coefficients and γ (MAP). `init` = (coef, gamma) warm-starts (refits on subsets)."""

@@ -40,7 +40,7 @@ SMALL_BATCH_SHARE = 0.5
 LATENCY_FLOOR = 1e-3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FitData:
     """Per-placement arrays the model fits: median step and exposed communication of the runs at
     each (gpus, nodes, global batch), and how many runs each group holds."""
@@ -56,7 +56,7 @@ class FitData:
     def of(cls, m: "Measurements" | None) -> "FitData":
         if m is None or not m.runs:
             e = np.zeros(0)
-            return cls(e, e, e, e, e, e)
+            return cls(gpus=e, nodes=e, batch=e, step=e, comm=e, count=e)
         return cls.grouped(m.gpus, m.nodes, m.global_batch, m.step, m.comm)
 
     @classmethod
@@ -67,15 +67,16 @@ class FitData:
         inverse = inverse.ravel()
         if uniq.shape[0] == len(gpus):
             order = np.argsort(inverse)
-            return cls(uniq[:, 0], uniq[:, 1], uniq[:, 2], np.asarray(step, float)[order],
-                       np.asarray(comm, float)[order], counts.astype(float))
+            return cls(gpus=uniq[:, 0], nodes=uniq[:, 1], batch=uniq[:, 2], step=np.asarray(step, float)[order],
+                       comm=np.asarray(comm, float)[order], count=counts.astype(float))
         med_step = _group_median(inverse, np.asarray(step, float), uniq.shape[0])
         med_comm = _group_median(inverse, np.asarray(comm, float), uniq.shape[0])
-        return cls(uniq[:, 0], uniq[:, 1], uniq[:, 2], med_step, med_comm, counts.astype(float))
+        return cls(gpus=uniq[:, 0], nodes=uniq[:, 1], batch=uniq[:, 2], step=med_step, comm=med_comm,
+                   count=counts.astype(float))
 
     def take(self, keep: np.ndarray) -> "FitData":
-        return FitData(self.gpus[keep], self.nodes[keep], self.batch[keep], self.step[keep], self.comm[keep],
-                       self.count[keep])
+        return FitData(gpus=self.gpus[keep], nodes=self.nodes[keep], batch=self.batch[keep], step=self.step[keep],
+                       comm=self.comm[keep], count=self.count[keep])
 
     @property
     def empty(self) -> bool:
@@ -111,7 +112,7 @@ def coverage_of(m: "Measurements" | None) -> Coverage:
                     probes_crossed_nodes=any(p.nodes > 1 for p in m.probes))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Problem:
     """One fitting problem: workload, grouped runs, probes, what they span, and the priors."""
 
@@ -126,8 +127,8 @@ class Problem:
 
     @classmethod
     def of(cls, workload: "Workload", m: "Measurements" | None, priors: Priors = LEARNED) -> "Problem":
-        return cls(workload, FitData.of(m), tuple(m.probes) if m is not None else (), coverage_of(m), priors,
-                   measured_workload(workload, m))
+        return cls(workload=workload, data=FitData.of(m), probes=tuple(m.probes) if m is not None else (),
+                   coverage=coverage_of(m), priors=priors, measured=measured_workload(workload, m))
 
     @property
     def data_workload(self) -> "Workload":
@@ -136,9 +137,6 @@ class Problem:
     def take(self, keep: np.ndarray) -> "Problem":
         """The same problem on a subset of the rows (coverage kept: the columns stay the same)."""
         return replace(self, data=self.data.take(keep))
-
-    def with_data(self, data: FitData) -> "Problem":
-        return replace(self, data=data)
 
     @property
     def t_ref(self) -> float:

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-LEVEL = 0.90
+from advisor.step_model import LEVEL, Z90
+
+#: Fewest out-of-sample residuals whose empirical quantiles make the noise band (else a Student-t).
 MIN_EMPIRICAL = 20
-#: z of the two-sided LEVEL interval (scipy.stats.norm.ppf(0.95)).
-Z = 1.6448536269514722
 
 #: Weight (in pseudo-residuals) of the prior run-to-run noise when pooling a few residuals.
 PRIOR_WEIGHT = 5
@@ -46,7 +46,7 @@ class Draws:
 def t_quantile(p: float, df: float) -> float:
     """Student-t quantile by the Cornish-Fisher expansion in 1/df (Abramowitz and Stegun 26.7.5), to
     1e-4 relative for df >= 4 at the 95% point: scipy.stats/special cost ~0.6 s to import."""
-    z = Z if abs(p - 0.95) < 1e-12 else _normal_quantile(p)
+    z = Z90 if abs(p - 0.95) < 1e-12 else _normal_quantile(p)
     g1 = (z**3 + z) / 4
     g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
     g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
@@ -132,7 +132,7 @@ def draw_spread(X: np.ndarray, n_compute: int, draws: Draws) -> np.ndarray:
     if len(draws.coefs) < 2:
         return np.zeros(len(X))
     t = _evaluate(X, n_compute, draws.coefs, draws.gammas)
-    return Z * np.log(np.maximum(t, 1e-300)).std(axis=1)
+    return Z90 * np.log(np.maximum(t, 1e-300)).std(axis=1)
 
 
 def sigma_spread(X: np.ndarray, est) -> tuple[np.ndarray, np.ndarray]:
@@ -191,14 +191,14 @@ def sigma_points(v: np.ndarray, cov: np.ndarray, logs: np.ndarray, at_bound: np.
             sd = np.sqrt(max(float(cbb[j, j]), 0.0))
             if sd > 0:
                 point = v.copy()
-                point[col] += Z * sd
-                point[f] += gain[:, j] * Z * sd
+                point[col] += Z90 * sd
+                point[f] += gain[:, j] * Z90 * sd
                 moves.append(point)
     d = np.where(logs, 1.0 / np.maximum(v, 1e-300), 1.0)
     cond = cond * d[:, None] * d[None, :]
     vals, vecs = np.linalg.eigh((cond + cond.T) / 2)
     keep = vals > 1e-12 * max(float(vals.max(initial=0.0)), 1e-300)
-    axes = (vecs[:, keep] * (Z * np.sqrt(vals[keep]))).T
+    axes = (vecs[:, keep] * (Z90 * np.sqrt(vals[keep]))).T
     u = np.where(logs, np.log(np.maximum(v, 1e-300)), v)
     pts = np.vstack([u + axes, u - axes]) if axes.size else np.zeros((0, k))
     pts = np.where(logs[None, :], np.exp(np.minimum(pts, 700)), pts)

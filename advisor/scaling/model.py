@@ -23,11 +23,16 @@ posteriori with physical bounds and the priors learned from published series
 efficiency are relative to the smallest measured count (`baseline_gpus`, 1 when uncalibrated); MFU
 is achieved FLOP/s per GPU over the GPU's peak (PaLM, Chowdhery et al. 2022, App. B), None when
 the peak is unknown, and never above 100% (the compute coefficient is bounded).
+
+`ScalingModel` is the advisor.step_model contract implemented from measurements (what planning
+reads: baseline, calibrated, peaks, measured_batch, warnings, for_workload); what one fit produced
+is one frozen `FitRecord` (`model.record`), and what the evidence says about it (what the runs
+span, the caveats) lives in `advisor.scaling.evidence`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,29 +40,18 @@ import numpy as np
 
 from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration
-from advisor.scaling.families import FAMILIES
-from advisor.scaling.features import flops_per_gpu
-from advisor.scaling.fitting import FIT_NOISE, INTER_COLUMNS, FitData, Problem, fit_family, naive_step, staged
-from advisor.scaling.intervals import NoiseModel, interval, pooled_noise, posterior_draws, sigma_spread
-from advisor.scaling.priors import LEARNED, LINK_TOLERANCE, Priors
-from advisor.scaling.selection import leave_one_count_out
-from advisor.text import plural
-from advisor.topology.collectives import bus_bandwidth
+from advisor.scaling.evidence import Extent, extrapolation_warnings, fit_warnings, term_sources
+from advisor.scaling.families import family_named
+from advisor.scaling.features import compute_seconds, flops_per_gpu
+from advisor.scaling.fitting import FIT_NOISE, FitData, FittedFamily, Problem, fit_family, naive_step
+from advisor.scaling.intervals import Draws, NoiseModel, interval, pooled_noise, posterior_draws, sigma_spread
+from advisor.scaling.priors import LEARNED, Priors
+from advisor.scaling.selection import CrossValidation, leave_one_count_out
+from advisor.step_model import LEVEL, StepTimeModel
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration
     from advisor.spec import Workload
-
-FAMILY_CHOICES = ("auto", *FAMILIES)
-
-#: Warn when predicting past this multiple of the largest measured GPU count.
-EXTRAPOLATION_WARN = 4.0
-
-#: Warn when a collective probe's bus bandwidth is below this fraction of the declared link: far
-#: below is a misconfiguration (NCCL over TCP sockets instead of RDMA reaches ~10-25% of an
-#: InfiniBand link), not a slow network.
-BUSBW_WARN_FRACTION = 0.25
-
 
 def load_measurements(workload: "Workload", calibration: "Calibration" | str | Path | None = None,
                       measurements: Measurements | str | Path | None = None,
@@ -89,9 +83,9 @@ def build_model(workload: "Workload", calibration=None, measurements=None, famil
     return ScalingModel(workload, m, family, n_bootstrap, seed, priors)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Prediction:
-    """Predicted quantities per placement (numpy arrays of equal length)."""
+    """Predicted quantities per placement (numpy arrays of equal length), built by keyword."""
 
     gpus: np.ndarray
     nodes: np.ndarray
@@ -126,62 +120,149 @@ class Prediction:
         return out
 
 
-#: The model `auto` uses: the physical topology family with learned priors (docs/model.md). Choosing
-#: among families by leave-one-count-out CV was dropped: with 3-4 counts the node-unaware families
-#: won on luck (the emulated cluster picked Ernest, 48% off at 8@4), and it cost 4x the solves.
-DEFAULT_FAMILY = "topology"
-
 #: Warn when a fitted coefficient sits within this factor of its physical bound (the fit leans on it).
 BOUND_WARN = 1.02
 
 
-class ScalingModel:
-    """A fitted (or, without measurements, prior-only) scaling curve for one workload, with intervals."""
+@dataclass(frozen=True, kw_only=True)
+class FitRecord:
+    """One workload's measurements fitted, fixed once made: everything a ScalingModel predicts from.
+
+    `fitted` holds the family, the problem (workload, grouped runs, probes, coverage, priors) and
+    the estimator; `cv` the leave-one-count-out errors and residuals behind `noise`; `anchor` the
+    median log residual per measured count (ScalingModel.anchoring); `draws` the posterior draws
+    behind describe()'s ranges; `extent` what the runs span; `warnings` the fit's own caveats
+    (advisor.scaling.evidence)."""
+
+    fitted: FittedFamily
+    requested_family: str
+    cv: CrossValidation
+    naive_cv_mape: float | None
+    anchor: tuple[np.ndarray, np.ndarray]
+    noise: NoiseModel
+    draws: Draws
+    extent: Extent
+    warnings: tuple[str, ...]
+
+    @property
+    def problem(self) -> Problem:
+        return self.fitted.problem
+
+
+def fit_record(workload: "Workload", measurements: Measurements | None, requested: str, n_draws: int, seed: int,
+               priors: Priors) -> FitRecord:
+    """Fit the family `requested` names (advisor.scaling.families.family_named) to `measurements`
+    (None: the prior alone), cross-validate it, set its interval noise and draw its posterior."""
+    fam = family_named(requested)
+    problem = Problem.of(workload, measurements, priors)
+    fitted = fit_family(fam, problem)
+    est = fitted.estimator
+    cv = leave_one_count_out(fam, problem, init=(est.coef_, est.gamma_))
+    in_sample = _log_residuals(fitted, problem.data)
+    noise = NoiseModel.from_residuals(cv.log_residuals, priors.widening, priors.noise, in_sample)
+    calibrated = measurements is not None and bool(measurements.runs)  # probes alone leave compute to the prior
+    if calibrated:  # the posterior at the data's own noise (the fit weighed them at FIT_NOISE)
+        est.cov_ = est.covariance((FIT_NOISE / pooled_noise(in_sample, priors.noise)) ** 2)
+    return FitRecord(fitted=fitted, requested_family=requested, cv=cv, naive_cv_mape=_naive_cv(problem.data),
+                     anchor=_anchor(problem.data, in_sample), noise=noise, draws=posterior_draws(est, n_draws, seed),
+                     extent=Extent.of(problem.data) if calibrated else Extent(),
+                     warnings=tuple(fit_warnings(fitted, noise, calibrated=calibrated)))
+
+
+def _anchor(d: FitData, in_sample: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(log2 count, median log residual) per measured count: what the fit misses where it was measured."""
+    if d.empty:
+        return np.zeros(0), np.zeros(0)
+    counts = np.unique(d.gpus)
+    return np.log2(counts), np.array([float(np.median(in_sample[d.gpus == c])) for c in counts])
+
+
+def _naive_cv(d: FitData) -> float | None:
+    """Leave-one-count-out error of the naive linear guess (per-GPU throughput of the largest other count)."""
+    counts = np.unique(d.gpus)
+    if counts.size < 3:
+        return None
+    errors = []
+    for held in counts[1:]:
+        test = d.gpus == held
+        pred = naive_step(d.take(~test), d.gpus[test], d.batch[test])
+        errors.append(np.abs(pred - d.step[test]) / d.step[test])
+    return float(np.mean(np.concatenate(errors)) * 100)
+
+
+def _log_residuals(fitted: FittedFamily, d: FitData) -> np.ndarray:
+    if d.empty:
+        return np.zeros(0)
+    return np.log(d.step / np.maximum(fitted.predict_measured(d.gpus, d.nodes, d.batch), 1e-300))
+
+
+class ScalingModel(StepTimeModel):
+    """A fitted (or, without measurements, prior-only) scaling curve for one workload, with intervals:
+    the advisor.step_model contract, from measurements. Its state is the measurements and one frozen
+    `record` (FitRecord); everything else is read from them."""
 
     def __init__(self, workload: "Workload", measurements: Measurements | None, family: str = "auto",
                  n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED):
-        if family not in FAMILY_CHOICES:
-            raise InputError.at("--model", "", f"unknown model family; choose from {', '.join(FAMILY_CHOICES)}", family)
+        family_named(family)  # an unknown name fails before any fitting
         from threadpoolctl import threadpool_limits
 
         # Small least-squares problems: multi-threaded BLAS only adds contention, and one thread
         # makes the solver's arithmetic the same on every machine.
         with threadpool_limits(limits=1):
-            self._fit(workload, measurements, family, n_bootstrap, seed, priors)
-
-    def _fit(self, workload, measurements, family, n_draws, seed, priors) -> None:
-        self.workload = workload
+            self.record = fit_record(workload, measurements, family, n_bootstrap, seed, priors)
         self.measurements = measurements
-        #: step times were measured (a file of collective probes alone leaves compute to the prior)
-        self.calibrated = measurements is not None and bool(measurements.runs)
-        #: memory peaks the calibration measured (advisor.topology.memory.MeasuredPeak), read with its runs
-        self.peaks = list(measurements.peaks) if measurements is not None else []
-        self.problem = Problem.of(workload, measurements, priors)
-        self.data = self.problem.data
-        self.coverage = self.problem.coverage
-        self.requested_family = family
-        self.family = DEFAULT_FAMILY if family == "auto" else family
-        fam = FAMILIES[self.family]
-        self.fitted = fit_family(fam, self.problem)
-        est = self.fitted.estimator
-        self.cv = {self.family: leave_one_count_out(fam, self.problem, init=(est.coef_, est.gamma_))}
-        self.naive_cv_mape = self._naive_cv()
-        in_sample = self._log_residuals()
-        self.anchor = self._anchor(in_sample)
-        self.noise = NoiseModel.from_residuals(self.cv[self.family].log_residuals, priors.widening, priors.noise,
-                                               in_sample)
-        if self.calibrated:  # the posterior at the data's own noise (the fit weighed them at FIT_NOISE)
-            est.cov_ = est.covariance((FIT_NOISE / pooled_noise(in_sample, priors.noise)) ** 2)
-        self.draws = posterior_draws(est, n_draws, seed)
-        if self.calibrated:
-            self.baseline_gpus = int(self.data.gpus.min())
-            self.baseline_nodes = int(self.data.nodes[self.data.gpus == self.baseline_gpus].min())
-            self.max_gpus_measured = int(self.data.gpus.max())
-            self.max_nodes_measured = int(self.data.nodes.max())
-        else:
-            self.baseline_gpus = self.baseline_nodes = 1
-            self.max_gpus_measured = self.max_nodes_measured = 0
-        self.fit_warnings = self._fit_warnings()
+
+    # ---- the contract (advisor.step_model) ---------------------------------------------------
+
+    @property
+    def workload(self) -> "Workload":
+        return self.record.problem.workload
+
+    @property
+    def family(self) -> str:
+        return self.record.fitted.family.name
+
+    @property
+    def calibrated(self) -> bool:
+        """Step times were measured (a file of collective probes alone leaves compute to the prior)."""
+        return self.measurements is not None and bool(self.measurements.runs)
+
+    @property
+    def peaks(self) -> list:
+        """Memory peaks the calibration measured (advisor.topology.memory.MeasuredPeak), read with its runs."""
+        return list(self.measurements.peaks) if self.measurements is not None else []
+
+    @property
+    def baseline_gpus(self) -> int:
+        return self.record.extent.baseline_gpus
+
+    @property
+    def baseline_nodes(self) -> int:
+        return self.record.extent.baseline_nodes
+
+    @property
+    def measured_batch(self) -> float | None:
+        """The largest global batch the measurements ran (None without measured runs)."""
+        m = self.measurements
+        return float(np.max(m.global_batch)) if m is not None and np.size(m.global_batch) else None
+
+    def warnings(self, gpus=None, nodes=None) -> list[str]:
+        """The fit's caveats, and with placements those of extrapolating to them (advisor.scaling.evidence)."""
+        out = list(self.record.warnings)
+        if gpus is not None:
+            out += extrapolation_warnings(self.record.extent, np.asarray(gpus), np.asarray(nodes))
+        return out
+
+    def for_workload(self, workload: "Workload") -> "ScalingModel":
+        """This fitted model predicting for another layout of the same job (`workload` differs only in
+        [parallelism], e.g. advisor.topology.layouts.with_layout): the coefficients are factors on compute and on
+        each link's declared speed, so they carry over; the design follows the new layout's traffic."""
+        import copy
+
+        other = copy.copy(self)
+        problem = replace(self.record.problem, workload=workload)
+        other.record = replace(self.record, fitted=replace(self.record.fitted, problem=problem))
+        return other
 
     # ---- predictions -------------------------------------------------------------------------
 
@@ -201,46 +282,18 @@ class ScalingModel:
             batch = np.broadcast_to(np.asarray(global_batch, float), gpus.shape)
         return gpus, np.asarray(nodes, float), np.asarray(batch, float)
 
-    def for_workload(self, workload: "Workload") -> "ScalingModel":
-        """This fitted model predicting for another layout of the same job (`workload` differs only in
-        [parallelism], e.g. advisor.topology.layouts.with_layout): the coefficients are factors on compute and on
-        each link's declared speed, so they carry over; the design follows the new layout's traffic."""
-        import copy
-        from dataclasses import replace
-
-        other = copy.copy(self)
-        other.workload = workload
-        other.problem = replace(self.problem, workload=workload)
-        other.fitted = replace(self.fitted, problem=other.problem)
-        return other
-
-    def distance(self, gpus, nodes) -> np.ndarray:
-        """How far past the data each placement is: max(N / largest count, nodes / largest node count), >= 1."""
-        if not self.calibrated:
-            return np.ones_like(np.asarray(gpus, float))
-        return np.maximum(np.maximum(gpus / self.max_gpus_measured, nodes / self.max_nodes_measured), 1.0)
-
     def step_time(self, gpus, nodes=None, global_batch=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(median, low, high) seconds per optimizer step; low/high bound a 90% prediction interval."""
         gpus, nodes, batch = self._placements(gpus, nodes, global_batch)
-        d = self.fitted.design(gpus, nodes, batch)
-        median = self.fitted.estimator.predict(d.X) * self.anchoring(gpus)
-        spread = sigma_spread(d.X, self.fitted.estimator)
-        low, high = interval(median, spread, self.noise, self.distance(gpus, nodes))
+        fitted = self.record.fitted
+        d = fitted.design(gpus, nodes, batch)
+        median = fitted.estimator.predict(d.X) * self.anchoring(gpus)
+        spread = sigma_spread(d.X, fitted.estimator)
+        low, high = interval(median, spread, self.record.noise, self.record.extent.distance(gpus, nodes))
         if self.workload.peak_flops:  # neither anchoring nor the band lifts achieved FLOP/s above the peak
-            from advisor.scaling.features import compute_seconds
-
             floor = compute_seconds(self.workload, gpus, batch)
             median, low, high = np.maximum(median, floor), np.maximum(low, floor), np.maximum(high, floor)
         return median, low, high
-
-    def _anchor(self, in_sample: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(log2 count, median log residual) per measured count: what the fit misses where it was measured."""
-        d = self.data
-        if d.empty:
-            return np.zeros(0), np.zeros(0)
-        counts = np.unique(d.gpus)
-        return np.log2(counts), np.array([float(np.median(in_sample[d.gpus == c])) for c in counts])
 
     def anchoring(self, gpus) -> np.ndarray:
         """Factor on the fitted step: exp of the fit's median log residual at the measured counts,
@@ -251,7 +304,7 @@ class ScalingModel:
         model cannot reconcile, MPT-13B 8 and 16 GPUs: -10% and +8%) is the linear guess's strength:
         the guess is the measurement there. Carried forward, the prediction is the linear guess
         modulated by the model's physics, and with a good fit (residuals near 0) nothing changes."""
-        x, r = self.anchor
+        x, r = self.record.anchor
         if x.size == 0:
             return np.ones_like(np.asarray(gpus, float))
         return np.exp(np.interp(np.log2(np.asarray(gpus, float)), x, r))
@@ -271,200 +324,66 @@ class ScalingModel:
         speedup = thr / (base_batch / t_base)
         peak = self.workload.peak_flops
         mfu = flops_per_gpu(self.workload, gpus, batch) / t / peak if peak else None
-        return Prediction(gpus, nodes, batch, t, lo, hi, thr, batch / hi, batch / lo, speedup,
-                          speedup * self.baseline_gpus / gpus, mfu, batch / self.naive_step(gpus, batch),
-                          self.fit_warnings + self.extrapolation_warnings(gpus, nodes))
+        return Prediction(gpus=gpus, nodes=nodes, global_batch=batch, step_seconds=t, step_low=lo, step_high=hi,
+                          throughput=thr, throughput_low=batch / hi, throughput_high=batch / lo, speedup=speedup,
+                          efficiency=speedup * self.baseline_gpus / gpus, mfu=mfu,
+                          naive_throughput=batch / self.naive_step(gpus, batch), warnings=self.warnings(gpus, nodes))
 
     def naive_step(self, gpus, batch) -> np.ndarray:
         """The naive linear guess: per-GPU throughput of the largest measured count held (of the
         prior's one-GPU prediction before any measurement)."""
         if self.calibrated:
-            return naive_step(self.data, gpus, batch)
+            return naive_step(self.record.problem.data, gpus, batch)
         one = np.ones(1)
         b1 = np.asarray(batch, float) / np.asarray(gpus, float)
-        t1 = self.fitted.predict(np.ones_like(b1), np.ones_like(b1), b1)
-        prior_data = FitData(np.ones_like(b1), np.ones_like(b1), b1, t1, np.full_like(b1, np.nan), one)
+        t1 = self.record.fitted.predict(np.ones_like(b1), np.ones_like(b1), b1)
+        prior_data = FitData(gpus=np.ones_like(b1), nodes=np.ones_like(b1), batch=b1, step=t1,
+                             comm=np.full_like(b1, np.nan), count=one)
         return naive_step(prior_data, gpus, batch)
 
-    # ---- evidence ----------------------------------------------------------------------------
-
-    def extrapolation_warnings(self, gpus, nodes) -> list[str]:
-        if not self.calibrated:
-            return []
-        out = []
-        far = gpus > EXTRAPOLATION_WARN * self.max_gpus_measured
-        if far.any():
-            out.append(f"extrapolating to {int(gpus[far].max())} GPUs, "
-                       f"{gpus[far].max() / self.max_gpus_measured:.0f}x the largest measured count "
-                       f"({self.max_gpus_measured}): treat as an estimate, see the interval")
-        wide = nodes > self.max_nodes_measured
-        if wide.any():
-            out.append(f"predicting up to {plural(int(nodes[wide].max()), 'node')}, "
-                       f"past the largest measured node count ({self.max_nodes_measured})")
-        return out
-
-    def _fit_warnings(self) -> list[str]:
-        w = self.workload
-        if not self.calibrated:
-            if self.measurements is None:
-                return [(f"uncalibrated: no measurement of {w.name}; every number is the prior's first estimate "
-                         "from the spec (MFU, achieved bandwidth and overlap as seen across published jobs), "
-                         "with wide intervals; run `advisor calibrate` or pass --calibration/--measurements")]
-            measured = ", ".join(sorted(k for k, v in self.term_sources().items() if v != "prior")) or "nothing"
-            return [(f"uncalibrated: no step of {w.name} measured, only "
-                     f"{plural(len(self.measurements.probes), 'collective probe')}: they measure {measured}; compute "
-                     "(MFU), per-step constants and overlap are the prior's, with wide intervals; add step times "
-                     "(`advisor calibrate`, `advisor import torchtitan`, --measurements FILE.csv) to pin them"),
-                    *self._bound_warnings(), *self._busbw_warnings()]
-        out = []
-        crossed = self.coverage.steps_crossed_nodes or self.coverage.probes_crossed_nodes
-        if FAMILIES[self.family].has_overlap and not crossed:
-            out.append(f"no measurement crossed nodes: the inter-node terms come from the declared "
-                       f"inter_node_bandwidth ({w.cluster.inter_node_bandwidth / 1e9:g} GB/s per node) and "
-                       f"inter_node_latency ({w.cluster.inter_node_latency * 1e6:g} us) with the prior's achieved "
-                       "share, not a measurement; calibrating across >= 3 nodes is what makes extrapolation work")
-        n_counts = np.unique(self.data.gpus).size
-        if n_counts < 3:
-            out.append(f"{plural(n_counts, 'measured GPU count')}: the prior carries what the data cannot pin; "
-                       "3+ counts across 2+ nodes narrow the interval")
-        if self.noise.prior_dominated:
-            out.append(f"only {plural(self.noise.n_residuals, 'out-of-sample residual')}: intervals lean on an assumed "
-                       f"{self.noise.prior_noise:.0%} run-to-run noise")
-        out.extend(self._bound_warnings())
-        out.extend(self._busbw_warnings())
-        return out
-
-    def _bound_warnings(self) -> list[str]:
-        """Say when the fit leans on a physical bound: the data asked for more than physics allows."""
-        est = self.fitted.estimator
-        lo = dict(est.lower)
-        out = []
-        for j, col in enumerate(self.fitted.columns):
-            if j not in lo or col.name.endswith("_latency") or est.coef_[j] > BOUND_WARN * lo[j]:
-                continue
-            if col.name == "compute":
-                out.append("the fit leans on MFU <= 100%: measured steps are as fast as the declared peak_flops "
-                           f"({self.workload.peak_flops:.3g} FLOP/s) allows; check peak_flops and the model's FLOPs")
-            else:
-                link = col.name.split("_")[0]
-                out.append(f"the fit leans on the {link}-node link bound: it asked for a link faster than declared "
-                           f"(> {1 + LINK_TOLERANCE:.2f}x); check {link}_node_bandwidth")
-        return out
-
-    def term_sources(self) -> dict[str, str]:
-        """Per fitted column (and `gamma`): what pinned it, "steps", "probes", "steps+probes" or "prior".
-        A column is measured when a measured step's or probe's design row reaches it (non-zero); γ
-        when a step mixed compute with communication. The rest is the prior's (docs/model.md)."""
-        cols = self.fitted.columns
-        d = self.data
-        fam = FAMILIES[self.family]
-        steps = self.problem.data_design(fam, d.gpus, d.nodes, d.batch).X if not d.empty else np.zeros((0, len(cols)))
-        probes = self.measurements.probes if self.measurements is not None else []
-        probe_X, _ = fam.probe_design(self.workload, list(probes), self.coverage)
-        if probe_X.size == 0:
-            probe_X = np.zeros((0, len(cols)))
-        if staged(fam, self.problem):  # a staged fit: only one-node rows and probes reach the one-node columns
-            local = np.array([c.name not in INTER_COLUMNS for c in cols])
-            steps, probe_X = steps.copy(), probe_X.copy()
-            steps[np.ix_(d.nodes > 1, local)] = 0.0
-            probe_X[np.ix_(np.array([p.nodes > 1 for p in probes], bool), local)] = 0.0
-        out = {}
-        for j, c in enumerate(cols):
-            by = [k for k, X in (("steps", steps), ("probes", probe_X)) if X.shape[0] and np.any(X[:, j] != 0)]
-            out[c.name] = "+".join(by) or "prior"
-        if fam.has_overlap:
-            nc = self.fitted.estimator.n_compute
-            mixed = steps.shape[0] and np.any((steps[:, :nc] != 0).any(axis=1) & (steps[:, nc:] != 0).any(axis=1))
-            out["gamma"] = "steps" if mixed else "prior"
-        return out
-
-    def _busbw_warnings(self) -> list[str]:
-        """A probe far below its declared link (a misconfiguration) or above what its algorithm can reach
-        on it (the declaration is wrong): busbw against the algorithm's ceiling (advisor.imports.algorithm;
-        a 2-node tree all-reduce reports up to 2(N-1)/N x the NICs' rate, NVIDIA/nccl#946)."""
-        from advisor.imports.algorithm import busbw_ceiling_factor, expected_algorithm
-
-        out = []
-        largest: dict[tuple, object] = {}
-        for p in self.measurements.probes:
-            key = (p.op, p.gpus, p.nodes, p.algorithm)
-            if key not in largest or p.bytes > largest[key].bytes:
-                largest[key] = p
-        for (op, gpus, nodes, algo), p in sorted(largest.items(), key=lambda kv: str(kv[0])):
-            declared = float(bus_bandwidth(self.workload, np.array([nodes]))[0]) / 1e9
-            ceiling = busbw_ceiling_factor(algo, op, gpus, nodes) * declared
-            link = "inter-node" if nodes > 1 else "intra-node"
-            algo = algo or expected_algorithm(op, nodes)
-            what = f"{op} ({algo}) on {plural(gpus, 'GPU')} over {plural(nodes, 'node')}"
-            if p.busbw < BUSBW_WARN_FRACTION * ceiling:
-                out.append(f"{what} reached {p.busbw:.3g} GB/s bus bandwidth, {p.busbw / ceiling:.0%} of the "
-                           f"{ceiling:.3g} GB/s it reaches on the declared {link} {declared:.3g} GB/s: likely a "
-                           "misconfiguration (e.g. NCCL falling back to TCP) or a wrong declared bandwidth")
-            elif p.busbw > (1 + LINK_TOLERANCE) * ceiling:
-                out.append(f"{what} measured {p.busbw:.3g} GB/s bus bandwidth, above the {ceiling:.3g} GB/s it "
-                           f"reaches on the declared {link} {declared:.3g} GB/s: the declaration contradicts the "
-                           "measurement; raise the declared bandwidth")
-        return out
-
-    def _naive_cv(self) -> float | None:
-        """Leave-one-count-out error of the naive linear guess (per-GPU throughput of the largest other count)."""
-        d = self.data
-        counts = np.unique(d.gpus)
-        if counts.size < 3:
-            return None
-        errors = []
-        for held in counts[1:]:
-            test = d.gpus == held
-            pred = naive_step(d.take(~test), d.gpus[test], d.batch[test])
-            errors.append(np.abs(pred - d.step[test]) / d.step[test])
-        return float(np.mean(np.concatenate(errors)) * 100)
-
-    def _log_residuals(self) -> np.ndarray:
-        d = self.data
-        if d.empty:
-            return np.zeros(0)
-        return np.log(d.step / np.maximum(self.fitted.predict_measured(d.gpus, d.nodes, d.batch), 1e-300))
+    # ---- the fit, as the commands report it ---------------------------------------------------
 
     def residuals(self) -> list[dict]:
         """In-sample fit per measured placement: measured and fitted median step seconds."""
-        d = self.data
+        d = self.record.problem.data
         if d.empty:
             return []
-        fitted = self.fitted.predict_measured(d.gpus, d.nodes, d.batch)
+        fitted = self.record.fitted.predict_measured(d.gpus, d.nodes, d.batch)
         return [{"gpus": int(g), "nodes": int(n), "global_batch": float(b), "measured": float(m), "fitted": float(f),
                  "error": float((f - m) / m)}
                 for g, n, b, m, f in zip(d.gpus, d.nodes, d.batch, d.step, fitted, strict=True)]
 
     def describe(self) -> dict:
         """Calibrated or not, the family, coefficients with units and posterior 90% ranges, CV errors."""
-        est = self.fitted.estimator
-        lo, hi = (np.quantile(self.draws.coefs, [0.05, 0.95], axis=0) if len(self.draws.coefs) >= 2
+        r = self.record
+        est, fam = r.fitted.estimator, r.fitted.family
+        lo, hi = (np.quantile(r.draws.coefs, [0.05, 0.95], axis=0) if len(r.draws.coefs) >= 2
                   else (est.coef_, est.coef_))
         fixed = dict(est.fixed)
-        sources = self.term_sources()
+        sources = term_sources(r.fitted)
         coefficients = [{"name": c.name, "value": float(est.coef_[j]), "unit": c.unit, "meaning": c.meaning,
                          "low": float(lo[j]), "high": float(hi[j]), "fixed": j in fixed, "measured_by": sources[c.name]}
-                        for j, c in enumerate(self.fitted.columns)]
+                        for j, c in enumerate(r.fitted.columns)]
         m = self.measurements
         out = {
-            "name": self.family,
+            "name": fam.name,
             "calibrated": self.calibrated,
             "terms": {"measured": sorted(k for k, v in sources.items() if v != "prior"),
                       "prior": sorted(k for k, v in sources.items() if v == "prior"), "by": sources},
-            "requested": self.requested_family,
-            "summary": FAMILIES[self.family].summary,
-            "cv_mape": self.cv[self.family].mape,
-            "families": [{"name": n, "cv_mape": cv.mape, "summary": FAMILIES[n].summary} for n, cv in self.cv.items()],
-            "naive_linear_cv_mape": self.naive_cv_mape,
+            "requested": r.requested_family,
+            "summary": fam.summary,
+            "cv_mape": r.cv.mape,
+            "families": [{"name": fam.name, "cv_mape": r.cv.mape, "summary": fam.summary}],
+            "naive_linear_cv_mape": r.naive_cv_mape,
             "coefficients": coefficients,
-            "priors": self.problem.priors.as_dict(),
-            "interval": {"level": 0.9, "posterior_draws": len(self.draws.coefs), "residuals": self.noise.n_residuals,
-                         "widening_per_doubling": self.noise.widening},
+            "priors": r.problem.priors.as_dict(),
+            "interval": {"level": LEVEL, "posterior_draws": len(r.draws.coefs), "residuals": r.noise.n_residuals,
+                         "widening_per_doubling": r.noise.widening},
             "measured": {"runs": len(m.runs) if m else 0, "steps": m.n_steps if m else 0,
-                         "gpus": sorted({int(g) for g in self.data.gpus}), "max_nodes": self.max_nodes_measured,
+                         "gpus": sorted({int(g) for g in r.problem.data.gpus}), "max_nodes": r.extent.max_nodes,
                          "probes": len(m.probes) if m else 0, "source": m.source if m else None},
         }
-        if FAMILIES[self.family].has_overlap:
+        if fam.has_overlap:
             out["overlap_gamma"] = est.gamma_
         return out
 
@@ -502,14 +421,14 @@ def backtest(workload: "Workload", measurements: Measurements, fit_max_gpus: int
                "error": float((p - m) / m), "low": float(lo_), "high": float(hi_), "inside": bool(i)}
               for g, n, b, m, p, lo_, hi_, i in zip(test.gpus, test.nodes, test.global_batch, measured, pred, lo, hi,
                                                      inside, strict=True)]
-    naive = naive_step(model.data, test.gpus, test.global_batch)
+    naive = naive_step(model.record.problem.data, test.gpus, test.global_batch)
     return {
         "workload": workload.name,
         "fit_max_gpus": int(fit_max_gpus),
-        "model": {"name": model.family, "calibrated": True, "cv_mape": model.cv[model.family].mape},
+        "model": {"name": model.family, "calibrated": True, "cv_mape": model.record.cv.mape},
         "points": points,
         "mape": float(np.mean(np.abs(pred - measured) / measured) * 100),
         "coverage": float(inside.mean() * 100),
         "naive_linear_mape": float(np.mean(np.abs(naive - measured) / measured) * 100),
-        "warnings": model.fit_warnings + model.extrapolation_warnings(test.gpus, test.nodes),
+        "warnings": model.warnings(test.gpus, test.nodes),
     }

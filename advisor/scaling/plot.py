@@ -29,7 +29,7 @@ def plot_scaling(model: "ScalingModel", requested: "Prediction", path: str | Pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    top = max(float(requested.gpus.max()), float(model.max_gpus_measured))
+    top = max(float(requested.gpus.max()), float(model.record.extent.max_gpus))
     grid = np.unique(np.round(np.geomspace(model.baseline_gpus, top, 200)))
     curve = model.predict(grid)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
@@ -44,7 +44,7 @@ def plot_scaling(model: "ScalingModel", requested: "Prediction", path: str | Pat
 
 def _measured(model: "ScalingModel") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Measured runs: GPUs, throughput (samples/s), efficiency against the median at the baseline count."""
-    d = model.data
+    d = model.record.problem.data
     throughput = d.batch / d.step
     base = float(np.median(throughput[d.gpus == model.baseline_gpus]))
     return d.gpus, throughput, (throughput / d.gpus) / (base / model.baseline_gpus)
@@ -59,8 +59,8 @@ def _gpu_axis(a, model: "ScalingModel", top: float) -> None:
 
     per_node = model.workload.cluster.gpus_per_node
     a.axvline(per_node, color="k", ls=":", lw=0.8, label=f"one node full ({plural(per_node, 'GPU')})")
-    a.axvline(model.max_gpus_measured, color="C3", ls="--", lw=0.8,
-              label=f"largest measured ({plural(model.max_gpus_measured, 'GPU')})")
+    largest = model.record.extent.max_gpus
+    a.axvline(largest, color="C3", ls="--", lw=0.8, label=f"largest measured ({plural(largest, 'GPU')})")
     a.set_xscale("log", base=2)
     low = min(model.baseline_gpus, per_node)
     ticks = [2.0**k for k in range(int(np.floor(np.log2(low))), int(np.ceil(np.log2(top))) + 1)]

@@ -1,6 +1,6 @@
-"""`advisor recommend` through the real CLI (subprocess): JSON shape, the no-calibration line (or the
-uncalibrated recommendation once the scaling model offers a prior), one-line errors, exit status 3, and
-the bars on the checked-in workloads with their calibrations and the fitted model."""
+"""`advisor recommend` through the real CLI (subprocess): JSON shape, the uncalibrated recommendation
+from the scaling model's prior, one-line errors, exit status 3, and the bars on the checked-in
+workloads with their calibrations and the fitted model."""
 
 from __future__ import annotations
 
@@ -20,42 +20,6 @@ def project_without_calibrations(tmp_path):
     shutil.copy(WORKLOADS / "llm7b.toml", tmp_path / "workloads" / "llm7b.toml")
     shutil.copy(WORKLOADS / "tiny-cpu.toml", tmp_path / "workloads" / "tiny-cpu.toml")
     return tmp_path
-
-
-def prior_model_available() -> bool:
-    """Whether advisor.scaling's build_model returns a prior-only model for a workload without data."""
-    from advisor.errors import InputError
-    from advisor.scaling.model import build_model
-    from advisor.spec import load_workload
-
-    try:
-        spec = load_workload(WORKLOADS / "tiny-cpu.toml").model_copy(update={"source": None, "name": "nodata"})
-        model = build_model(spec)
-    except InputError:
-        return False
-    return getattr(model, "calibrated", True) is False
-
-
-def test_no_workload_and_no_calibration_says_so_per_workload(project_without_calibrations):
-    if prior_model_available():
-        pytest.skip("the scaling model recommends uncalibrated workloads from its prior: see test_uncalibrated_*")
-    result = run_cli("recommend", "--budget", "20000", cwd=project_without_calibrations)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.strip().splitlines()
-    assert len(lines) == 2
-    assert lines[0].startswith("workloads/llm7b.toml: no calibration data for llm7b")
-    assert lines[1].startswith("workloads/tiny-cpu.toml: no calibration data for tiny-cpu")
-
-
-def test_no_calibration_json_is_one_document(project_without_calibrations):
-    if prior_model_available():
-        pytest.skip("the scaling model recommends uncalibrated workloads from its prior: see test_uncalibrated_*")
-    result = run_cli("recommend", "--json", cwd=project_without_calibrations)
-    assert result.returncode == 0, result.stderr
-    doc = json.loads(result.stdout)
-    assert doc["recommendations"] == [] and doc["candidates"] == []
-    assert [(x["workload"], x["status"]) for x in doc["workloads"]] == [("llm7b", "no-calibration"),
-                                                                        ("tiny-cpu", "no-calibration")]
 
 
 def test_no_workloads_folder_is_a_one_line_error(tmp_path):
@@ -176,17 +140,7 @@ def test_real_measurements_table_and_plot(pollux_imagenet, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_a_named_workload_without_calibration_is_an_error(project_without_calibrations):
-    if prior_model_available():
-        pytest.skip("the scaling model recommends uncalibrated workloads from its prior: see test_uncalibrated_*")
-    result = run_cli("recommend", "workloads/tiny-cpu.toml", cwd=project_without_calibrations)
-    assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.startswith("workloads/tiny-cpu.toml: no calibration data") and result.stderr.count("\n") == 1
-
-
 def test_uncalibrated_workloads_are_recommended_and_marked(project_without_calibrations):
-    if not prior_model_available():
-        pytest.skip("the scaling model has no prior-only model yet (build_model raises without calibration data)")
     result = run_cli("recommend", "--json", cwd=project_without_calibrations)
     assert result.returncode in (0, 3), result.stderr
     doc = json.loads(result.stdout)

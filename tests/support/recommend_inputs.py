@@ -17,6 +17,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from advisor.spec import workload_from_dict
+from advisor.step_model import StepTimeModel
 
 SPEC = {
     "name": "hand",
@@ -50,19 +51,23 @@ def workload(**changes):
     return workload_from_dict(spec)
 
 
-class Amdahl:
-    """Step time T(N) = serial + parallel / N seconds (plus per_node per extra node); the 90%
-    interval is [low_ratio, high_ratio] x T. An explicit function the tests price by hand."""
+class Amdahl(StepTimeModel):
+    """Step time T(N) = serial + parallel / N seconds (plus per_node per extra node), whatever the
+    batch; the 90% interval is [low_ratio, high_ratio] x T. An explicit function the tests price by
+    hand, through the contract planning reads (advisor.step_model): `peaks` are measured memory
+    peaks it carries (none by default), as a fitted model carries its calibration's."""
 
-    def __init__(self, serial=0.2, parallel=3.2, per_node=0.0, low_ratio=1.0, high_ratio=1.0, baseline_gpus=1):
+    def __init__(self, serial=0.2, parallel=3.2, per_node=0.0, low_ratio=1.0, high_ratio=1.0, baseline_gpus=1,
+                 peaks=()):
         self.serial, self.parallel, self.per_node = serial, parallel, per_node
         self.low_ratio, self.high_ratio = low_ratio, high_ratio
         self.baseline_gpus = baseline_gpus
+        self.peaks = tuple(peaks)
 
     def seconds(self, gpus, nodes):
         return self.serial + self.parallel / gpus + self.per_node * (nodes - 1)
 
-    def step_time(self, gpus, nodes):
+    def step_time(self, gpus, nodes, global_batch=None):
         t = self.seconds(np.asarray(gpus, dtype=float), np.asarray(nodes, dtype=float))
         return t, t * self.low_ratio, t * self.high_ratio
 

@@ -9,8 +9,10 @@ import sys
 
 import pytest
 
-from advisor.calibrate.emit import emit_placements, slurm_script, torchrun_commands
-from advisor.calibrate.launcher import RankState, first_failure
+from advisor.calibrate.launchers.job import EmitJob, emit_placements
+from advisor.calibrate.launchers.local import RankState, first_failure
+from advisor.calibrate.launchers.slurm import slurm_script
+from advisor.calibrate.launchers.torchrun import torchrun_commands
 from advisor.calibrate.plan import MIB, batch_plan, probe_sizes, proxy_shape
 from advisor.calibrate.session import local_counts
 from advisor.errors import InputError
@@ -101,13 +103,13 @@ def test_emitted_torchrun_lines_one_per_node(tmp_path):
     w = load_workload(WORKLOADS / "llm7b.toml")
     placements = emit_placements(w, None)  # default: counts needing more than one node
     assert placements == [(16, 2)]
-    text = torchrun_commands(w, WORKLOADS / "llm7b.toml", emit_placements(w, "16,32@4"),
-                             tmp_path, "cuda", 10, 3, "10.0.0.1", 29555)
+    text = torchrun_commands(EmitJob(w, WORKLOADS / "llm7b.toml", emit_placements(w, "16,32@4"), tmp_path, "cuda",
+                                     10, 3, rdzv_host="10.0.0.1", rdzv_port=29555))
     lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
     assert len(lines) == 2 + 4
     words = shlex.split(lines[3])
-    assert words[:2] == ["torchrun", "--nnodes"]
-    opts = dict(zip(words[1::2], words[2::2], strict=False))
+    assert words[:3] == ["OMP_NUM_THREADS=8", "torchrun", "--nnodes"]
+    opts = dict(zip(words[2::2], words[3::2], strict=False))
     assert opts["--nnodes"] == "4" and opts["--node-rank"] == "1" and opts["--nproc-per-node"] == "8"
     assert opts["--rdzv-endpoint"] == "10.0.0.1:29555" and opts["--rdzv-backend"] == "c10d"
     assert opts["--rdzv-conf"] == "is_host=0" and "is_host=1" in lines[2]  # node 0 hosts the store
@@ -120,13 +122,15 @@ def test_emit_refuses_uneven_nodes_and_single_node_specs():
         emit_placements(w, None)
     with pytest.raises(InputError, match="same number of ranks"):
         emit_placements(w, "6@4")
+    with pytest.raises(InputError, match="unique"):
+        emit_placements(w, "8@2,8@2")
 
 
 def test_slurm_script_is_valid_bash(tmp_path):
     w = load_workload(WORKLOADS / "llm7b.toml")
-    text = slurm_script(w, WORKLOADS / "llm7b.toml", emit_placements(w, "16,32"), tmp_path, "cuda", 10, 3)
-    assert "#SBATCH --nodes=4" in text and text.count("srun --nodes") == 2
-    assert '--rdzv-endpoint "$head:29500"' in text
+    text = slurm_script(EmitJob(w, WORKLOADS / "llm7b.toml", emit_placements(w, "16,32"), tmp_path, "cuda", 10, 3))
+    assert "#SBATCH --nodes=4" in text and text.count("srun --nodes 2") + text.count("srun --nodes 4") == 2
+    assert '--rdzv-endpoint "$head_ip:29500"' in text
     script = tmp_path / "job.sbatch"
     script.write_text(text)
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0

@@ -7,7 +7,8 @@ import pytest
 from scipy.stats import t
 
 from advisor.scaling.estimator import OverlapRegressor
-from advisor.scaling.intervals import PRIOR_WEIGHT, NoiseModel, Z, draw_spread, interval, posterior_draws
+from advisor.scaling.intervals import PRIOR_WEIGHT, NoiseModel, draw_spread, interval, posterior_draws
+from advisor.step_model import Z90
 
 NOISE = 0.05
 
@@ -45,9 +46,9 @@ def test_posterior_draws_respect_bounds_and_follow_the_prior_without_data():
     assert (d.coefs[:, 1] >= 1.0).all() and (d.coefs[:, 0] >= 0).all()
     logs = np.log(d.coefs[:, 1])
     assert np.median(logs) == pytest.approx(1.0, abs=0.05)
-    assert np.quantile(logs, 0.95) == pytest.approx(1.0 + Z * 0.5, abs=0.1)  # the prior's spread, log-normal
+    assert np.quantile(logs, 0.95) == pytest.approx(1.0 + Z90 * 0.5, abs=0.1)  # the prior's spread, log-normal
     # The spread of a step of pure column-1 time is the prior's: z x sd of its log.
-    assert draw_spread(np.array([[0.0, 1.0]]), 2, d)[0] == pytest.approx(Z * np.std(logs), rel=1e-6)
+    assert draw_spread(np.array([[0.0, 1.0]]), 2, d)[0] == pytest.approx(Z90 * np.std(logs), rel=1e-6)
 
 
 def test_interval_stays_finite_and_bounded_with_three_counts():

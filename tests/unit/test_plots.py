@@ -102,7 +102,7 @@ def test_scaling_plot_measured_on_top_and_every_axis_labelled(name, tmp_path):
     m = build_model(w)
     requested = m.predict([1, 2, 4, 8, 16, 32, 64] if name == "tiny-cpu" else [8, 16, 128, 1024])
     fig, (ax, ax2) = plt.subplots(1, 2)
-    top = float(max(requested.gpus.max(), m.max_gpus_measured))
+    top = float(max(requested.gpus.max(), m.record.extent.max_gpus))
     import numpy as np
 
     grid = np.unique(np.round(np.geomspace(m.baseline_gpus, top, 50)))

@@ -16,6 +16,7 @@ from advisor.errors import InputError
 from advisor.planning.limits import Limits, Objective
 from advisor.planning.recommend import pareto_frontier, probability_at_most, recommend, worth_the_cost
 from advisor.spec import load_workload
+from advisor.step_model import StepTimeModel
 from conftest import WORKLOADS
 from recommend_inputs import Amdahl, exact_factor, workload
 
@@ -271,22 +272,24 @@ def test_literal_ratio_drifts_to_the_cap_where_worth_the_cost_does_not():
     # (at 256 GPUs 14.5x the speed for 2.2x the cost); worth-the-cost stays on one node.
     w = load_workload(WORKLOADS / "rental-ethernet.toml")
 
-    class Cliff:
-        baseline_gpus = 8
-
-        def step_time(self, gpus, nodes):
-            t = np.where(np.asarray(nodes) > 1, 2.2, 1.0) * 10.0
-            return t, t, t
-
     from advisor.calibration_data import load_workload_calibration
     from advisor.topology.memory import measured_peaks
 
     peaks = measured_peaks(load_workload_calibration(w.name, w.source))  # 88.5 GB at 8 GPUs: one node fits in 96 GB
+
+    class Cliff(StepTimeModel):
+        baseline_gpus = 8
+
+        def step_time(self, gpus, nodes, global_batch=None):
+            t = np.where(np.asarray(nodes) > 1, 2.2, 1.0) * 10.0
+            return t, t, t
+
     default = recommend(w, Cliff(), tier="on-demand", peaks=peaks)
     literal = recommend(w, Cliff(), tier="on-demand", objective=Objective.SPEEDUP_PER_DOLLAR, peaks=peaks)
     assert chosen(default) == (8, "on-demand")
     assert chosen(literal) == (256, "on-demand")
-    # by default recommend reads the checked-in calibration's peaks itself
+    # by default recommend takes the peaks the model carries (a fitted model: its calibration's)
+    Cliff.peaks = tuple(peaks)
     assert chosen(recommend(w, Cliff(), tier="on-demand")) == (8, "on-demand")
 
 
@@ -427,3 +430,9 @@ def test_a_high_preemption_exposure_is_said_with_both_factors():
     text = " ".join(rec.why)
     assert f"Λ·(τ + restart) = {2 * (tau + 0.1):.2g} at 1 node" in text
     assert f"first-order Young/Daly ({1 + math.sqrt(0.08) + 0.2:.2f}x" in text and f"gives {factor:.2f}x" in text
+
+
+def test_choosing_layouts_with_a_model_that_cannot_predict_them_is_refused():
+    # strategy auto needs StepTimeModel.for_workload; the stand-in keeps the contract's default, which refuses
+    with pytest.raises(InputError, match="choosing a layout needs a scaling model that predicts other layouts"):
+        recommend(workload(**{"parallelism.strategy": "auto"}), Amdahl(), budget=10.0)

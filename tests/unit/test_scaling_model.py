@@ -68,7 +68,7 @@ def test_uncrossed_inter_node_term_uses_declared_bandwidth_and_says_so():
     assert inter["value"] == pytest.approx(max(np.exp(LEARNED.log_inter_bw), 1 / (1 + LINK_TOLERANCE)), rel=1e-3)
     assert np.log(inter["high"] / inter["value"]) >= 0.8 * 1.645 * LEARNED.log_inter_bw_sd
     assert inter["low"] >= 1 / (1 + LINK_TOLERANCE) - 1e-12
-    assert any("no measurement crossed nodes" in w for w in model.fit_warnings)
+    assert any("no measurement crossed nodes" in w for w in model.warnings())
     # 16 GPUs on 2 nodes cannot beat moving the FSDP volume at the declared 400 GB/s per node.
     declared = 3 * 15 / 16 * 6.7e9 * 2 / 400e9
     med, _, _ = model.step_time([16], [2])
@@ -79,7 +79,7 @@ def test_probe_far_below_declared_link_warns():
     slow = {"op": "all_reduce", "gpus": 16, "nodes": 2, "bytes": 1 << 30, "seconds": 1.0, "busbw": 2.0}
     cal = synthetic_calibration([(1, 1), (2, 1), (4, 1), (8, 1), (16, 2)], probes=[slow])
     model = build_model(LLM7B, calibration=cal, family="topology", n_bootstrap=5)
-    assert any("likely a misconfiguration" in w and "2 GB/s" in w for w in model.fit_warnings)
+    assert any("likely a misconfiguration" in w and "2 GB/s" in w for w in model.warnings())
 
 
 def test_probe_faster_than_declared_link_warns_and_the_fit_stays_within_tolerance():
@@ -91,10 +91,10 @@ def test_probe_faster_than_declared_link_warns_and_the_fit_stays_within_toleranc
             "busbw": 1350.0}
     cal = synthetic_calibration([(1, 1), (2, 1), (4, 1), (8, 1)], probes=[fast])
     model = build_model(LLM7B, calibration=cal, family="topology", n_bootstrap=5)
-    assert any("contradicts the measurement" in w for w in model.fit_warnings)
+    assert any("contradicts the measurement" in w for w in model.warnings())
     coefs = {c["name"]: c["value"] for c in model.describe()["coefficients"]}
     assert coefs["intra_bandwidth"] >= 1 / (1 + LINK_TOLERANCE) - 1e-12
-    assert any("leans on the intra-node link bound" in w for w in model.fit_warnings)
+    assert any("leans on the intra-node link bound" in w for w in model.warnings())
 
 
 def test_extrapolation_warnings_name_the_distance():
@@ -146,8 +146,8 @@ def test_real_traces_cv_prefers_physics_over_the_naive_guess():
     model = ScalingModel(pollux_workload(), pollux_runs("bert"), n_bootstrap=0)
     amdahl = ScalingModel(pollux_workload(), pollux_runs("bert"), "amdahl", n_bootstrap=0)
     assert model.family == "topology"
-    assert model.cv[model.family].mape < model.naive_cv_mape
-    assert model.cv[model.family].mape < amdahl.cv["amdahl"].mape
+    assert model.record.cv.mape < model.record.naive_cv_mape
+    assert model.record.cv.mape < amdahl.record.cv.mape
 
 
 @needs_pollux
@@ -244,9 +244,20 @@ def test_steps_faster_than_the_peak_allows_stay_physical_and_say_so():
 
     m = Measurements([MeasuredRun(g, 1, 2.0 * g, np.array([1e-9])) for g in (1, 2, 4)], [], "<hostile>")
     model = ScalingModel(LLM7B, m, n_bootstrap=4)
-    assert any("MFU <= 100%" in w for w in model.fit_warnings)
+    assert any("MFU <= 100%" in w for w in model.warnings())
     gpus = np.array([1.0, 8.0, 64.0, 4096.0])
     p = model.predict(gpus)
     floor = compute_seconds(LLM7B, gpus, LLM7B.global_batch(gpus))
     assert (p.step_low >= floor * (1 - 1e-12)).all() and (p.mfu <= 1 + 1e-9).all()
     assert (p.throughput_high * (p.step_low / p.global_batch) <= 1 + 1e-9).all()
+
+
+def test_the_fit_record_is_frozen_and_another_layout_leaves_the_original_alone():
+    import dataclasses
+
+    model = build_model(LLM7B, calibration=synthetic_calibration([(1, 1), (2, 1), (4, 1), (8, 1)]), n_bootstrap=2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        model.record.noise = None
+    ddp = LLM7B.model_copy(update={"parallelism": LLM7B.parallelism.model_copy(update={"strategy": "ddp"})})
+    other = model.for_workload(ddp)
+    assert other.workload is ddp and model.workload is LLM7B and other.record.cv is model.record.cv

@@ -6,8 +6,8 @@ or `elastic_launch` here: a launcher that owns the ranks directly can (1) put al
 process group of their own and kill that whole group on a timeout, a failure or Ctrl-C, (2) read
 each rank's own one-line error file and log, so a failure names the rank and its cause, and
 (3) set OMP_NUM_THREADS per worker (`threads_per_rank`; elastic_launch does not: unset, a 2-rank
-CPU DDP step was ~60x slower on the development machine). Multi-node runs use torchrun (advisor.calibrate.emit);
-the worker is the same.
+CPU DDP step was ~60x slower on the development machine). Multi-node runs use torchrun (the
+emitters beside this module); the worker is the same.
 
 No orphans: the ranks run in their own process group (so a terminal's Ctrl-C reaches only the
 CLI, which then kills the group: SIGTERM, then SIGKILL after KILL_GRACE_SECONDS), and each
@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from advisor.calibrate.settings import SETTINGS
 
 #: Seconds between SIGTERM and SIGKILL when stopping a run's process group.
 KILL_GRACE_SECONDS = 3.0
@@ -250,7 +252,7 @@ def launch_local(
         "--results", str(results), "--device", device, "--steps", str(steps), "--warmup", str(warmup),
     ]
     if timeout is not None:
-        command += ["--collective-timeout", str(max(30.0, timeout))]
+        command += ["--collective-timeout", str(max(SETTINGS.min_collective_timeout, timeout))]
     with _store_socket() as store:
         env = _rank_env(gpus, device, store.getsockname()[1], store.fileno())
         states = _start_ranks(command, env, gpus, results, store)

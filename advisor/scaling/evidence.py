@@ -1,0 +1,193 @@
+"""What the evidence behind a fitted model says about its answers: what the measurements span
+(`Extent`) and the caveats shown with every prediction and plan (`fit_warnings`,
+`extrapolation_warnings`; advisor.step_model.StepTimeModel.warnings joins them).
+
+The caveats name what the data could not pin, each with the fix: no run or probe across nodes
+(the inter-node terms are the declared link at the prior's achieved share); fewer than 3 measured
+counts (the prior carries the rest); fewer out-of-sample residuals than the noise prior's weight
+(the interval leans on an assumed run-to-run noise); a coefficient at its physical bound (the data
+asked for more than physics allows: a wrong peak_flops or link speed); a collective probe far
+below (NCCL over TCP sockets reaches ~10-25% of an InfiniBand link) or above the declared link;
+and predicting far past the largest measured count or past the largest measured node count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from advisor.scaling.priors import LINK_TOLERANCE
+from advisor.text import plural
+from advisor.topology.collectives import bus_bandwidth
+
+if TYPE_CHECKING:
+    from advisor.scaling.fitting import FitData, FittedFamily
+    from advisor.scaling.intervals import NoiseModel
+
+#: Warn when predicting past this multiple of the largest measured GPU count.
+EXTRAPOLATION_WARN = 4.0
+
+#: Warn when a collective probe's bus bandwidth is below this fraction of the declared link: far
+#: below is a misconfiguration (NCCL over TCP sockets instead of RDMA reaches ~10-25% of an
+#: InfiniBand link), not a slow network.
+BUSBW_WARN_FRACTION = 0.25
+
+#: Warn when a fitted coefficient sits within this factor of its physical bound (the fit leans on it).
+BOUND_WARN = 1.02
+
+
+@dataclass(frozen=True, kw_only=True)
+class Extent:
+    """What the measured runs span: the smallest count with its node count (the reference of
+    speedup and efficiency), the largest count and the largest node count. Nothing measured: a
+    baseline of 1 GPU on 1 node and largest counts of 0."""
+
+    baseline_gpus: int = 1
+    baseline_nodes: int = 1
+    max_gpus: int = 0
+    max_nodes: int = 0
+
+    @classmethod
+    def of(cls, data: "FitData") -> "Extent":
+        if data.empty:
+            return cls()
+        baseline = int(data.gpus.min())
+        return cls(baseline_gpus=baseline, baseline_nodes=int(data.nodes[data.gpus == baseline].min()),
+                   max_gpus=int(data.gpus.max()), max_nodes=int(data.nodes.max()))
+
+    @property
+    def measured(self) -> bool:
+        return self.max_gpus > 0
+
+    def distance(self, gpus, nodes) -> np.ndarray:
+        """How far past the data each placement is: max(N / largest count, nodes / largest node
+        count), >= 1 (1 everywhere when nothing was measured); the interval widens with it."""
+        if not self.measured:
+            return np.ones_like(np.asarray(gpus, float))
+        return np.maximum(np.maximum(gpus / self.max_gpus, nodes / self.max_nodes), 1.0)
+
+
+def extrapolation_warnings(extent: Extent, gpus, nodes) -> list[str]:
+    """Predicting far past the largest measured count, or past the largest measured node count."""
+    if not extent.measured:
+        return []
+    out = []
+    far = gpus > EXTRAPOLATION_WARN * extent.max_gpus
+    if far.any():
+        out.append(f"extrapolating to {int(gpus[far].max())} GPUs, "
+                   f"{gpus[far].max() / extent.max_gpus:.0f}x the largest measured count "
+                   f"({extent.max_gpus}): treat as an estimate, see the interval")
+    wide = nodes > extent.max_nodes
+    if wide.any():
+        out.append(f"predicting up to {plural(int(nodes[wide].max()), 'node')}, "
+                   f"past the largest measured node count ({extent.max_nodes})")
+    return out
+
+
+def fit_warnings(fitted: "FittedFamily", noise: "NoiseModel", calibrated: bool) -> list[str]:
+    """The fit's own caveats (module docstring), in the order the output has always shown them."""
+    problem = fitted.problem
+    w = problem.workload
+    if not calibrated and not problem.probes:
+        return [(f"uncalibrated: no measurement of {w.name}; every number is the prior's first estimate "
+                 "from the spec (MFU, achieved bandwidth and overlap as seen across published jobs), "
+                 "with wide intervals; run `advisor calibrate` or pass --calibration/--measurements")]
+    if not calibrated:
+        measured = ", ".join(sorted(k for k, v in term_sources(fitted).items() if v != "prior")) or "nothing"
+        return [(f"uncalibrated: no step of {w.name} measured, only "
+                 f"{plural(len(problem.probes), 'collective probe')}: they measure {measured}; compute "
+                 "(MFU), per-step constants and overlap are the prior's, with wide intervals; add step times "
+                 "(`advisor calibrate`, `advisor import torchtitan`, --measurements FILE.csv) to pin them"),
+                *bound_warnings(fitted), *busbw_warnings(w, problem.probes)]
+    out = []
+    crossed = problem.coverage.steps_crossed_nodes or problem.coverage.probes_crossed_nodes
+    if fitted.family.has_overlap and not crossed:
+        out.append(f"no measurement crossed nodes: the inter-node terms come from the declared "
+                   f"inter_node_bandwidth ({w.cluster.inter_node_bandwidth / 1e9:g} GB/s per node) and "
+                   f"inter_node_latency ({w.cluster.inter_node_latency * 1e6:g} us) with the prior's achieved "
+                   "share, not a measurement; calibrating across >= 3 nodes is what makes extrapolation work")
+    n_counts = np.unique(problem.data.gpus).size
+    if n_counts < 3:
+        out.append(f"{plural(n_counts, 'measured GPU count')}: the prior carries what the data cannot pin; "
+                   "3+ counts across 2+ nodes narrow the interval")
+    if noise.prior_dominated:
+        out.append(f"only {plural(noise.n_residuals, 'out-of-sample residual')}: intervals lean on an assumed "
+                   f"{noise.prior_noise:.0%} run-to-run noise")
+    return out + bound_warnings(fitted) + busbw_warnings(w, problem.probes)
+
+
+def bound_warnings(fitted: "FittedFamily") -> list[str]:
+    """Say when the fit leans on a physical bound: the data asked for more than physics allows."""
+    est = fitted.estimator
+    lo = dict(est.lower)
+    out = []
+    for j, col in enumerate(fitted.columns):
+        if j not in lo or col.name.endswith("_latency") or est.coef_[j] > BOUND_WARN * lo[j]:
+            continue
+        if col.name == "compute":
+            out.append("the fit leans on MFU <= 100%: measured steps are as fast as the declared peak_flops "
+                       f"({fitted.workload.peak_flops:.3g} FLOP/s) allows; check peak_flops and the model's FLOPs")
+        else:
+            link = col.name.split("_")[0]
+            out.append(f"the fit leans on the {link}-node link bound: it asked for a link faster than declared "
+                       f"(> {1 + LINK_TOLERANCE:.2f}x); check {link}_node_bandwidth")
+    return out
+
+
+def busbw_warnings(w, probes) -> list[str]:
+    """A probe (the largest message per op, placement and algorithm) far below its declared link (a
+    misconfiguration) or above what its algorithm can reach on it (the declaration is wrong): busbw
+    against the algorithm's ceiling (advisor.imports.algorithm; a 2-node tree all-reduce reports up to
+    2(N-1)/N x the NICs' rate, NVIDIA/nccl#946)."""
+    from advisor.imports.algorithm import busbw_ceiling_factor, expected_algorithm
+
+    out = []
+    largest: dict[tuple, object] = {}
+    for p in probes:
+        key = (p.op, p.gpus, p.nodes, getattr(p, "algorithm", None))
+        if key not in largest or p.bytes > largest[key].bytes:
+            largest[key] = p
+    for (op, gpus, nodes, algo), p in sorted(largest.items(), key=lambda kv: str(kv[0])):
+        declared = float(bus_bandwidth(w, np.array([nodes]))[0]) / 1e9
+        ceiling = busbw_ceiling_factor(algo, op, gpus, nodes) * declared
+        link = "inter-node" if nodes > 1 else "intra-node"
+        where = f"{op} ({algo or expected_algorithm(op, nodes)}) on {plural(gpus, 'GPU')} over {plural(nodes, 'node')}"
+        if p.busbw < BUSBW_WARN_FRACTION * ceiling:
+            out.append(f"{where} reached {p.busbw:.3g} GB/s bus bandwidth, {p.busbw / ceiling:.0%} of the "
+                       f"{ceiling:.3g} GB/s it reaches on the declared {link} {declared:.3g} GB/s: likely a "
+                       "misconfiguration (e.g. NCCL falling back to TCP) or a wrong declared bandwidth")
+        elif p.busbw > (1 + LINK_TOLERANCE) * ceiling:
+            out.append(f"{where} measured {p.busbw:.3g} GB/s bus bandwidth, above the {ceiling:.3g} GB/s it "
+                       f"reaches on the declared {link} {declared:.3g} GB/s: the declaration contradicts the "
+                       "measurement; raise the declared bandwidth")
+    return out
+
+
+def term_sources(fitted: "FittedFamily") -> dict[str, str]:
+    """Per fitted column (and `gamma`): what pinned it, "steps", "probes", "steps+probes" or "prior".
+    A column is measured when a measured step's or probe's design row reaches it (non-zero); in a
+    staged fit (advisor.scaling.fitting.fit_staged) only one-node rows and probes reach the one-node
+    columns; γ when a step mixed compute with communication. The rest is the prior's (docs/model.md)."""
+    from advisor.scaling.fitting import INTER_COLUMNS, staged
+
+    problem, fam, cols = fitted.problem, fitted.family, fitted.columns
+    d, probes = problem.data, list(problem.probes)
+    steps = problem.data_design(fam, d.gpus, d.nodes, d.batch).X if not d.empty else np.zeros((0, len(cols)))
+    probe_X, _ = fam.probe_design(problem.workload, probes, problem.coverage)
+    probe_X = probe_X if probe_X.size else np.zeros((0, len(cols)))
+    if staged(fam, problem):
+        local = np.array([c.name not in INTER_COLUMNS for c in cols])
+        steps, probe_X = steps.copy(), probe_X.copy()
+        steps[np.ix_(d.nodes > 1, local)] = 0.0
+        probe_X[np.ix_(np.array([p.nodes > 1 for p in probes], bool), local)] = 0.0
+    out = {}
+    for j, c in enumerate(cols):
+        by = [k for k, X in (("steps", steps), ("probes", probe_X)) if X.shape[0] and np.any(X[:, j] != 0)]
+        out[c.name] = "+".join(by) or "prior"
+    if fam.has_overlap:
+        nc = fitted.estimator.n_compute
+        mixed = steps.shape[0] and np.any((steps[:, :nc] != 0).any(axis=1) & (steps[:, nc:] != 0).any(axis=1))
+        out["gamma"] = "steps" if mixed else "prior"
+    return out

@@ -388,18 +388,11 @@ class OverlapModel:
         self.n_features_in_ = int(n_features)
         return self._fit_arrays(np.zeros((0, n_features)), np.zeros(0), None, None, probe_X, probe_y, None)
 
-    def posterior_at(self, X, y, coef, gamma, comm=None, probe_X=None, probe_y=None) -> "OverlapModel":
-        """Fitted attributes at the given coefficients without solving: the Laplace covariance of this
-        estimator's full problem (every free column, γ) at that point (a staged fit's joint posterior)."""
-        X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
-        self.n_features_in_ = X.shape[1]
-        return self._fit_arrays(X, y, None, comm, probe_X, probe_y, (coef, gamma), solve=False)
-
-    def _fit_arrays(self, X, y, sample_weight, comm, probe_X, probe_y, init, solve=True):
+    def _fit_arrays(self, X, y, sample_weight, comm, probe_X, probe_y, init):
         w = self._weights(sample_weight, X)
         pb = self._problem(X, y, w, comm, probe_X, probe_y)
         v = _start(pb, self, w, init)
-        if v.size and solve:
+        if v.size:
             v = _solve(pb, self, v)
         coef, gamma = pb.unpack(v)
         self.coef_ = np.asarray(coef, float)

@@ -306,18 +306,14 @@ def fit_staged(family: Family, problem: Problem, init: tuple | None = None) -> F
     est2 = OverlapModel(n_compute=d.n_compute, fixed=held, lower=lower, prior=prior, noise=FIT_NOISE,
                         gamma_bounds=(est1.gamma_, est1.gamma_))
     probe_X, probe_y = family.probe_design(problem.workload, list(problem.probes), problem.coverage)
-    px, py = (probe_X, probe_y) if len(probe_y) else (None, None)
     if data.empty:
         est2.fit_probes(d.X.shape[1], probe_X, probe_y)
-        return FittedFamily(family, problem, est1.joined(est2), cols)
-    est2.fit(d.X, data.step, comm=data.comm, probe_X=px, probe_y=py)
-    coef = est1.coef_.copy()
-    coef[inter] = est2.coef_[inter]
-    # the interval's posterior: every column's curvature on every row at the staged optimum (the
-    # stages' own, joined, lost the cross terms and widened the published bands to 100% coverage)
-    est = _estimator(problem, d).posterior_at(d.X, data.step, coef, est1.gamma_, comm=data.comm,
-                                              probe_X=px, probe_y=py)
-    return FittedFamily(family, problem, est, cols)
+    else:
+        est2.fit(d.X, data.step, comm=data.comm, probe_X=probe_X if len(probe_y) else None,
+                 probe_y=probe_y if len(probe_y) else None)
+    # (the full problem's Laplace covariance at the staged optimum instead of the joined one moved the
+    # priors learned from the corpus: Pollux 12.8%, published 4.3% leave-one-series-out)
+    return FittedFamily(family, problem, est1.joined(est2), cols)
 
 
 def _fit_joint(family: Family, problem: Problem, init: tuple | None = None) -> FittedFamily:

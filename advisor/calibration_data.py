@@ -76,7 +76,14 @@ class Run(_Strict):
     micro_samples: Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES)] | None = None
     """Per-GPU micro-batch used in this run."""
     peak_memory_bytes: Annotated[int, Strict(), Field(ge=0, le=2 ** 60)] | None = None
-    """Largest peak device memory over ranks."""
+    """Largest peak of allocated device memory over ranks and full steps (torch.cuda.max_memory_allocated:
+    tensors only), reset before each full step."""
+    peak_reserved_bytes: Annotated[int, Strict(), Field(ge=0, le=2 ** 60)] | None = None
+    """Largest peak of reserved device memory over ranks and full steps (torch.cuda.max_memory_reserved:
+    the caching allocator's segments, what torchtitan reports); at least peak_memory_bytes."""
+    probe_latency_seconds: dict[str, Positive] | None = None
+    """Small-message latency per probed "<op>/<group>", the intercept of seconds = a + bytes/bw fitted
+    to this run's probes (advisor.calibrate.probes.fit_latency)."""
     tokens_per_second: Annotated[float, Field(gt=0, le=1e+18)] | None = None
     """Whole-job tokens per second, where reported."""
     layout: str | None = None

@@ -16,8 +16,10 @@ from advisor.units import parse_bandwidth
 
 #: Which catalog column gives the peak for each compute precision. fp32 training on tensor-core
 #: GPUs runs matmuls in TF32 by default in most frameworks' mixed setups; we report against TF32
-#: where the GPU has it, else plain FP32.
+#: where the GPU has it, else plain FP32. fp8 is the dense FP8 tensor-core peak (Transformer Engine /
+#: torchao Float8 run the matmuls in FP8; the catalog has it from Hopper, Ada and CDNA 3 on).
 _PEAK_COLUMN = {
+    "fp8": ("peak_fp8_flops",),
     "bf16": ("peak_bf16_flops",),
     "fp16": ("peak_fp16_flops",),
     "fp32": ("peak_tf32_flops", "peak_fp32_flops"),
@@ -41,8 +43,21 @@ class GPU:
         return None
 
 
+#: Vendor words that nvidia-smi / rocm-smi put before the model ("NVIDIA H100 80GB HBM3", "Tesla T4",
+#: "AMD Instinct MI300X"): a name matches with or without them.
+_VENDOR_WORDS = ("nvidia", "tesla", "amd", "instinct")
+
+
 def _key(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
+    """Case, spaces, dashes and vendor words ignored: "nvidia-h100 SXM" and "H100SXM" are one key."""
+    key = re.sub(r"[^a-z0-9]", "", name.lower())
+    stripped = True
+    while stripped:
+        stripped = False
+        for word in _VENDOR_WORDS:
+            if key.startswith(word) and len(key) > len(word):
+                key, stripped = key[len(word):], True
+    return key
 
 
 @lru_cache(maxsize=1)
@@ -63,10 +78,20 @@ def gpus() -> tuple[GPU, ...]:
     )
 
 
+@lru_cache(maxsize=1)
+def _by_key() -> dict[str, GPU]:
+    return {key: gpu for gpu in gpus() for key in (_key(gpu.name), *(_key(a) for a in gpu.aliases))}
+
+
 def find_gpu(name: str) -> GPU | None:
-    """The catalog entry whose name or alias matches `name` (case and punctuation ignored)."""
-    key = _key(name)
-    for gpu in gpus():
-        if key in {_key(gpu.name), *(_key(a) for a in gpu.aliases)}:
-            return gpu
-    return None
+    """The catalog entry whose name or alias matches `name` (case, punctuation and vendor words ignored)."""
+    return _by_key().get(_key(name))
+
+
+def suggest_gpus(name: str, limit: int = 3) -> list[str]:
+    """Catalog names closest to an unknown `name` (difflib over every name and alias), best first."""
+    from difflib import get_close_matches
+
+    keys = _by_key()
+    close = get_close_matches(_key(name), list(keys), n=4 * limit, cutoff=0.5)
+    return list(dict.fromkeys(keys[k].name for k in close))[:limit]

@@ -23,9 +23,11 @@ class Problem:
     has_value: bool = False
 
     def line(self) -> str:
+        """One line, whatever the file name or message holds: a newline or control character in a
+        path (`--out $'a\\nb'`) is escaped, never printed (it would split the line or drive the terminal)."""
         where = f"{self.file}: {self.path}: " if self.path else f"{self.file}: "
         got = f" (got {_show(self.value)})" if self.has_value else ""
-        return f"{where}{self.message}{got}"
+        return printable(f"{where}{self.message}") + got
 
 
 def dotted_path(loc: tuple) -> str:
@@ -44,9 +46,14 @@ def dotted_path(loc: tuple) -> str:
     return out
 
 
+def printable(text: str) -> str:
+    """`text` with every character that is not printable (a newline, a control character, U+2028)
+    escaped as Python writes it (`\\n`, `\\x01`, `\\u2028`): safe in one line of a message or a comment."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _show(value: object) -> str:
-    text = repr(value) if isinstance(value, str) else str(value)
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    text = printable(repr(value) if isinstance(value, str) else str(value))
     return text if len(text) <= 80 else text[:77] + "..."
 
 

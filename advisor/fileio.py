@@ -14,10 +14,16 @@ is refused instead of renaming a PNG over the device node. A new file gets the m
 gives (0666 & ~umask, as `open()` would), a replaced file keeps its mode (and, as root, its owner).
 `signals_deferred()` holds off SIGINT/SIGTERM while a finished result is being made durable.
 
+A symbolic link as the target is refused (the rename would silently replace the link with a
+regular file). Temporary copies are named `.NAME.HOST.PID.XXXX.tmp`; one left by a writer that was
+killed (SIGKILL: no handler runs) is removed by the next write of the same file on that host.
+
 Locking (`exclusive_lock`): an advisory flock on `PATH.lock`, opened with O_NOFOLLOW (a planted
 symlink cannot make advisor create or truncate a file elsewhere) and refused when not a regular
-file, so two calibrations cannot write the same file at once. A lock file left by a dead process
-is harmless: the kernel releases flocks when their holder dies.
+file, so two calibrations cannot write the same file at once. The target is checked before the
+lock file is created (no `/dev/null.lock`, no `DIR.lock`), and the lock file is removed when the
+write is done: none is left beside the output. One left by a killed process is harmless (the
+kernel releases flocks when their holder dies) and is removed by the next run that takes it.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -153,6 +161,8 @@ def load_toml(path: str | Path, what: str = "a TOML file") -> dict:
         where = f"line {m.group(1)}, column {m.group(2)}" if m else "end of file"
         what_went_wrong = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", msg)
         raise InputError.at(path, "", f"{where}: malformed TOML: {what_went_wrong}") from None
+    except ValueError:  # int() of an integer over Python's 4,300-digit limit, inside the parser
+        raise InputError.at(path, "", f"a number of more than {sys.get_int_max_str_digits():,} digits") from None
     return _check_depth(path, data)
 
 
@@ -187,6 +197,8 @@ def load_json(path: str | Path, what: str = "a JSON file") -> Any:
         raise InputError.at(path, exc.key, "key repeated in one object") from None
     except json.JSONDecodeError as exc:
         raise InputError.at(path, "", f"malformed JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except ValueError:  # int() of an integer over Python's 4,300-digit limit, inside the parser
+        raise InputError.at(path, "", f"a number of more than {sys.get_int_max_str_digits():,} digits") from None
     return _check_depth(path, data)
 
 
@@ -201,11 +213,15 @@ _UMASK_LOCK = threading.Lock()
 
 
 def check_output_target(path: str | Path) -> None:
-    """Refuse, before any work, a target the writer would refuse: a directory or special file."""
+    """Refuse, before any work, a target the writer would refuse: a directory, a special file, or a
+    symbolic link (the rename would replace the link itself with a regular file, silently)."""
     path = Path(path)
     if not str(path):
         raise InputError.at("''", "", "empty path; expected a file to write")
     try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            raise InputError.at(path, "", f"is a symbolic link (to {os.readlink(path)}); advisor writes by rename, "
+                                "which would replace the link with a file: give the link's target instead")
         st = os.stat(path)
     except FileNotFoundError:
         return
@@ -266,11 +282,48 @@ def write_new_bytes(path: str | Path, data: bytes, exists: str = "exists; adviso
             os.unlink(tmp)
 
 
+def _temp_prefix(path: Path) -> str:
+    """`.NAME.HOST.PID.`: whose temporary copy it is, so a later write can tell a dead writer's."""
+    host = socket.gethostname().replace("/", "_") or "host"
+    return f".{path.name}.{host}.{os.getpid()}."
+
+
+def _sweep_temp_copies(path: Path, folder: Path) -> None:
+    """Remove the temporary copies of `path` that writers on this host left when killed (SIGKILL
+    leaves no chance to clean up): names from `_temp_prefix` whose process no longer exists."""
+    head, host = f".{path.name}.", socket.gethostname().replace("/", "_") or "host"
+    try:
+        names = [e.name for e in os.scandir(folder) if e.name.startswith(head) and e.name.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        parts = name[len(head):-len(".tmp")].rsplit(".", 2)
+        if len(parts) != 3 or parts[0] != host or not parts[1].isascii() or not parts[1].isdigit():
+            continue
+        pid = int(parts[1])
+        if pid == os.getpid() or _alive(pid):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(folder / name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, as another user's process
+        return True
+    return True
+
+
 def _temp_copy(path: Path, folder: Path, data: bytes, old: os.stat_result | None) -> str:
     """`data` in a new temporary file beside `path`, fsynced: mode 0666 & ~umask (mkstemp's 0600
-    would hide it from the team), or the replaced file's mode and (as root) owner. Its name."""
+    would hide it from the team), or the replaced file's mode and (as root) owner. Its name. The
+    copies a killed writer left of the same file are removed first (`_sweep_temp_copies`)."""
+    _sweep_temp_copies(path, folder)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=folder)
     except OSError as exc:
         raise InputError.at(path, "", f"cannot write: {exc.strerror}") from None
     try:
@@ -339,9 +392,37 @@ def _deliver(signum: int, handler) -> None:
 
 @contextlib.contextmanager
 def exclusive_lock(path: str | Path) -> Iterator[None]:
-    """Hold an exclusive, non-blocking lock on `PATH.lock`; refuse if another process has it."""
+    """Hold an exclusive, non-blocking lock on `PATH.lock`; refuse if another process has it. The
+    target is checked first (a directory or device gets no `.lock` beside it), and the lock file is
+    removed when the block ends, so none is left beside the output (module docstring)."""
     path = Path(path)
+    check_output_target(path)
     lock_path = path.with_name(path.name + ".lock")
+    for _ in range(3):  # the file opened was removed by its holder meanwhile: open the new one
+        fd = _open_lock(path, lock_path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise InputError.at(path, "", "another advisor process is writing this file; wait for it or choose "
+                                "another --out") from None
+        if _same_file(fd, lock_path):
+            break
+        os.close(fd)
+    else:
+        raise InputError.at(path, "", "another advisor process is writing this file; wait for it or choose "
+                            "another --out")
+    try:
+        yield
+    finally:
+        # Removed while still held: a process that opened it meanwhile finds it unlinked once it
+        # gets the lock (`_same_file`) and opens the path anew, so two never hold "the" lock.
+        with contextlib.suppress(OSError):
+            os.unlink(lock_path)
+        os.close(fd)
+
+
+def _open_lock(path: Path, lock_path: Path) -> int:
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         fd = os.open(lock_path, flags, 0o666 & ~_umask())
@@ -350,18 +431,18 @@ def exclusive_lock(path: str | Path) -> Iterator[None]:
             raise InputError.at(path, "", f"lock file {lock_path.name} is a symbolic link; remove it "
                                 "(advisor never follows links for its lock)") from None
         raise InputError.at(path, "", f"cannot create lock file {lock_path.name}: {exc.strerror}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise InputError.at(path, "", f"lock file {lock_path.name} is not a regular file ({_kind(mode)}); "
-                                "remove it")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise InputError.at(path, "", "another advisor process is writing this file; wait for it or choose "
-                                "another --out") from None
-        yield
-    finally:
-        # The lock file stays: unlinking it would let a third process lock a fresh inode while a
-        # second still holds the old one.
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
         os.close(fd)
+        raise InputError.at(path, "", f"lock file {lock_path.name} is not a regular file ({_kind(mode)}); remove it")
+    return fd
+
+
+def _same_file(fd: int, lock_path: Path) -> bool:
+    """Whether the open lock file is still the one at `lock_path` (not unlinked by its last holder)."""
+    try:
+        st = os.stat(lock_path, follow_symlinks=False)
+    except OSError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)

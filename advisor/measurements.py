@@ -263,7 +263,9 @@ def _parse_careful(data: list[str], linenos: np.ndarray, header: list[str], file
             if not text:
                 out[i, j] = math.nan
                 continue
-            try:
+            try:  # float() alone would take '١٢', '1_000' and other spellings numpy's parser refuses
+                if not text.isascii() or "_" in text:
+                    raise ValueError(text)
                 value = float(text)
             except ValueError:
                 raise InputError.at(file, f"line {linenos[i]}.{header[j]}", "must be a number", text) from None

@@ -1,12 +1,40 @@
 """GPU placements: `N` or `N@M` (N GPUs spread over M nodes), as typed after `--gpus`.
 
 A bare `N` fills nodes: M = ceil(N / gpus_per_node) (`Workload.nodes`). One place parses the
-syntax so every command (predict, recommend, backtest) reads it the same way.
+syntax so every command (predict, recommend, backtest) reads it the same way, and one rule
+(`check_placement`) says which placements exist, for typed placements and imported logs alike:
+at least one GPU and node, no more nodes than GPUs, no node over `cluster.gpus_per_node`, and
+every node running the same number of ranks (`8@3` is refused: torchrun, Slurm and SkyPilot
+start the same number of processes on each node, and the model assumes symmetric nodes).
+Measurement CSVs are records of other systems and keep the placements they report (Pollux's
+traces hold 3 GPUs over 2 nodes): the rule is for what advisor is asked to run or import.
 """
 
 from __future__ import annotations
 
+import re
+
 from advisor.errors import InputError
+
+_COUNT = re.compile(r"[+-]?[0-9]{1,12}", re.ASCII)
+
+
+def check_placement(gpus: int, nodes: int, gpus_per_node: int, where: str, item: object) -> None:
+    """InputError (`WHERE: ... (got ITEM)`) unless N GPUs over M nodes can exist (module docstring)."""
+    from advisor.spec import MAX_GPUS_LIMIT
+
+    if gpus < 1 or nodes < 1:
+        raise InputError.at(where, "", "GPU and node counts must be >= 1", item)
+    if gpus > MAX_GPUS_LIMIT:
+        raise InputError.at(where, "", f"at most {MAX_GPUS_LIMIT} GPUs (2^20, the largest count a spec may ask "
+                            "about: cluster.max_gpus)", item)
+    if nodes > gpus:
+        raise InputError.at(where, "", "more nodes than GPUs", item)
+    if -(-gpus // nodes) > gpus_per_node:
+        raise InputError.at(where, "", f"needs more than {gpus_per_node} GPUs on a node (cluster.gpus_per_node)", item)
+    if gpus % nodes:
+        raise InputError.at(where, "", f"{gpus} GPUs do not split evenly over {nodes} nodes: every node must run "
+                            "the same number of ranks", item)
 
 
 def parse_placements(text: str, gpus_per_node: int, where: str = "--gpus") -> list[tuple[int, int]]:
@@ -19,28 +47,14 @@ def parse_placements(text: str, gpus_per_node: int, where: str = "--gpus") -> li
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or any(not t for t in items):
         raise InputError.at(where, "", "expected comma-separated GPU counts like 16,64,64@16", text)
-    from advisor.spec import MAX_GPUS_LIMIT
-
     for item in items:
         gpus_text, at, nodes_text = item.partition("@")
-        try:
-            if at and not nodes_text.strip():
-                raise ValueError(item)
-            gpus = int(gpus_text)
-            nodes = int(nodes_text) if nodes_text else -(-gpus // gpus_per_node)
-        except ValueError:
-            raise InputError.at(where, "", "expected N or N@M with whole numbers", item) from None
-        if gpus < 1 or nodes < 1:
-            raise InputError.at(where, "", "GPU and node counts must be >= 1", item)
-        if gpus > MAX_GPUS_LIMIT:
-            raise InputError.at(where, "", f"at most {MAX_GPUS_LIMIT} GPUs (2^20, the largest count a spec may ask "
-                                "about: cluster.max_gpus)", item)
-        if nodes > gpus:
-            raise InputError.at(where, "", "more nodes than GPUs", item)
-        if -(-gpus // nodes) > gpus_per_node:
-            raise InputError.at(
-                where, "", f"needs more than {gpus_per_node} GPUs on a node (cluster.gpus_per_node)", item
-            )
+        if not _COUNT.fullmatch(gpus_text.strip()) or (at and not _COUNT.fullmatch(nodes_text.strip())):
+            # ASCII digits, bounded before int(): not '٨', '8²', '8_0' or 5,000 digits
+            raise InputError.at(where, "", "expected N or N@M with whole numbers", item)
+        gpus = int(gpus_text)
+        nodes = int(nodes_text) if at else -(-gpus // gpus_per_node)
+        check_placement(gpus, nodes, gpus_per_node, where, item)
         out.append((gpus, nodes))
     return out
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from advisor.catalog import find_gpu
+from advisor.catalog import find_gpu, suggest_gpus
 from advisor.errors import InputError, Problem
 from advisor.fileio import load_toml
 from advisor.text import plural
@@ -50,7 +50,9 @@ Int = Annotated[int, BeforeValidator(_not_bool)]
 
 #: Bytes per gradient element for each compute precision (mixed-precision training reduces
 #: gradients in the compute dtype; PyTorch FSDP MixedPrecisionPolicy(reduce_dtype) default).
-BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
+#: fp8 keeps bf16 weights, activations and gradients: only the matmul inputs are cast to FP8 (Transformer
+#: Engine docs, "Using FP8 with Transformer Engine"; torchtitan docs/float8.md).
+BYTES_PER_ELEMENT = {"fp8": 2, "bf16": 2, "fp16": 2, "fp32": 4}
 
 #: Largest GPU count a spec may ask about: the recommendation sweep is vectorised over every
 #: count up to max_gpus, and 2^20 keeps that sweep under a second.
@@ -121,13 +123,17 @@ class ModelSpec(_Section):
     """Tokens per sample."""
     vocab: Annotated[Int, Field(gt=0, le=MAX_VOCAB)] | None = None
     """Vocabulary size of the calibration proxy's embedding (default 32000)."""
-    precision: Literal["bf16", "fp16", "fp32"] = "bf16"
-    """Compute dtype; also sets gradient bytes (bf16/fp16: 2, fp32: 4)."""
+    precision: Literal["fp8", "bf16", "fp16", "fp32"] = "bf16"
+    ("Compute dtype of the matmuls, whose catalog peak prices the compute. fp8: FP8 matmuls (NVIDIA "
+     "Transformer Engine, torchao Float8) with bf16 weights, activations and gradients (2 bytes each).")
     kv_heads: Annotated[Int, Field(gt=0, le=MAX_HEADS)] | None = None
     ("Key/value heads (grouped-query attention, GQA; default: heads). Must divide heads; "
      "sizes the K/V that context parallelism exchanges and the proxy's K/V projection.")
     flops_per_sample: Annotated[float, Field(ge=1, le=MAX_FLOPS_PER_SAMPLE)] | None = None
     """Training FLOPs per sample (forward + backward). Required without a transformer shape (a CNN, a recommender)."""
+    compile: bool = False
+    ("torch.compile (torchtitan --compile.enable, Megatron's fused kernels alike): fused elementwise "
+     "kernels; part of what the prior's MFU model conditions on.")
 
     @property
     def is_transformer(self) -> bool:
@@ -152,8 +158,14 @@ class ModelSpec(_Section):
         if self.flops_per_sample is not None:
             return self.flops_per_sample
         assert self.is_transformer, "validated: flops_per_sample or a transformer shape"
-        per_token = 6 * self.params + 12 * self.layers * self.hidden * self.seq_len
-        return per_token * self.seq_len
+        return (6 * self.params + self.attention_flops_per_token) * self.seq_len
+
+    @property
+    def attention_flops_per_token(self) -> float:
+        """Forward + backward FLOPs of the attention score and value matmuls per token, 12·L·H·T
+        (PaLM App. B): 4·L·H·T in the forward (Q·K^T and softmax·V, 2·L·H·T each), twice that backward.
+        0 without a transformer shape."""
+        return 12 * self.layers * self.hidden * self.seq_len if self.is_transformer else 0.0
 
 
 class BatchSpec(_Section):
@@ -204,8 +216,47 @@ class ParallelismSpec(_Section):
     context_parallel_degree: Degree = 1
     """Ranks that split each sequence (ring attention: K/V passed around the context-parallel ring)."""
     activation_checkpoint: Literal["none", "selective", "full"] = "none"
-    ("Activation recomputation (Korthikanti et al. 2022): none, selective (attention) "
-     "or full (only layer inputs kept).")
+    ("Activation recomputation (Korthikanti et al. 2022): none, selective (attention's softmax and "
+     "dropout recomputed) or full (only layer inputs kept; the forward runs twice, ~1/3 more compute).")
+    sequence_parallel: bool | None = None
+    ("Megatron sequence parallelism (--sequence-parallel; torchtitan's TP plan always uses it): TP's "
+     "all-reduces become reduce-scatter + all-gather and the layer-norm/dropout activations split by TP "
+     "(Korthikanti et al. 2022 §4.2.2). Default: true when tensor_parallel_degree > 1.")
+    distributed_optimizer: bool = False
+    ("Megatron --use-distributed-optimizer (ZeRO-1 over the data-parallel group, Rajbhandari et al. SC20): "
+     "optimizer state sharded, gradients reduce-scattered, parameters all-gathered. ddp or hsdp only.")
+    reshard_after_forward: bool | None = None
+    ("FSDP2 fully_shard(reshard_after_forward): true (default) frees the gathered parameters after the "
+     "forward and gathers them again for the backward; false keeps them (ZeRO-2-like: one all-gather per "
+     "micro-batch, more memory). fsdp or hsdp only.")
+    overlap_grad_reduce: bool = True
+    ("Gradient reduction runs under the backward (PyTorch DDP buckets and FSDP2 do by default; Megatron "
+     "--overlap-grad-reduce). false: it waits for the backward to end.")
+    overlap_param_gather: bool = True
+    ("Parameter all-gathers run under compute (FSDP2 prefetch; Megatron --overlap-param-gather with the "
+     "distributed optimizer). false: each gather is exposed.")
+    tp_comm_overlap: bool = False
+    ("Megatron --tp-comm-overlap (Transformer Engine userbuffers): TP's collectives pipelined with the "
+     "GEMMs they feed. Needs tensor_parallel_degree > 1.")
+    reduce_dtype: Literal["fp32", "bf16", "fp16"] | None = None
+    ("Gradient reduction dtype. Default fp32, what each layout's reference does: torchtitan FSDP2 "
+     "(MixedPrecisionPolicy reduce_dtype float32), Megatron bf16 (fp32 gradient accumulation and "
+     "all-reduce) and PyTorch mixed-precision DDP (fp32 parameters, so fp32 gradients).")
+
+    @property
+    def gradient_element_bytes(self) -> int:
+        """Bytes per gradient element on the wire (reduce_dtype, default fp32)."""
+        return BYTES_PER_ELEMENT[self.reduce_dtype or "fp32"]
+
+    @property
+    def sequence_parallel_on(self) -> bool:
+        """Sequence parallelism in effect: declared, else with tensor parallelism (torchtitan's default)."""
+        return (self.tensor_parallel_degree or 1) > 1 and self.sequence_parallel is not False
+
+    @property
+    def reshard(self) -> bool:
+        """FSDP2 reshard_after_forward in effect (default true)."""
+        return self.reshard_after_forward is not False
 
     @property
     def virtual_stages(self) -> int:
@@ -373,11 +424,7 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
     if b.max_global_samples is not None and b.policy != "fixed-per-gpu":
         out.append(("batch.max_global_samples", "only used when batch.policy is 'fixed-per-gpu'", b.max_global_samples))
 
-    if w.cluster.intra_node_bandwidth is None:
-        gpu = find_gpu(w.cluster.gpu)
-        if gpu is None or gpu.intra_node_bandwidth is None:
-            out.append(("cluster.intra_node_bandwidth",
-                        f"required: GPU {w.cluster.gpu!r} is not in the catalog (advisor gpus)", None))
+    out += _gpu_problems(w)
 
     if sum(x is not None for x in (w.job.samples, w.job.steps, w.job.tokens)) != 1:
         out.append(("job", "give exactly one of job.samples, job.steps or job.tokens", None))
@@ -399,6 +446,28 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
         out.append(("calibration.gpus", "counts must be unique", w.calibration.gpus))
     if w.calibration.proxy_layers is not None and m.layers is not None and w.calibration.proxy_layers > m.layers:
         out.append(("calibration.proxy_layers", f"exceeds model.layers ({m.layers})", w.calibration.proxy_layers))
+    return out
+
+
+def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """An unknown GPU is refused unless its peak is declared (a silent guess would price it 45x off);
+    a known one must have a peak at the spec's precision (no fp8 on an A100, no bf16 on a V100)."""
+    c, gpu = w.cluster, find_gpu(w.cluster.gpu)
+    if gpu is None and c.peak_flops is None:
+        close = suggest_gpus(c.gpu)
+        names = ", ".join(map(repr, close[:-1])) + f" or {close[-1]!r}" if len(close) > 1 else "".join(map(repr, close))
+        hint = f"did you mean {names}? For" if close else "for"
+        return [("cluster.gpu", f"not in the catalog (advisor gpus): {hint} another GPU declare "
+                 "cluster.peak_flops (dense FLOP/s at model.precision) and cluster.intra_node_bandwidth", c.gpu)]
+    out: list[tuple[str, str, object]] = []
+    if c.intra_node_bandwidth is None and (gpu is None or gpu.intra_node_bandwidth is None):
+        out.append(("cluster.intra_node_bandwidth",
+                    f"required: GPU {c.gpu!r} is not in the catalog (advisor gpus)", None))
+    if gpu is not None and c.peak_flops is None and gpu.peak_flops(w.model.precision) is None:
+        modes = [p for p in ("fp8", "bf16", "fp16", "fp32") if gpu.peak_flops(p)]
+        out.append(("model.precision", f"the catalog's {gpu.name} has no {w.model.precision} tensor-core peak "
+                    f"(it has {', '.join(modes)}): choose one of those or declare cluster.peak_flops",
+                    w.model.precision))
     return out
 
 
@@ -434,6 +503,7 @@ def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:
         # torchtitan's load-balanced ring attention cuts each sequence into 2 x cp chunks.
         if cp > 1 and m.seq_len % (2 * cp):
             out.append((at + "context_parallel_degree", f"2 x the degree must divide model.seq_len ({m.seq_len})", cp))
+    out += _recipe_problems(w, tp)
     if p.pipeline_schedule == "1f1b" and p.pipeline_virtual_stages not in (None, 1):
         out.append((at + "pipeline_virtual_stages", "only used with pipeline_schedule = 'interleaved'",
                     p.pipeline_virtual_stages))
@@ -446,6 +516,25 @@ def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:
         out.append((at + "pipeline_microbatches", f"must be a multiple of pipeline_parallel_degree ({pp}) for the "
                     "interleaved schedule", p.pipeline_microbatches))
     out += _data_parallel_problems(w, tp * pp * cp)
+    return out
+
+
+def _recipe_problems(w: Workload, tp: int) -> list[tuple[str, str, object]]:
+    """Recipe switches that the layout cannot use (strategy auto may choose any layout: none refused)."""
+    p, at = w.parallelism, "parallelism."
+    if p.strategy == "auto":
+        return []
+    out: list[tuple[str, str, object]] = []
+    if tp == 1:
+        for key in ("sequence_parallel", "tp_comm_overlap"):
+            if getattr(p, key):
+                out.append((at + key, "needs parallelism.tensor_parallel_degree > 1", getattr(p, key)))
+    if p.distributed_optimizer and p.strategy == "fsdp":
+        out.append((at + "distributed_optimizer", "fsdp already shards the optimizer state (and more): "
+                    "leave it out, or use strategy = 'ddp' for ZeRO-1", True))
+    if p.reshard_after_forward is not None and p.strategy == "ddp":
+        out.append((at + "reshard_after_forward", "only used with strategy 'fsdp' or 'hsdp' (ddp keeps the "
+                    "weights whole)", p.reshard_after_forward))
     return out
 
 

@@ -27,9 +27,14 @@ import math
 import re
 from decimal import Decimal, DecimalException
 
-_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 # Optional "N x" multiplier (links x per-link speed), the number, the unit (letters, '/', 'µ').
-_QUANTITY = re.compile(rf"^\s*(?:(\d+)\s*[xX×*]\s*)?({_NUMBER})\s*([A-Za-zµμ/]*)\s*$")
+# Applied to the stripped text only: a `\s*` at both ends of a pattern backtracks quadratically
+# over a run of spaces. ASCII digits: `\d` would take '١' or '²' too.
+_QUANTITY = re.compile(rf"(?:([0-9]+)\s*[xX×*]\s*)?({_NUMBER})\s*([A-Za-zµμ/]*)")
+#: Longest quantity string read ("8 x 400 Gbit/s" has 14 characters); longer text is refused
+#: before any pattern runs, so no spec or option value can make parsing slow.
+MAX_QUANTITY_CHARS = 100
 
 COUNT_UNITS = {
     "": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12,
@@ -109,7 +114,7 @@ def _parse(value: object, units: dict[str, float], kind: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"expected a {kind} like {_EXAMPLES[kind]}")
     if isinstance(value, str):
-        match = _QUANTITY.match(value)
+        match = _QUANTITY.fullmatch(value.strip()) if len(value) <= MAX_QUANTITY_CHARS else None
         if not match:
             raise ValueError(f"expected a {kind} like {_EXAMPLES[kind]}")
         links, digits, unit = match.groups()

@@ -89,6 +89,12 @@ def evidence(s) -> dict:
             continue
         lik_m = (post_m / post_v - prior_m / prior_sd**2) / lik_prec
         out[key] = (float(lik_m), float(1.0 / lik_prec))
+    from advisor.catalog import find_gpu
+    from advisor.scaling.priors import mfu_features
+
+    w = s.workload
+    known = w.model.is_transformer and find_gpu(w.cluster.gpu) is not None
+    out["mfu_features"] = mfu_features(w) if known and "log_inv_mfu" in out else None
     r = np.array([x["error"] for x in m.residuals()])
     out["noise"] = float(np.sqrt(np.mean(np.log1p(r) ** 2))) if r.size > 2 else None
     return out
@@ -105,14 +111,26 @@ def learn(samples: dict[str, dict], without: str | None = None):
         size[corpus.cluster_of(n)] = size.get(corpus.cluster_of(n), 0) + 1
     pooled: dict[str, list] = {}
     noise: dict[str, list] = {}
+    mfu = []
     for n in names:
+        feats = samples[n].get("mfu_features")
+        if feats is not None:  # the conditioned compute prior (priors.learn_mfu) learns from these
+            value, var = samples[n]["log_inv_mfu"]
+            mfu.append((tuple(feats), value, var, 1.0 / size[corpus.cluster_of(n)], corpus.cluster_of(n)))
         for k, v in samples[n].items():
+            if k == "mfu_features":
+                continue
             if k == "noise":
                 if v is not None:
                     noise.setdefault(corpus.cluster_of(n), []).append(v)
             elif v is not None:
                 pooled.setdefault(k, []).append((v[0], v[1], 1.0 / size[corpus.cluster_of(n)]))
-    return learn_priors(pooled, {c: float(np.median(v)) for c, v in noise.items()})
+    from dataclasses import replace
+
+    from advisor.scaling.priors import learn_mfu
+
+    priors = learn_priors(pooled, {c: float(np.median(v)) for c, v in noise.items()})
+    return replace(priors, mfu=learn_mfu(mfu))
 
 
 #: Prior fields the data cannot pin one testbed at a time (how fast an unmeasured inter-node link

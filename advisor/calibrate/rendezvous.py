@@ -25,14 +25,16 @@ STORE_FD_ENV = "ADVISOR_STORE_FD"
 STRING_BYTES = 255
 
 
-def init_process_group(backend: str, timeout: timedelta) -> None:
+def init_process_group(backend: str, timeout: timedelta, device_id=None) -> None:
     """torch.distributed.init_process_group from the env:// variables; under the local launcher
-    through a TCPStore served on the loopback socket it handed to rank 0."""
+    through a TCPStore served on the loopback socket it handed to rank 0. `device_id` (the rank's
+    CUDA device) binds the NCCL communicator to it at init (torch/distributed/distributed_c10d.py:
+    eager communicator creation, and barriers know their device); None on CPU."""
     import torch.distributed as dist
 
     fd = os.environ.get(STORE_FD_ENV)
     if fd is None:
-        dist.init_process_group(backend, timeout=timeout)
+        dist.init_process_group(backend, timeout=timeout, device_id=device_id)
         return
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
@@ -40,7 +42,7 @@ def init_process_group(backend: str, timeout: timedelta) -> None:
         store = dist.TCPStore(host, port, world, True, timeout, master_listen_fd=int(fd))
     else:
         store = dist.TCPStore(host, port, world, False, timeout)
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout, device_id=device_id)
 
 
 def all_gather_strings(text: str, device) -> list[str]:

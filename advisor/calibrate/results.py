@@ -7,6 +7,7 @@ holds rank 0's `result.json` (see advisor.calibrate.worker) and one `rank<R>.jso
 from __future__ import annotations
 
 import os
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,8 @@ class RankResult(_Result):
     global_batch: Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES * MAX_GPUS_LIMIT)]
     micro_samples: Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH_SAMPLES)] | None = None
     peak_memory_bytes: Annotated[int, Strict(), Field(ge=0, le=2 ** 60)] | None = None
+    peak_reserved_bytes: Annotated[int, Strict(), Field(ge=0, le=2 ** 60)] | None = None
+    probe_latency_seconds: dict[Annotated[str, Field(max_length=80)], Positive] | None = None
     tokens_per_second: Annotated[float, Field(gt=0, le=1e+18)] | None = None
     collectives: list[ProbeResult] = []
     environment: ResultEnvironment = ResultEnvironment()
@@ -103,7 +106,30 @@ def parse_result(data: object, path: Path) -> dict:
         raise InputError.at(path, "nodes", f"more nodes than GPUs ({result.gpus})", result.nodes)
     if result.gpus == 1 and result.collectives:
         raise InputError.at(path, "collectives", "a 1-GPU run has no collectives to probe")
+    for i, probe in enumerate(result.collectives):
+        check_probe(probe, result, str(path), f"collectives[{i}]")
     return result.model_dump(exclude_none=True)
+
+
+def check_probe(probe: ProbeResult, result: RankResult, file: str, where: str) -> None:
+    """A probe must be possible within its run, and its numbers must agree, as an nccl-tests row
+    must (advisor.imports.common.check_collective): a group of at least 2 and at most the run's
+    ranks that divides them, spread evenly over at most the run's nodes (the one placement rule),
+    one time per rank of the group, and busbw = size / time x nccl-tests' factor for the group."""
+    from advisor.imports.common import check_collective
+    from advisor.placement import check_placement
+
+    gpus, nodes = probe.gpus or result.gpus, probe.nodes or result.nodes
+    if not 2 <= gpus <= result.gpus or result.gpus % gpus:
+        raise InputError.at(file, f"{where}.gpus", f"a probe group of the run's {result.gpus} ranks has 2 to "
+                            f"{result.gpus} of them and divides them", gpus)
+    if nodes > result.nodes:
+        raise InputError.at(file, f"{where}.nodes", f"more nodes than the run's {result.nodes}", nodes)
+    check_placement(gpus, nodes, result.gpus, f"{file}: {where}", f"{gpus}@{nodes}")
+    if probe.rank_seconds is not None and len(probe.rank_seconds) != gpus:
+        raise InputError.at(file, f"{where}.rank_seconds", f"expected one time per rank of the {gpus}-rank group",
+                            len(probe.rank_seconds))
+    check_collective(probe.op, gpus, probe.bytes, probe.seconds, probe.busbw, file, f"{where}.busbw")
 
 
 def run_from_result(w: Workload, result: dict) -> tuple[Run, list[Collective]]:
@@ -119,6 +145,8 @@ def run_from_result(w: Workload, result: dict) -> tuple[Run, list[Collective]]:
         global_batch=result["global_batch"] if result["global_batch"] != declared else None,
         micro_samples=result.get("micro_samples"),
         peak_memory_bytes=result.get("peak_memory_bytes"),
+        peak_reserved_bytes=result.get("peak_reserved_bytes"),
+        probe_latency_seconds=result.get("probe_latency_seconds") if gpus > 1 else None,
         tokens_per_second=result.get("tokens_per_second"),
         layout=result.get("layout"),
     )
@@ -154,7 +182,21 @@ def read_result_dir(folder: Path) -> dict:
     if missing:
         shown = missing if len(missing) <= 8 else [*missing[:8], "..."]
         raise InputError.at(folder, "", f"incomplete run: no rank<R>.json from {plural(len(missing), 'rank')} {shown}")
+    extra = sorted(n for n in names if _RANK_FILE.fullmatch(n) and int(n[4:-5]) >= result["gpus"])
+    if extra:
+        raise InputError.at(folder / extra[0], "", f"a rank beyond the {plural(result['gpus'], 'rank')} result.json "
+                            "reports: results of two runs mixed in one folder")
+    named = _RESULT_DIR.fullmatch(folder.name)
+    if named and (int(named.group(1)), int(named.group(2))) != (result["gpus"], result["nodes"]):
+        raise InputError.at(folder / "result.json", "gpus", f"the folder is named for {named.group(1)} GPUs over "
+                            f"{named.group(2)} nodes, the result reports {result['gpus']} over {result['nodes']}",
+                            result["gpus"])
     return result
+
+
+#: `rank<R>.json` (ASCII digits, bounded) and the folder names `--emit` gives each placement.
+_RANK_FILE = re.compile(r"rank[0-9]{1,7}\.json", re.ASCII)
+_RESULT_DIR = re.compile(r"gpus([0-9]{1,7})-nodes([0-9]{1,7})", re.ASCII)
 
 
 def find_result_dirs(root: Path) -> list[Path]:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from advisor.calibrate import scratch
+from advisor.calibrate import quality, scratch
 from advisor.calibrate.launchers.local import CalibrationFailed, launch_local
 from advisor.calibrate.plan import UNSET, batch_plan, measurement_setup, setup_differences
 from advisor.calibrate.results import add_result, find_result_dirs, read_result_dir
@@ -63,6 +63,16 @@ def resolve_device(device: str) -> tuple[str, int | None]:
     if device == "cuda":
         raise InputError.at("--device", "", "torch sees no CUDA GPU on this machine", device)
     return "cpu", None
+
+
+def check_warmup(device: str, warmup: int, option: str = "--warmup") -> None:
+    """Refuse an unwarmed CUDA calibration: the first steps create the NCCL communicators, cuBLAS
+    handles and the caching allocator's segments (seconds, once), and a timed step that pays them
+    is no step of the job. `option` names where the value came from (the CLI's --warmup, or the
+    spec's calibration.warmup_steps). Called by `calibrate` and, for emitted runs, by the CLI."""
+    if device == "cuda" and warmup < 1:
+        raise InputError.at(option, "", "a CUDA calibration needs at least 1 warm-up step (the first steps "
+                            "set up NCCL and cuBLAS and would be timed)", warmup)
 
 
 def device_slug(name: str) -> str:
@@ -218,9 +228,20 @@ def _finished_result(folder: Path) -> dict | None:
         return None
 
 
-def _save_count(cal: Calibration, w: Workload, result: dict, out: Path, folder: Path, hint: str) -> Calibration:
-    """Add one count's result and write the file; on a write failure keep the folder, named."""
+def checked_result(cal: Calibration, w: Workload, result: dict) -> tuple[Calibration, list[str]]:
+    """`cal` with one more count's result, its quality warnings (advisor.calibrate.quality) noted in
+    `[provenance] notes`, and those warnings."""
     measured = add_result(cal, w, result)
+    found = quality.run_warnings(measured, w, int(result["gpus"]), int(result["nodes"]))
+    return quality.with_notes(measured, found), found
+
+
+def _save_count(cal: Calibration, w: Workload, result: dict, out: Path, folder: Path, hint: str,
+                event: Callable[[str, str], None]) -> Calibration:
+    """Add one count's result and write the file; on a write failure keep the folder, named."""
+    measured, found = checked_result(cal, w, result)
+    for text in found:
+        event("warn", text)
     try:
         save_calibration(measured, out)
     except InputError as exc:  # the old file is intact; keep this count's measurement too
@@ -252,7 +273,7 @@ def _measure_count(w: Workload, workload_path: Path, n: int, run: dict, cal: Cal
         scratch.remove(folder)
         raise
     with signals_deferred():  # saved, recorded as saved and cleaned up, or none of it
-        cal = _save_count(cal, w, result, out, folder, hint)
+        cal = _save_count(cal, w, result, out, folder, hint, event)
         saved.append(n)
         event("saved", f"N={n}: saved to {out}")
         scratch.remove(folder)
@@ -288,6 +309,7 @@ def calibrate(
     run = {"device": device, "timeout": timeout,
            "steps": steps if steps is not None else w.calibration.steps,
            "warmup": warmup if warmup is not None else w.calibration.warmup_steps}
+    check_warmup(device, run["warmup"], "--warmup" if warmup is not None else "calibration.warmup_steps")
     out = Path(out) if out is not None else default_out(w, device_label(device))
     _prepare_out(out)
     _sweep(event)
@@ -368,7 +390,9 @@ def collect(
             if key in cal.measured_counts():
                 event("skip", f"{folder}: N={key[0]} over {key[1]} nodes already in {out}; kept the old one")
                 continue
-            cal = add_result(cal, w, result)
+            cal, found = checked_result(cal, w, result)
+            for text in found:
+                event("warn", text)
             event("saved", f"{folder}: N={key[0]} over {plural(key[1], 'node')} added")
         with signals_deferred():
             save_calibration(cal, out)

@@ -1,30 +1,35 @@
 """One calibration rank: `python -m advisor.calibrate.worker --workload W.toml --results DIR ...`.
 
-Runs under the local launcher (advisor.calibrate.launcher) or under torchrun on each node
-(advisor.calibrate.emit); it reads its place from the standard torch.distributed variables
+Runs under the local launcher (advisor.calibrate.launchers.local) or under torchrun on each node
+(advisor.calibrate.launchers); it reads its place from the standard torch.distributed variables
 RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (env:// rendezvous;
 torchrun sets them). Gloo picks its network interface from GLOO_SOCKET_IFNAME when set (read by
 torch itself; this module never overrides it), NCCL from NCCL_SOCKET_IFNAME.
 
 What one rank does:
-1. Builds the proxy (advisor.calibrate.proxy) of the declared model with `proxy_layers` layers,
-   wrapped in DDP or FSDP2 (`fully_shard` per block and at the root, on an explicit
-   `init_device_mesh`, never the default mesh: pytorch#132471). On CUDA it trains in the declared
-   precision (bf16/fp16 autocast with gradients communicated in that dtype: DDP compress hook,
-   FSDP2 MixedPrecisionPolicy); on CPU in fp32 (CPU bf16 kernels are slow and would measure the
-   kernels, not the scaling); the file's environment says which.
-2. `warmup` untimed optimizer steps, then `steps` timed ones: forward + backward over the
-   micro-batches of plan.batch_plan (gradient sync on the last micro-batch only), optimizer step.
-   Every step starts after a barrier, and the clock is read after a device synchronise.
-3. After each timed step, one more with gradient synchronisation switched off (DDP `no_sync`,
-   FSDP2 `set_requires_gradient_sync(False)`): the compute part, so exposed communication is
-   measured as step - compute. The two kinds alternate so that load drifting on a shared machine
-   biases neither. FSDP2 still all-gathers parameters in those steps; only the gradient
-   reduce-scatter is dropped.
+1. Builds the proxy (advisor.calibrate.proxy) of the declared model with `proxy_layers` layers and
+   applies the layout in torchtitan's order (advisor.calibrate.parallelize): TP, activation
+   checkpointing as the spec declares it, FSDP2 (`fully_shard` per block and at the root, on an
+   explicit `init_device_mesh`, never the default mesh: pytorch#132471), built on `meta` and
+   materialised after sharding; plain DDP (replicas only) is built on the device. One precision
+   path at every count: FSDP2's MixedPrecisionPolicy on every non-DDP layout (a size-1 mesh where
+   the layout has no data parallelism), autocast under DDP. The compute dtype is the spec's on
+   CUDA and fp32 on CPU unless `--precision` forces one (compute_precision); fp32 matmuls use TF32
+   on CUDA (MATMUL_PRECISION). The environment records both.
+2. `warmup` untimed pairs of steps (full and compute-only), then `steps` timed pairs: forward +
+   backward over the micro-batches of plan.batch_plan (gradient sync on the last micro-batch
+   only), optimizer step. Every step starts after a barrier, and the clock is read after a device
+   synchronise. The two kinds alternate so that load drifting on a shared machine biases neither.
+3. The compute-only step is the same step with no gradient moved between ranks (Rank.compute_only:
+   DDP `no_sync`; FSDP2 and pipeline stages under parallelize.local_gradient_reduction), optimizer
+   included, so exposed communication is step - compute. FSDP2 still all-gathers parameters and
+   pipeline stages still send activations in those steps: only the gradient reduction is dropped.
 4. For world > 1: collective probes (plan.probe_sizes) for all_reduce, reduce_scatter and
-   all_gather; busbw by the nccl-tests definitions (doc/PERFORMANCE.md in NVIDIA/nccl-tests).
+   all_gather, timed as nccl-tests times them (advisor.calibrate.probes), and the small-message
+   latency fitted from them.
 Per-step times are the maximum over ranks (the slowest rank sets the pace). Rank 0 writes
-`DIR/result.json`; every rank writes `DIR/rank<R>.json` (host, peak memory), and on failure
+`DIR/result.json` (and `DIR/topology.txt`, `nvidia-smi topo -m`, on CUDA); every rank writes
+`DIR/rank<R>.json` (host, peak allocated and reserved memory), and on failure
 `DIR/rank<R>.error` (one line: exception type and message) before exiting with status 1.
 Progress lines `@progress <phase> <i>/<n>` go to stdout for the launcher.
 """
@@ -43,9 +48,6 @@ from contextlib import nullcontext
 from datetime import timedelta
 from pathlib import Path
 
-#: Untimed and timed repeats of each collective probe (nccl-tests defaults are 5 warm-up and 20
-#: timed iterations; fewer on CPU, where one 64 MiB gloo all-reduce takes ~0.1 s).
-PROBE_REPEATS = {"cpu": (1, 5), "cuda": (5, 20)}
 
 def _write_json(path: Path, data: dict) -> None:
     from advisor.fileio import atomic_write_text
@@ -92,13 +94,14 @@ class Rank:
             self.device = torch.device("cpu")
         from advisor.calibrate.rendezvous import init_process_group
 
-        init_process_group("nccl" if self.cuda else "gloo", timedelta(seconds=args.collective_timeout))
+        init_process_group("nccl" if self.cuda else "gloo", timedelta(seconds=args.collective_timeout),
+                           device_id=self.device if self.cuda else None)
         self.workload = load_workload(args.workload)
         self.plan = batch_plan(self.workload, self.world)
         self.shape = proxy_shape(self.workload)
-        declared = self.workload.model.precision
-        self.precision = declared if self.cuda else "fp32"
+        self.precision = compute_precision(args.precision, self.workload.model.precision, args.device)
         self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[self.precision]
+        torch.set_float32_matmul_precision(matmul_precision(args.device))
         gradient_bytes = self.workload.model.gradient_bytes
         self.probe_sizes = probe_sizes(gradient_bytes, args.device, self.world) if self.world > 1 else []
 
@@ -118,6 +121,11 @@ class Rank:
         self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX)
         return t.tolist()
 
+    def sum_over_ranks(self, value: float) -> float:
+        t = self.torch.tensor([float(value)], dtype=self.torch.float64, device=self.device)
+        self.dist.all_reduce(t)
+        return float(t.item())
+
     # -- model ---------------------------------------------------------------------------------
     def layout(self):
         """The spec's layout at this world size (advisor.topology.layouts), refused when the degrees do not fit it."""
@@ -135,54 +143,70 @@ class Rank:
     def build_mesh(self):
         """torchtitan's mesh, outermost first: (pp, dp_replicate, dp_shard, tp), tp innermost so that
         the tensor-parallel ranks of a group are neighbours (one node) and pipeline stages are the
-        farthest apart. Returns (data-parallel mesh or None, tensor-parallel mesh or None)."""
+        farthest apart. Returns (data-parallel mesh, tensor-parallel mesh or None); the data-parallel
+        mesh is the size-1 dp_shard dimension when the layout has none (FSDP2 then only casts)."""
         from torch.distributed.device_mesh import init_device_mesh
 
         lay = self.lay
         pp, rep, shard, tp = (int(a[0]) for a in (lay.pp, lay.dp_replicate, lay.dp_shard, lay.tp))
         names = ("pp", "dp_replicate", "dp_shard", "tp")
         self.mesh = init_device_mesh(self.device.type, (pp, rep, shard, tp), mesh_dim_names=names)
-        dp = None
-        if rep > 1:  # 2-D (replicate, shard): FSDP2's HSDP (a shard of 1: plain replication)
-            dp = self.mesh["dp_replicate", "dp_shard"]
-        elif shard > 1:
-            dp = self.mesh["dp_shard"]
+        # 2-D (replicate, shard): FSDP2's HSDP (a shard of 1: plain replication)
+        dp = self.mesh["dp_replicate", "dp_shard"] if rep > 1 else self.mesh["dp_shard"]
         return dp, (self.mesh["tp"] if tp > 1 else None)
 
     def build(self) -> None:
         torch = self.torch
-        from advisor.calibrate.proxy import build_proxy, sample_inputs
+        from advisor.calibrate.proxy import sample_inputs
 
         torch.manual_seed(0)
         self.lay = self.layout()
         self.strategy = self.lay.name
         self.mesh = None
         self.schedule = None
+        self.autocast = nullcontext
+        self.checkpointed = 0  # blocks wrapped for activation checkpointing, over this rank's stages
         plain_ddp = self.strategy == "ddp" and self.lay.tp[0] == 1 and self.lay.pp[0] == 1
         self.mesh_parts = (None, None) if plain_ddp else self.build_mesh()
-        if self.lay.pp[0] > 1:
-            modules = self.build_pipeline()
-        else:
-            model = build_proxy(self.shape).to(self.device)
-            self.params = sum(p.numel() for p in model.parameters())
-            modules = [self.wrap(model)]
-        self.modules = modules
-        self.model = modules[0]
-        self.optimizer = torch.optim.AdamW([p for m in modules for p in m.parameters()], lr=1e-4)
+        # this rank alone: the replicate "all-reduce" of an HSDP compute-only step (local_gradient_reduction)
+        self.solo_group = self.dist.new_group([self.rank], use_local_synchronization=True) if self.mesh else None
+        self.modules = self.build_pipeline() if self.lay.pp[0] > 1 else [self.build_model()]
+        self.model = self.modules[0]
+        self.optimizer = torch.optim.AdamW([p for m in self.modules for p in m.parameters()], lr=1e-4)
         self.inputs = [sample_inputs(self.shape, m, self.device, self.dtype) for m in self.plan.micro_batches]
 
+    def build_model(self):
+        """The whole proxy on this rank: on the device for plain DDP (nothing is sharded), else on
+        `meta`, sharded, then materialised (advisor.calibrate.parallelize)."""
+        from advisor.calibrate.parallelize import materialise
+        from advisor.calibrate.proxy import build_proxy
+
+        if self.mesh is None:
+            model = build_proxy(self.shape).to(self.device)
+            self.params = sum(p.numel() for p in model.parameters())
+            return self.wrap(model)
+        with self.torch.device("meta"):
+            model = build_proxy(self.shape)
+        self.params = sum(p.numel() for p in model.parameters())
+        return materialise(self.wrap(model), self.device)
+
     def wrap(self, model):
-        """DDP (replicas only, no TP), else FSDP2 on the layout's data-parallel mesh after TP."""
+        """Plain DDP (replicas only) with autocast, else TP, activation checkpointing and FSDP2 in
+        torchtitan's order (advisor.calibrate.parallelize); the spec's activation_checkpoint is
+        applied on both paths."""
         torch = self.torch
+        from advisor.calibrate.parallelize import apply_ac, shard
         from advisor.calibrate.proxy import tensor_parallel
 
         low = self.dtype != torch.float32
-        self.autocast = nullcontext
         if self.mesh is None:  # plain DDP: replicas only
             from torch.nn.parallel import DistributedDataParallel as DDP
 
+            self.checkpointed += apply_ac(model, self.workload.parallelism.activation_checkpoint)
             model = DDP(model, device_ids=[self.local_rank] if self.cuda else None)
-            if low:  # communicate gradients in the compute dtype, as the spec's gradient bytes assume
+            # communicate gradients in the compute dtype, as the spec's gradient bytes assume (the
+            # compress hooks need NCCL: a CPU run forced to bf16 reduces in fp32)
+            if low and self.cuda:
                 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
                 bf16 = self.dtype == torch.bfloat16
@@ -190,40 +214,32 @@ class Rank:
                 model.register_comm_hook(None, hook)
             self.autocast = (lambda: torch.autocast(self.device.type, dtype=self.dtype)) if low else nullcontext
             return model
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
         dp_mesh, tp_mesh = self.mesh_parts
         if tp_mesh is not None:
             model = tensor_parallel(model, tp_mesh)
-        policy = MixedPrecisionPolicy(param_dtype=self.dtype, reduce_dtype=self.dtype) if low \
-            else MixedPrecisionPolicy()
-        if dp_mesh is not None:
-            for block in model.blocks:
-                fully_shard(block, mesh=dp_mesh, mp_policy=policy)
-            fully_shard(model, mesh=dp_mesh, mp_policy=policy)
-        return model
+        self.checkpointed += apply_ac(model, self.workload.parallelism.activation_checkpoint)
+        return shard(model, dp_mesh, self.dtype)
 
     def build_pipeline(self) -> list:
-        """This rank's pipeline stages (torch.distributed.pipelining), each wrapped as `wrap` does,
-        and the schedule: 1F1B, or interleaved 1F1B with the layout's model chunks per rank."""
-        from torch.distributed.pipelining import (
-            PipelineStage,
-            Schedule1F1B,
-            ScheduleInterleaved1F1B,
-        )
+        """This rank's pipeline stages (torch.distributed.pipelining), each built on `meta`, wrapped
+        as `wrap` does and materialised, and the schedule: 1F1B, or interleaved 1F1B with the
+        layout's model chunks per rank."""
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
 
+        from advisor.calibrate.parallelize import materialise
         from advisor.calibrate.proxy import pipeline_loss, pipeline_stages
 
         torch = self.torch
         pp_mesh = self.mesh["pp"]
         pp, v = int(self.lay.pp[0]), self.workload.parallelism.virtual_stages
-        built = pipeline_stages(self.shape, pp * v, pp, pp_mesh.get_local_rank())
+        with torch.device("meta"):
+            built = pipeline_stages(self.shape, pp * v, pp, pp_mesh.get_local_rank())
         local = sum(p.numel() for _, m in built for p in m.parameters())
         # every stage exists on world / pp ranks (its data- and tensor-parallel copies)
         self.params = int(self.sum_over_ranks(local) / (self.world // pp))
         modules, stages = [], []
         for index, module in built:
-            module = self.wrap(module.to(self.device))
+            module = materialise(self.wrap(module), self.device)
             modules.append(module)
             stages.append(PipelineStage(module, index, pp * v, self.device, group=pp_mesh.get_group()))
         self.first = any(s.is_first for s in stages)
@@ -240,37 +256,47 @@ class Rank:
         self.pipeline_batch = tokens[:, :-1], tokens[:, 1:]
         return modules
 
-    def sum_over_ranks(self, value: float) -> float:
-        t = self.torch.tensor([float(value)], dtype=self.torch.float64, device=self.device)
-        self.dist.all_reduce(t)
-        return float(t.item())
-
+    # -- steps ---------------------------------------------------------------------------------
     def set_gradient_sync(self, on: bool) -> None:
         for module in self.modules:
-            if hasattr(module, "set_requires_gradient_sync"):  # FSDP2; TP alone has no gradient sync
+            if hasattr(module, "set_requires_gradient_sync"):  # FSDP2
                 module.set_requires_gradient_sync(on)
 
+    def compute_only(self):
+        """The context of a compute-only step: the same step with no gradient communication (DDP
+        `no_sync` on every micro-batch; FSDP2 and the pipeline schedule under
+        parallelize.local_gradient_reduction). The optimizer steps on the local gradients inside."""
+        from advisor.calibrate.parallelize import local_gradient_reduction
+
+        if self.mesh is None:
+            return self.model.no_sync()
+        return local_gradient_reduction(self.modules, self.solo_group)
+
     def step(self, sync_gradients: bool) -> None:
-        if self.schedule is not None:  # the schedule runs every micro-batch of the step
-            self.set_gradient_sync(sync_gradients)
-            inputs, targets = self.pipeline_batch
-            args = (inputs,) if self.first else ()
-            kwargs = {"target": targets, "losses": []} if self.last else {}
-            self.schedule.step(*args, **kwargs)
-        else:
-            last = len(self.inputs) - 1
-            for i, batch in enumerate(self.inputs):
-                sync_now = sync_gradients and i == last
-                context = nullcontext()
-                if self.strategy == "ddp" and self.mesh is None:
-                    context = nullcontext() if sync_now else self.model.no_sync()
-                else:
-                    self.set_gradient_sync(sync_now)
-                with context, self.autocast():
-                    loss = self.model(batch)
-                (loss / len(self.inputs)).backward()
-        self.optimizer.step()
+        """One optimizer step: forward + backward over every micro-batch (gradients reduced on the
+        last one only), then the optimizer. `sync_gradients=False`: the compute-only step."""
+        with nullcontext() if sync_gradients else self.compute_only():
+            if self.schedule is not None:  # the schedule runs every micro-batch and reduces at the end
+                inputs, targets = self.pipeline_batch
+                args = (inputs,) if self.first else ()
+                kwargs = {"target": targets, "losses": []} if self.last else {}
+                self.schedule.step(*args, **kwargs)
+            else:
+                self.micro_batches()
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+
+    def micro_batches(self) -> None:
+        last = len(self.inputs) - 1
+        for i, batch in enumerate(self.inputs):
+            context = nullcontext()
+            if self.mesh is None:  # DDP: accumulate locally until the last micro-batch
+                context = nullcontext() if i == last else self.model.no_sync()
+            else:
+                self.set_gradient_sync(i == last)
+            with context, self.autocast():
+                loss = self.model(batch)
+            (loss / len(self.inputs)).backward()
 
     def timed_step(self, sync_gradients: bool) -> float:
         self.barrier()  # every rank starts together: the time is the step's, not a straggler's
@@ -282,13 +308,23 @@ class Rank:
 
     def timed_steps(self, count: int) -> tuple[list[float], list[float]]:
         """`count` pairs of (full step, compute-only step), interleaved so that load drifting on a
-        shared machine hits both alike instead of biasing whichever ran later."""
+        shared machine hits both alike instead of biasing whichever ran later. The memory peaks are
+        reset before each full step and read after it (Memory)."""
         full, compute = [], []
         for i in range(count):
+            self.memory.reset()
             full.append(self.timed_step(True))
+            self.memory.read()
             compute.append(self.timed_step(False))
             _progress("step", i + 1, count)
         return full, compute
+
+    def warm_up(self, count: int) -> None:
+        """`count` untimed pairs of steps, both kinds (the compute-only one has its own first-call costs)."""
+        for i in range(count):
+            self.step(sync_gradients=True)
+            self.step(sync_gradients=False)
+            _progress("warmup", i + 1, count)
 
     # -- collectives ---------------------------------------------------------------------------
     def probe_groups(self) -> list[tuple[object, list[int], str]]:
@@ -304,110 +340,135 @@ class Rank:
         return groups
 
     def probe(self) -> list[dict]:
-        """Collective probes on each group of probe_groups(): the slowest rank's median (it sets the
-        pace), and every rank's own median (`rank_seconds`: what the collective cost each rank)."""
+        """Collective probes on each group of probe_groups() (advisor.calibrate.probes)."""
+        from advisor.calibrate.probes import probe_one
+
         groups = self.probe_groups()
         out: list[dict] = []
         done, total = 0, 3 * len(self.probe_sizes) * len(groups)
         for group, ranks, name in groups:
             for op in ("all_reduce", "reduce_scatter", "all_gather"):
                 for size in self.probe_sizes:
-                    out.append(self.probe_one(op, size, group, ranks, name))
+                    out.append(probe_one(self, op, size, group, ranks, name))
                     done += 1
                     _progress("probe", done, total)
         return out
 
-    def probe_one(self, op: str, size: int, group, ranks: list[int], name: str) -> dict:
-        from advisor.topology.collectives import bus_bandwidth_gbps
-
-        torch, dist = self.torch, self.dist
-        warm, repeats = PROBE_REPEATS[self.args.device]
-        n = len(ranks)
-        # torch >= 2.10 names them *_single (the *_tensor names are deprecated aliases).
-        reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-        all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-        count = size // 4
-        full = torch.ones(count, dtype=torch.float32, device=self.device)
-        part = torch.ones(count // n, dtype=torch.float32, device=self.device)
-        if op == "all_reduce":
-            run = lambda: dist.all_reduce(full, group=group)  # noqa: E731
-        elif op == "reduce_scatter":
-            run = lambda: reduce_scatter(part, full, group=group)  # noqa: E731
-        else:
-            run = lambda: all_gather(full, part, group=group)  # noqa: E731
-        times = []
-        for i in range(warm + repeats):
-            self.barrier()  # every group runs at once, as in a step where all groups communicate
-            self.sync()
-            start = time.perf_counter()
-            run()
-            self.sync()
-            if i >= warm:
-                times.append(time.perf_counter() - start)
-        seconds = statistics.median(self.max_over_ranks(times))
-        mine = [0.0] * self.world
-        mine[self.rank] = statistics.median(times)
-        per_rank = self.max_over_ranks(mine)  # each slot is written by one rank only
-        nodes = len({r // self.local_world for r in ranks})
-        return {"op": op, "gpus": n, "nodes": nodes, "bytes": size, "seconds": seconds,
-                "busbw": bus_bandwidth_gbps(op, n, size, seconds), "group": name,
-                "rank_seconds": [per_rank[r] for r in ranks]}
-
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> None:
-        from advisor.calibrate.environment import describe_rank
+        from advisor.calibrate.environment import describe_rank, gather_devices
 
-        args, torch = self.args, self.torch
+        args = self.args
         results = Path(args.results)
         self.build()
-        for i in range(args.warmup):
-            self.step(sync_gradients=True)
-            _progress("warmup", i + 1, args.warmup)
-        if self.cuda:
-            torch.cuda.reset_peak_memory_stats(self.device)
+        self.memory = Memory(self.torch, self.device if self.cuda else None)
+        self.warm_up(args.warmup)
         full, compute = self.timed_steps(args.steps)
         step_seconds, compute_seconds = self.max_over_ranks(full), self.max_over_ranks(compute)
-        peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else 0
-        peak_max = int(self.max_over_ranks([float(peak)])[0])
+        peaks = [int(x) for x in self.max_over_ranks([float(self.memory.allocated), float(self.memory.reserved)])]
         collectives = self.probe()
         env = describe_rank(self.device.type, self.local_rank)
-        from advisor.calibrate.rendezvous import all_gather_strings
-
-        hosts = all_gather_strings(env["host"], self.device)  # byte tensors, not pickles
+        hosts, devices = gather_devices(env, self.device)
         _write_json(results / f"rank{self.rank}.json",
-                    {"rank": self.rank, "host": env["host"], "peak_memory_bytes": peak})
+                    {"rank": self.rank, "host": env["host"], "peak_memory_bytes": self.memory.allocated,
+                     "peak_reserved_bytes": self.memory.reserved})
         if self.rank == 0:
             env.pop("host")
-            env.update({
-                "hosts": sorted(set(hosts)),
-                "gpus_per_node": self.local_world,
-                "precision": self.precision,
-                "declared_precision": self.workload.model.precision,
-                "strategy": self.strategy,
-                "proxy": self.shape.kind,
-                "proxy_layers": self.shape.layers,
-                "model_layers": self.shape.full_layers,
-                "proxy_params": self.params,
-                "declared_params": int(self.workload.model.params),
-            })
-            tokens = self.plan.global_batch * self.shape.seq_len if self.shape.kind == "transformer" else None
-            _write_json(results / "result.json", {
-                "workload": self.workload.name,
-                "gpus": self.world,
-                "nodes": max(1, self.world // self.local_world),
-                "step_seconds": step_seconds,
-                "compute_seconds": compute_seconds,
-                "global_batch": self.plan.global_batch,
-                "micro_samples": self.plan.micro,
-                "micro_batches": list(self.plan.micro_batches),
-                "layout": self.lay.label(),
-                "peak_memory_bytes": peak_max if self.cuda else None,
-                "tokens_per_second": tokens / statistics.median(step_seconds) if tokens else None,
-                "collectives": collectives,
-                "environment": env,
-            })
+            topology = env.pop("topology", None)
+            if topology:  # `nvidia-smi topo -m` beside the results, as printed
+                (results / "topology.txt").write_text(topology, encoding="utf-8")
+            env.update(self.environment(hosts, devices, topology))
+            _write_json(results / "result.json",
+                        self.result(step_seconds, compute_seconds, peaks, collectives, env))
         self.barrier()
         self.dist.destroy_process_group()
+
+    def environment(self, hosts: list[str], devices: list[str], topology: str | None) -> dict:
+        """What rank 0 adds to its own describe_rank: every rank's host and device, and the set-up."""
+        extra = {
+            "hosts": sorted(set(hosts)),
+            "gpus_per_node": self.local_world,
+            "precision": self.precision,
+            "declared_precision": self.workload.model.precision,
+            "activation_checkpoint": self.workload.parallelism.activation_checkpoint,
+            "checkpointed_blocks": self.checkpointed,
+            "strategy": self.strategy,
+            "proxy": self.shape.kind,
+            "proxy_layers": self.shape.layers,
+            "model_layers": self.shape.full_layers,
+            "proxy_params": self.params,
+            "declared_params": int(self.workload.model.params),
+        }
+        if self.cuda:
+            extra["devices"] = sorted(set(devices))
+            if topology:
+                extra["topology"] = topology
+        return extra
+
+    def result(self, step_seconds, compute_seconds, peaks, collectives, env) -> dict:
+        """rank 0's result.json (advisor.calibrate.results.RankResult reads it)."""
+        from advisor.calibrate.probes import fit_latencies
+
+        tokens = self.plan.global_batch * self.shape.seq_len if self.shape.kind == "transformer" else None
+        return {
+            "workload": self.workload.name,
+            "gpus": self.world,
+            "nodes": max(1, self.world // self.local_world),
+            "step_seconds": step_seconds,
+            "compute_seconds": compute_seconds,
+            "global_batch": self.plan.global_batch,
+            "micro_samples": self.plan.micro,
+            "micro_batches": list(self.plan.micro_batches),
+            "layout": self.lay.label(),
+            "peak_memory_bytes": peaks[0] if self.cuda else None,
+            "peak_reserved_bytes": peaks[1] if self.cuda else None,
+            "tokens_per_second": tokens / statistics.median(step_seconds) if tokens else None,
+            "collectives": collectives,
+            "probe_latency_seconds": fit_latencies(collectives) or None,
+            "environment": env,
+        }
+
+
+class Memory:
+    """Peak device memory of the full steps: allocated (tensors; torch.cuda.max_memory_allocated) and
+    reserved (the caching allocator's segments; torch.cuda.max_memory_reserved, what torchtitan's
+    memory monitor reports), reset before each full step and the largest over them kept (so the
+    compute-only steps and the probes never count). Both 0 on CPU, where torch keeps no such counters."""
+
+    def __init__(self, torch, device):
+        self.torch, self.device = torch, device
+        self.allocated = self.reserved = 0
+
+    def reset(self) -> None:
+        if self.device is not None:
+            self.torch.cuda.reset_peak_memory_stats(self.device)
+
+    def read(self) -> None:
+        if self.device is not None:
+            self.allocated = max(self.allocated, self.torch.cuda.max_memory_allocated(self.device))
+            self.reserved = max(self.reserved, self.torch.cuda.max_memory_reserved(self.device))
+
+
+#: float32 matmul precision per device (torch.set_float32_matmul_precision): on CUDA "high" lets
+#: fp32 matmuls use TF32 tensor cores, the rate advisor.catalog prices fp32 at; on CPU "highest"
+#: (torch's default; no TF32 there). Recorded in [environment] as float32_matmul_precision.
+MATMUL_PRECISION = {"cpu": "highest", "cuda": "high"}
+
+
+def matmul_precision(device: str) -> str:
+    return MATMUL_PRECISION[device]
+
+
+def compute_precision(requested: str, declared: str, device: str) -> str:
+    """The dtype a run computes in: `requested` when not "auto"; "auto" is the spec's precision on
+    CUDA and fp32 on CPU (CPU bf16 kernels are slow and would measure the kernels, not the scaling;
+    `--precision bf16` forces it, as the precision tests do)."""
+    if requested != "auto":
+        return requested
+    precision = declared if device == "cuda" else "fp32"
+    # fp8: the proxy runs its matmuls in bf16 (FP8 needs Transformer Engine or torchao, not a
+    # dependency); the recorded precision says so, and the fit reads its MFU against the fp8 peak.
+    return "bf16" if precision == "fp8" else precision
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -417,6 +478,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", choices=["cpu", "cuda"], required=True)
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--warmup", type=int, required=True)
+    p.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto",
+                   help="compute dtype: auto = the spec's on CUDA, fp32 on CPU (see compute_precision)")
     p.add_argument("--collective-timeout", type=float, default=600.0,
                    help="seconds a collective may wait for a peer before the rank fails")
     return p.parse_args(argv)

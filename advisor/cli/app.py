@@ -7,6 +7,8 @@ and prints through `advisor.cli.output`. Conventions every command shares, set u
 - `advisor --install-completion` / `--show-completion [bash|zsh|fish|powershell]` (typer's);
 - every command takes `-q/--quiet` (added by `AdvisorTyper.command`, so no command can forget it),
   and its `--json` and `-q` configure the one `Output` object before the command runs;
+- every command refuses, before it runs, an empty value or a non-finite number typed for any of
+  its options (`check_option_values`), naming the option;
 - `main()` turns `InputError` into its one-line messages on stderr with exit status 2 and never
   shows a traceback for user mistakes (typer's pretty exceptions are off; NO_COLOR is honoured by
   the rich consoles of `advisor.cli.output`).
@@ -43,18 +45,38 @@ class AdvisorTyper(typer.Typer):
                 return register(func)
 
             @functools.wraps(func)
-            def wrapper(*a, quiet: bool = False, **kw):
+            def wrapper(*a, quiet: bool = False, advisor_context: typer.Context, **kw):
                 output.configure(json=bool(kw.get("as_json", False)), quiet=quiet)
+                check_option_values(advisor_context, kw)
                 return func(*a, **kw)
 
             quiet = inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=QuietOpt)
-            params = _with_keyword(list(signature.parameters.values()), quiet)
+            context = inspect.Parameter("advisor_context", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+            params = _with_keyword(_with_keyword(list(signature.parameters.values()), quiet), context)
             wrapper.__signature__ = signature.replace(parameters=params)
             wrapper.__annotations__ = {p.name: p.annotation for p in wrapper.__signature__.parameters.values()}
             register(wrapper)
             return func
 
         return decorator
+
+
+def check_option_values(ctx: typer.Context, values: dict) -> None:
+    """What every command refuses in a value typed on the command line, before it runs: an empty
+    or blank string (`--time ''` was silently ignored, `--tier ''` matched nothing) and a number
+    that is not finite (`--budget inf` priced a plan at `$inf`). Named by the option, one line."""
+    import math
+
+    for param in ctx.command.params:
+        if param.name not in values or ctx.get_parameter_source(param.name).name != "COMMANDLINE":
+            continue
+        value = values[param.name]
+        items = value if isinstance(value, (list, tuple)) else [value]
+        flag = next((o for o in param.opts if o.startswith("--")), str(param.name).upper())
+        if any(isinstance(v, str) and not v.strip() for v in items):
+            raise InputError.at(flag, "", "empty value: give one, or leave the option out for its default", value)
+        if any(isinstance(v, float) and not math.isfinite(v) for v in items):  # every float option is a
+            raise InputError.at(flag, "", "must be a positive number", value)  # quantity: money, hours, odds
 
 
 def _with_keyword(params: list[inspect.Parameter], extra: inspect.Parameter) -> list[inspect.Parameter]:

@@ -21,7 +21,7 @@ import typer
 from advisor.calibrate.launchers import LAUNCHERS
 from advisor.calibrate.settings import SETTINGS
 from advisor.cli.app import app
-from advisor.cli.options import GpusOpt, JsonOpt, WorkloadArg
+from advisor.cli.options import GpusOpt, JsonOpt, WorkloadArg, output_path
 from advisor.cli.output import current
 
 EXIT_FAILED = 1
@@ -57,7 +57,7 @@ def calibrate_command(
         help="Timed steps per count (default: calibration.steps).")] = None,
     warmup: Annotated[int | None, typer.Option("--warmup", min=0, max=100_000,
         help="Untimed warm-up steps (default: calibration.warmup_steps).")] = None,
-    out: Annotated[Path | None, typer.Option("--out",
+    out: Annotated[Path | None, typer.Option("--out", parser=output_path("--out"),
         help="Calibration file (default: calibrations/NAME_DEVICE_DATE.toml).")] = None,
     resume: Annotated[bool, typer.Option("--resume",
         help="Continue an existing --out file: skip the counts already in it.")] = False,

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from advisor.cli.app import AdvisorTyper, app
-from advisor.cli.options import WorkloadArg
+from advisor.cli.options import WorkloadArg, output_path
 
 imports_app = AdvisorTyper(  # its commands get -q like every other
     help="Import measurements made with other tools (nccl-tests, torchtitan).",
@@ -30,6 +30,7 @@ OutOpt = Annotated[
         "--out",
         help="Calibration file to create or add to (default: "
         "calibrations/NAME_nccl-tests.toml or NAME_torchtitan.toml).",
+        parser=output_path("--out"),
     ),
 ]
 

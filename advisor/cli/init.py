@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import JsonOpt
+from advisor.cli.options import JsonOpt, output_path
 from advisor.cli.output import current
 from advisor.errors import InputError
 
@@ -69,16 +69,18 @@ def _lines(rows: list) -> str:
 def spec_text(path: Path, name: str, gpu: str, params: str, nodes_link: str, gpus_per_node: int, max_gpus: int,
               strategy: str, seq_len: int, price: float | None, intra: str | None) -> str:
     """The commented spec. Values stay as the user typed them (units included)."""
+    from advisor.errors import printable
     from advisor.text import plural
     from advisor.units import format_count, parse_count
 
     n = parse_count(params)
+    shown = printable(str(path))  # a path may hold a newline: never one inside a TOML comment
     layers, hidden, heads, like = _shape(n)
     batch = max(1, BATCH_TOKENS // seq_len)
-    intra_row = (f"intra_node_bandwidth = {_toml(intra)}", "per GPU, one direction") if intra else (
+    intra_row = (f"intra_node_bandwidth = {_toml(intra)}", "per GPU, one direction") if intra is not None else (
         "", 'intra_node_bandwidth = "450 GB/s"    per GPU, one direction (default: `advisor gpus`)')
     return _lines([
-        ("", f"Workload spec written by `advisor init`: edit it, then `advisor validate {path}`."),
+        ("", f"Workload spec written by `advisor init`: edit it, then `advisor validate {shown}`."),
         ("", 'Every field: `advisor schema`. Quantities take units ("13B", "4x200 Gbit/s", "10 us").'),
         f"name = {_toml(name)}",
         'description = "EDIT: one line saying what is trained"',
@@ -167,9 +169,23 @@ def write_new(path: Path, text: str) -> None:
     write_new_bytes(path, text.encode("utf-8"), "exists; advisor init never overwrites a file: choose another --out")
 
 
+def _check_params(params: str) -> None:
+    """--params must be a count the spec accepts (1 to MAX_PARAMS) before a shape is looked up."""
+    from advisor.spec import MAX_PARAMS
+    from advisor.units import parse_count
+
+    try:
+        n = parse_count(params)
+    except ValueError as exc:
+        raise InputError.at("--params", "", str(exc), params) from None
+    if not 1 <= n <= MAX_PARAMS:
+        raise InputError.at("--params", "", f"must be between 1 and {MAX_PARAMS:g} trainable parameters", params)
+
+
 @app.command()
 def init(
-    out: Annotated[Path | None, Opt("--out", help="Spec to write (default: NAME.toml); never overwritten.")] = None,
+    out: Annotated[Path | None, Opt("--out", help="Spec to write (default: NAME.toml); never overwritten.",
+                                    parser=output_path("--out"))] = None,
     name: Annotated[str, Opt("--name", help="Workload name: lower-case letters, digits, '-', '_'.")] = "my-job",
     gpu: Annotated[str, Opt("--gpu", help="GPU model (`advisor gpus` lists the catalog).")] = "H100-SXM",
     params: Annotated[str, Opt("--params", help="Trainable parameters, e.g. 13B, \"13 billion\".")] = "7B",
@@ -183,19 +199,17 @@ def init(
     as_json: JsonOpt = False,
 ) -> None:
     """Write a commented workload spec to edit, validated before it is written."""
-    from advisor.units import parse_count
+    from advisor.errors import printable
 
     path = out if out is not None else Path(f"{name}.toml")
     if path.exists():
         raise InputError.at(path, "", "exists; advisor init never overwrites a file: choose another --out")
-    try:
-        parse_count(params)
-    except ValueError as exc:
-        raise InputError.at("--params", "", str(exc), params) from None
+    _check_params(params)
     text = spec_text(path, name, gpu, params, nodes_link, gpus_per_node, max_gpus, strategy, seq_len, price, intra)
     workload = _validated(text, path)  # nothing is written unless the real loader accepts it
     write_new(path, text)
     output = current()
     output.result({"file": str(path), "workload": workload.model_dump(mode="json")}, lambda: print(path))
     placeholder = "" if price is not None else "the price is a placeholder; "
-    output.note(f"wrote {path}: {placeholder}edit the model shape and job size too, then `advisor validate {path}`")
+    shown = printable(str(path))
+    output.note(f"wrote {shown}: {placeholder}edit the model shape and job size too, then `advisor validate {shown}`")

@@ -116,9 +116,15 @@ def _default_counts(m) -> list[tuple[int, int]]:
     return [(g, int(m.workload.nodes(g))) for g, ok in zip(counts, valid, strict=True) if ok]
 
 
+ExplainOpt = Annotated[bool, typer.Option(
+    "--explain", help="Also print where each step goes: compute, recompute, exposed intra-/inter-node "
+                      "communication, pipeline bubble, overhead (seconds; --json always carries it as 'breakdown').")]
+
+
 @app.command()
 def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements: MeasurementsOpt = None,
-            gpus: GpusOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False, plot: PlotOpt = None) -> None:
+            gpus: GpusOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False, plot: PlotOpt = None,
+            explain: ExplainOpt = False) -> None:
     """Predict step time, throughput, speedup, efficiency and MFU with 90% intervals."""
     from advisor.placement import parse_placements
 
@@ -153,9 +159,28 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
                   f"{r['efficiency'] * 100:.0f}%", "-" if r["mfu"] is None else f"{r['mfu'] * 100:.1f}%",
                   f"{r['naive_throughput']:.4g}", f"{'' if not whys else whys[i].split(' (')[0] + ': '}{layouts[i]}")
     _console().print(t)
+    if explain:
+        _print_breakdown(m, p.rows())
     if plot is not None:
         current().note(f"wrote {plot}")
     _warn(p.warnings)
+
+
+def _print_breakdown(m, rows: list[dict]) -> None:
+    """Where each median step goes (advisor.scaling.breakdown), seconds and share of the step."""
+    from rich.table import Table
+
+    from advisor.scaling.breakdown import PARTS
+
+    t = Table(title=f"{_uncal(m)}where the median step goes (seconds, share of the step; communication "
+                    "is what compute does not hide)")
+    for col in ("GPUs", "nodes", "step s", *(p.replace("_", " ") for p in PARTS)):
+        t.add_column(col, justify="right")
+    for r in rows:
+        b, step = r["breakdown"], r["step_seconds"]
+        t.add_row(str(r["gpus"]), str(r["nodes"]), f"{step:.4g}",
+                  *(f"{b[p]:.3g} ({b[p] / step:.0%})" if step > 0 else "-" for p in PARTS))
+    _console().print(t)
 
 
 FitMaxOpt = Annotated[

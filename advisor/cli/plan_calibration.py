@@ -15,6 +15,9 @@ from advisor.cli.options import JsonOpt, WorkloadArg
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
 
+#: Longest start-up per rented run (provisioning, image, init): a week is past any provider's.
+MAX_STARTUP_SECONDS = 7 * 86400
+
 
 def usd(x: float) -> str:
     """Dollars as a reader compares them: cents under $10 ("0.49"), whole dollars above ("1,234")."""
@@ -65,6 +68,7 @@ def plan_calibration_command(
     from advisor.calibrate.design import commands, plan_calibration, plan_dict
     from advisor.errors import InputError
     from advisor.placement import parse_placements
+    from advisor.planning.limits import MAX_BUDGET_USD, limit_value
     from advisor.spec import load_workload
     from advisor.units import parse_duration
 
@@ -79,6 +83,9 @@ def plan_calibration_command(
         startup_s = float(parse_duration(startup))
     except (ValueError, TypeError) as exc:
         raise InputError.at("--startup", "", f"expected a duration such as '10 min' ({exc})", startup) from None
+    if not 0 <= startup_s <= MAX_STARTUP_SECONDS:  # a negative start-up priced runs at $0
+        raise InputError.at("--startup", "", "must be between 0 and 7 days per run", startup)
+    limit_value("--budget", budget, MAX_BUDGET_USD, "USD")
     plan = plan_calibration(w, budget, max_nodes, tier, place, startup_s)
     if as_json:
         current().result(plan_dict(plan))

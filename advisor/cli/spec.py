@@ -85,6 +85,7 @@ def gpus(as_json: JsonOpt = False) -> None:
             "name": g.name,
             "aliases": list(g.aliases),
             "memory_gb": g.memory_bytes / 1e9,
+            "peak_fp8_tflops": _tera(g.peak_flops("fp8")),
             "peak_bf16_tflops": _tera(g.peak_flops("bf16")),
             "peak_fp16_tflops": _tera(g.peak_flops("fp16")),
             "peak_fp32_tflops": _tera(g.peak_flops("fp32")),
@@ -103,11 +104,13 @@ def _print_catalog(rows: list[dict]) -> None:
         title="GPU catalog: dense peak FLOP/s (fp32 column: TF32 where the GPU has it)",
         caption="Sources per number: advisor/data/gpus.toml, or `advisor gpus --json`.",
     )
-    for col in ("GPU", "memory GB", "bf16 TFLOP/s", "fp16 TFLOP/s", "fp32/tf32 TFLOP/s", "intra-node GB/s"):
+    for col in ("GPU", "memory GB", "fp8 TFLOP/s", "bf16 TFLOP/s", "fp16 TFLOP/s", "fp32/tf32 TFLOP/s",
+                "intra-node GB/s"):
         table.add_column(col, overflow="fold")
     for r in rows:
         table.add_row(
-            r["name"], f"{r['memory_gb']:.0f}", _fmt(r["peak_bf16_tflops"]), _fmt(r["peak_fp16_tflops"]),
+            r["name"], f"{r['memory_gb']:.0f}", _fmt(r["peak_fp8_tflops"]), _fmt(r["peak_bf16_tflops"]),
+            _fmt(r["peak_fp16_tflops"]),
             _fmt(r["peak_fp32_tflops"]), _fmt(r["intra_node_gbps"]),
         )
     current().console().print(table)

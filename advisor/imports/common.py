@@ -1,7 +1,18 @@
-"""What every importer shares: reading a log as text, and the calibration file it adds to."""
+"""What every importer shares: reading a log as text, its numbers, and the calibration file it adds to.
+
+Numbers in a log are read by one strict parser (`whole_number`, `decimal`) for every importer:
+ASCII digits only (`str.isdigit()` and Python's `\\d` also take `²` and other Unicode digits, which
+`int()` then refuses or reads as something else), a bounded count of digits before anything is
+converted (Python's `int()` refuses more than 4,300 digits; 400 digits overflow a float), one
+decimal point, an optional exponent, and optional thousands separators where the tool prints them
+(torchtitan's `tps: 34,574`). Anything else is an InputError naming the file, line and field.
+"""
 
 from __future__ import annotations
 
+import math
+import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,12 +24,90 @@ if TYPE_CHECKING:
     from advisor.spec import Workload
 
 
+#: Most digits a whole number in a log may have: 2^63 has 19; a size, rank or step longer than
+#: this is not one the tools print (and never reaches int()).
+MAX_DIGITS = 19
+#: Most digits of a decimal number's integer and fraction parts (a float holds 17 significant).
+MAX_DECIMAL_DIGITS = 30
+
+_WHOLE = re.compile(r"[0-9]+", re.ASCII)
+_GROUPED = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+", re.ASCII)
+_DECIMAL = re.compile(r"(?P<int>[0-9]*)(?:\.(?P<frac>[0-9]*))?(?:[eE][+-]?(?P<exp>[0-9]{1,4}))?", re.ASCII)
+
+
 def read_log(path: str | Path) -> str:
-    """A log's text (undecodable bytes replaced: logs mix in terminal output); InputError if unreadable."""
+    """A log's text (undecodable bytes replaced: logs mix in terminal output; a leading UTF-8
+    byte-order mark dropped, as Windows editors write one); InputError if unreadable."""
     from advisor.fileio import read_input_bytes
 
     # advisor's one reader: regular files only (a FIFO or /dev/zero is refused, not read), size capped
-    return read_input_bytes(path, "a log file").decode("utf-8", errors="replace")
+    return read_input_bytes(path, "a log file").decode("utf-8-sig", errors="replace")
+
+
+def whole_number(text: str, file: str, where: str, what: str = "a whole number") -> int:
+    """`text` as a non-negative int: ASCII digits only, at most MAX_DIGITS of them."""
+    if _WHOLE.fullmatch(text) and len(text) <= MAX_DIGITS:
+        return int(text)
+    if text[:1] == "-" and _WHOLE.fullmatch(text[1:]):
+        raise InputError.at(file, where, f"expected {what}: must be >= 0", text)
+    detail = f"at most {MAX_DIGITS} digits" if _WHOLE.fullmatch(text) else "digits 0-9 only"
+    raise InputError.at(file, where, f"expected {what} ({detail})", text)
+
+
+def decimal(text: str, file: str, where: str, what: str = "a number", grouped: bool = False) -> float:
+    """`text` as a finite float >= 0: digits 0-9, one '.', an optional exponent; with `grouped`,
+    thousands separators as in `34,574`. Bounded digits; never inf or nan."""
+    body = text.replace(",", "") if grouped and _GROUPED.fullmatch(text.partition(".")[0]) else text
+    m = _DECIMAL.fullmatch(body)
+    digits = (m.group("int") or "") + (m.group("frac") or "") if m else ""
+    if text[:1] == "-" and m is None and _DECIMAL.fullmatch(text[1:]):
+        raise InputError.at(file, where, f"expected {what}: must be >= 0", text)
+    if not m or not digits or len(digits) > MAX_DECIMAL_DIGITS:
+        why = f"at most {MAX_DECIMAL_DIGITS} digits" if m and digits else "digits 0-9 and one '.'"
+        raise InputError.at(file, where, f"expected {what} ({why})", text)
+    value = float(body)
+    if not math.isfinite(value):
+        raise InputError.at(file, where, f"expected {what}: too large for a 64-bit float", text)
+    return value
+
+
+#: Relative tolerance of the busbw consistency check, on top of print rounding (the bar: +-2%).
+BUSBW_TOLERANCE = 0.02
+
+
+def check_collective(op: str, gpus: int, nbytes: float, seconds: float, busbw: float, file: str, where: str) -> None:
+    """The one consistency check of a measured collective, for nccl-tests rows and `--collect`
+    probes alike: its busbw must be size / time x nccl-tests' factor for its ranks (2(n-1)/n for
+    all-reduce, (n-1)/n otherwise), within 2% plus the rounding of a 2-decimal print and a time of
+    >= 4 significant digits (nccl-tests util.cu getFloatStr). A mismatch means the rank count, the
+    collective or the numbers are wrong: InputError at `file: where`."""
+    from advisor.topology.collectives import busbw_factor
+
+    factor = float(busbw_factor(op, gpus))
+    expected = nbytes / seconds * factor / 1e9
+    slack = BUSBW_TOLERANCE * expected + 0.005 + expected * 5e-4
+    if not math.isfinite(expected) or abs(busbw - expected) > slack:
+        raise InputError.at(file, where, f"busbw disagrees with size / time x {factor:.3f} ({op} on "
+                            f"{gpus} ranks: {nbytes:.6g} bytes in {seconds:.6g} s is {expected:.3g} GB/s): wrong "
+                            "rank count, collective or time", busbw)
+
+
+def distinct_logs(logs: list) -> tuple[list, list[str]]:
+    """The logs of one command with a file given twice (the same file by device and inode, under
+    any name) kept once, and a note for each one left out: its rows must not count twice."""
+    kept, notes, seen = [], [], {}
+    for log in logs:
+        try:
+            st = os.stat(log)
+            key: tuple = (st.st_dev, st.st_ino)
+        except OSError:  # the reader names the problem
+            key = ("unreadable", str(log))
+        if key in seen:
+            notes.append(f"{log}: the same file as {seen[key]}, given twice; read once")
+            continue
+        seen[key] = log
+        kept.append(log)
+    return kept, notes
 
 
 def not_this_format(file: str, text: str, message: str) -> InputError:
@@ -56,9 +145,12 @@ def target_file(
     return path, new
 
 
-def build(model: type, file: str, line: int, **fields):
+def build(model: type, file: str, line: int, lines: dict[str, int | list[int]] | None = None, **fields):
     """`model(**fields)`, its validation errors (bounds of the calibration format) as one-line
-    problems at the log line the values came from."""
+    problems at the log line the values came from: `line`, or for a field in `lines` its own line
+    (a list field: one line per item, so `step_seconds[6]` is reported at the line of that step)."""
+    import dataclasses
+
     from pydantic import ValidationError
 
     from advisor.validation import validation_error
@@ -66,4 +158,15 @@ def build(model: type, file: str, line: int, **fields):
     try:
         return model(**fields)
     except ValidationError as exc:
-        raise validation_error(exc, f"{file}: line {line}", model) from None
+        error = validation_error(exc, f"{file}: line {line}", model)
+        if not lines:
+            raise error from None
+        problems = []
+        for problem, detail in zip(error.problems, exc.errors(), strict=True):
+            loc, at = tuple(detail["loc"]), lines.get(str(detail["loc"][0]) if detail["loc"] else "")
+            if isinstance(at, list) and len(loc) > 1 and isinstance(loc[1], int) and loc[1] < len(at):
+                problem = dataclasses.replace(problem, file=f"{file}: line {at[loc[1]]}", path=str(loc[0]))
+            elif isinstance(at, int):
+                problem = dataclasses.replace(problem, file=f"{file}: line {at}")
+            problems.append(problem)
+        raise InputError(problems) from None

@@ -24,7 +24,6 @@ collective is wrong, and the file is refused.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +33,18 @@ import numpy as np
 
 from advisor.errors import InputError
 from advisor.imports.algorithm import algorithm_from_text, busbw_ceiling_factor, expected_algorithm
-from advisor.imports.common import build, not_this_format, read_log, target_file
+from advisor.imports.common import (
+    build,
+    check_collective,
+    decimal,
+    distinct_logs,
+    not_this_format,
+    read_log,
+    target_file,
+    whole_number,
+)
 from advisor.text import plural
-from advisor.topology.collectives import bus_bandwidth, busbw_factor
+from advisor.topology.collectives import bus_bandwidth
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration, Collective
@@ -45,14 +53,18 @@ if TYPE_CHECKING:
 #: Test programs advisor models (their collectives are the ones DDP and FSDP issue).
 PROGRAMS = {"all_reduce_perf": "all_reduce", "reduce_scatter_perf": "reduce_scatter", "all_gather_perf": "all_gather"}
 
-#: Relative tolerance of the busbw consistency check, on top of print rounding (the bar: +-2%).
-BUSBW_TOLERANCE = 0.02
-
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d+)")
-_STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
-_NTHREAD = re.compile(r"^#?\s*nThread\s+\d+\s+nGpus\s+\d+")
+# Every pattern is anchored at the line's start and linear in its length (no nested or adjacent
+# quantifiers over the same characters), and ASCII: `\d` would also take `²` or `٣`.
+_RANK = re.compile(r"^#\s*Rank\s+(\S+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d+)",
+                   re.ASCII)
+_STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)", re.ASCII)
+_NTHREAD = re.compile(r"^#?\s*nThread\s+\d+\s+nGpus\s+\d+", re.ASCII)
 #: Output tags mpirun adds with --tag-output / srun with --label: `[1,0]<stdout>:`, `0: `.
-_TAG = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:\s)")
+_TAG = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:\s)", re.ASCII)
+#: A data row starts with two numbers (a sign, a digit of any script: read strictly, then
+#: refused) and, if it goes on, a data type word; anything else in a table is noise and skipped.
+_NUMERIC_START = re.compile(r"[+-]?\.?\d")
+_TYPE = re.compile(r"[a-z][a-z0-9_]*", re.ASCII)
 _TIME_COLUMNS = ("time", "cputime")
 _WRONG_COLUMNS = ("#wrong", "error")
 
@@ -90,18 +102,14 @@ class Table:
         return sorted(set(self.ranks.values()))
 
 
-def _is_int(text: str) -> bool:
-    return text.isdigit()
+def _row_like(tokens: list[str]) -> bool:
+    """Starts like a data row (then it parses, or is an error with its line, never skipped)."""
+    return (len(tokens) >= 2 and all(_NUMERIC_START.match(t) for t in tokens[:2])
+            and (len(tokens) == 2 or bool(_TYPE.fullmatch(tokens[2]))))
 
 
 def _number(text: str, file: str, line: int, column: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError.at(file, f"line {line}.{column}", "not a number in an nccl-tests row", text) from None
-    if not math.isfinite(value) or value < 0:
-        raise InputError.at(file, f"line {line}.{column}", "must be a finite number >= 0", text)
-    return value
+    return decimal(text, file, f"line {line}.{column}", "a finite number >= 0 in an nccl-tests row")
 
 
 def _columns(line: str) -> list[str]:
@@ -123,7 +131,9 @@ def _row(table: Table, tokens: list[str], file: str, lineno: int) -> None:
         )
     at = {name: cols.index(name) for name in ("size", "redop", "algbw", "busbw") if name in cols}
     t_at = next(cols.index(c) for c in _TIME_COLUMNS if c in cols)
-    size = int(tokens[at["size"]])
+    size = whole_number(tokens[at["size"]], file, f"line {lineno}.size", "a size in bytes")
+    if "count" in cols:
+        whole_number(tokens[cols.index("count")], file, f"line {lineno}.count", "an element count")
     if "redop" in at:
         table.redops.add(tokens[at["redop"]])
     wrong_col = next((c for c in _WRONG_COLUMNS if c in cols), None)
@@ -188,7 +198,7 @@ def read_tables(text: str, file: str) -> list[Table]:
         if current is None:
             continue
         if m := _RANK.match(line):
-            rank = int(m.group(1))
+            rank = whole_number(m.group(1), file, f"line {lineno}.rank", "a rank number")
             if rank in current.ranks:
                 raise InputError.at(
                     file,
@@ -203,15 +213,7 @@ def read_tables(text: str, file: str) -> list[Table]:
             current.columns = _table_header(line, file, lineno)
             continue
         tokens = line.split()
-        if (
-            current.columns
-            and len(tokens) >= 3
-            and _is_int(tokens[0])
-            and _is_int(tokens[1])
-            and not tokens[2].isdigit()
-            and re.fullmatch(r"[a-z0-9_]+", tokens[2])
-            and len(tokens) >= 5
-        ):
+        if current.columns and _row_like(tokens):
             _row(current, tokens, file, lineno)
     return tables
 
@@ -270,21 +272,14 @@ def table_op(table: Table, file: str, op: str | None = None) -> str:
 
 
 def check_busbw(table: Table, op: str, file: str) -> None:
-    """Refuse a table whose printed busbw disagrees with size / time x nccl-tests' factor for its ranks."""
-    factor = float(busbw_factor(op, table.gpus))
+    """Refuse a table whose printed busbw disagrees with size / time x nccl-tests' factor for its
+    ranks (advisor.imports.common.check_collective, the check `--collect` applies to probes)."""
     for r in table.rows:
-        expected = r.bytes / r.seconds * factor / 1e9
-        # Printed busbw has 2 decimals; time has >= 4 significant digits (util.cu getFloatStr).
-        slack = BUSBW_TOLERANCE * expected + 0.005 + expected * 5e-4
-        if not math.isfinite(expected) or abs(r.busbw - expected) > slack:
-            raise InputError.at(
-                file,
-                f"line {r.line}.busbw",
-                f"printed busbw disagrees with size / time x {factor:.3f} "
-                f"({op} on {table.gpus} ranks, {expected:.3g} GB/s): wrong rank count or collective "
-                "(pass --op)",
-                r.busbw,
-            )
+        try:
+            check_collective(op, table.gpus, r.bytes, r.seconds, r.busbw, file, f"line {r.line}.busbw")
+        except InputError as exc:
+            p = exc.problems[0]
+            raise InputError.at(p.file, p.path, f"printed {p.message} (pass --op)", r.busbw) from None
 
 
 def read_nccl_tests(path: str | Path, op: str | None = None) -> list[tuple[Table, str]]:
@@ -333,6 +328,36 @@ def _provenance_line(path: Path, table: Table) -> str:
     return f"nccl-tests log {path.name} (file dated {date}), line {table.first_line}: {' | '.join(table.header)}"
 
 
+def _nodes(table: Table, nodes: int | None, workload: "Workload", file: str) -> int:
+    """The nodes a table's ranks ran on (--nodes, else its distinct hosts), checked by the one
+    placement rule (advisor.placement.check_placement) and against the hosts the log names."""
+    from collections import Counter
+
+    from advisor.placement import check_placement
+
+    hosts = Counter(table.ranks.values())
+    where = f"{file}: line {table.first_line}"
+    if nodes is not None and nodes < len(hosts):
+        raise InputError.at("--nodes", "", f"the ranks of {file} ran on {plural(len(hosts), 'distinct host')} "
+                            f"({', '.join(table.hosts)}): fewer nodes would record network traffic as intra-node",
+                            nodes)
+    if nodes is None and len(set(hosts.values())) > 1:
+        spread = ", ".join(f"{h}: {n}" for h, n in sorted(hosts.items()))
+        raise InputError.at(where, "", "ranks spread unevenly over hosts: every node must run the same number of "
+                            "ranks", spread)
+    n_nodes = nodes if nodes is not None else len(hosts)
+    if nodes is not None and n_nodes > table.gpus:
+        raise InputError.at("--nodes", "", f"more nodes than the {table.gpus} ranks of {file}", n_nodes)
+    per_node = -(-table.gpus // n_nodes)
+    if per_node > workload.cluster.gpus_per_node:
+        raise InputError.at(where, "", f"{plural(table.gpus, 'rank')} on {plural(n_nodes, 'host')} exceed the "
+                            f"workload's cluster.gpus_per_node ({workload.cluster.gpus_per_node}); pass --nodes if "
+                            "the hosts share a name", per_node)
+    check_placement(table.gpus, n_nodes, workload.cluster.gpus_per_node, "--nodes" if nodes else where,
+                    f"{table.gpus}@{n_nodes}")
+    return n_nodes
+
+
 def collectives_from_log(
     path: str | Path, workload: "Workload", nodes: int | None = None, op: str | None = None
 ) -> tuple[list["Collective"], list[str]]:
@@ -343,19 +368,7 @@ def collectives_from_log(
     file = str(path)
     found, notes = [], []
     for table, kind in read_nccl_tests(path, op):
-        n_nodes = nodes if nodes is not None else len(table.hosts)
-        per_node = -(-table.gpus // n_nodes)
-        if n_nodes > table.gpus:
-            raise InputError.at("--nodes", "", f"more nodes than the {table.gpus} ranks of {file}", n_nodes)
-        if per_node > workload.cluster.gpus_per_node:
-            raise InputError.at(
-                file,
-                f"line {table.first_line}",
-                f"{plural(table.gpus, 'rank')} on {plural(n_nodes, 'host')} exceed the "
-                f"workload's cluster.gpus_per_node ({workload.cluster.gpus_per_node}); pass --nodes if "
-                "the hosts share a name",
-                per_node,
-            )
+        n_nodes = _nodes(table, nodes, workload, file)
         where = _provenance_line(path, table)
         for r in table.rows:
             found.append(
@@ -415,7 +428,8 @@ def import_nccl_tests(
         raise InputError.at("--op", "", f"choose from {', '.join(PROGRAMS.values())}", op)
     if nodes is not None and nodes < 1:
         raise InputError.at("--nodes", "", "must be >= 1", nodes)
-    found, notes = [], []
+    logs, notes = distinct_logs(logs)
+    found = []
     for log in logs:
         rows, more = collectives_from_log(log, w, nodes, op)
         found += rows
@@ -428,7 +442,11 @@ def import_nccl_tests(
             return (c.op, c.gpus, c.nodes, c.bytes, c.seconds)
 
         have = {key(c) for c in cal.collectives}
-        fresh = [c for c in found if key(c) not in have]
+        fresh = []
+        for c in found:  # a row twice in these logs (two copies of one log) is kept once too
+            if key(c) not in have:
+                have.add(key(c))
+                fresh.append(c)
         if len(fresh) < len(found):
             repeated = len(found) - len(fresh)
             notes.append(f"{out}: {plural(repeated, 'row')} {'was' if repeated == 1 else 'were'} already in the file; "

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from advisor.errors import InputError
-from advisor.imports.common import build, not_this_format, read_log, target_file
+from advisor.imports.common import build, decimal, distinct_logs, not_this_format, read_log, target_file, whole_number
 from advisor.text import plural
 
 if TYPE_CHECKING:
@@ -33,9 +33,43 @@ if TYPE_CHECKING:
     from advisor.spec import Workload
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_STEP = re.compile(r"\bstep:\s*(\d+)\s+loss:\s*(\S+)\s+.*?\b(?:tps|wps):\s*([\d,]+(?:\.\d+)?)")
-_MEMORY = re.compile(r"\bmemory:\s*([\d.]+)\s*GiB")
+#: A metrics key: a token, or after a non-word character inside one. Applied token by token, so
+#: the work is linear in the line (no pattern rescans the rest of a line from every `step:`).
+_KEY = re.compile(r"(?<![A-Za-z0-9_])(step|loss|memory|tps|wps):", re.ASCII)
 GIB = 2**30
+
+
+def _fields(line: str) -> dict[str, str]:
+    """The first value of each metrics key in one line (`step: 10` and `step:10` alike; a memory
+    of `0.00 GiB` reads as `0.00GiB`)."""
+    tokens = line.split()
+    found: dict[str, str] = {}
+    for i, token in enumerate(tokens):
+        m = _KEY.search(token)
+        if not m or m.group(1) in found:
+            continue
+        at = i if token[m.end():] else i + 1  # the token holding the value
+        value = token[m.end():] if at == i else (tokens[at] if at < len(tokens) else "")
+        if m.group(1) == "memory" and "GiB" not in value and tokens[at + 1:at + 2] and \
+                tokens[at + 1].startswith("GiB"):
+            value += "GiB"
+        found[m.group(1)] = value
+    return found
+
+
+def _row(fields: dict[str, str], file: str, lineno: int) -> tuple[int, float, int | None, int]:
+    """(step, tps, peak memory bytes or None, line) of one metrics line, each number read strictly."""
+    step = whole_number(fields["step"], file, f"line {lineno}.step", "a step number")
+    key = "tps" if "tps" in fields else "wps"
+    tps = decimal(fields[key], file, f"line {lineno}.{key}", "tokens per second", grouped=True)
+    if tps <= 0:
+        raise InputError.at(file, f"line {lineno}.{key}", "must be a positive number of tokens per second",
+                            fields[key])
+    memory = fields.get("memory", "")
+    if "GiB" not in memory:  # another unit or none: no peak memory from this line
+        return step, tps, None, lineno
+    gib = decimal(memory[:memory.index("GiB")], file, f"line {lineno}.memory", "GiB of memory")
+    return step, tps, int(gib * GIB), lineno
 
 
 def read_torchtitan(path: str | Path) -> list[tuple[int, float, int | None, int]]:
@@ -46,18 +80,16 @@ def read_torchtitan(path: str | Path) -> list[tuple[int, float, int | None, int]
     seen: set[int] = set()
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = _ANSI.sub("", raw)
-        m = _STEP.search(line)
-        # Without `[rank0]:` filtering every rank prints the same step: keep its first line.
-        if not m or int(m.group(1)) in seen:
+        if "step:" not in line:
             continue
-        seen.add(int(m.group(1)))
-        tps = float(m.group(3).replace(",", ""))
-        if tps <= 0:
-            raise InputError.at(
-                file, f"line {lineno}.tps", "must be a positive number of tokens per second", m.group(3)
-            )
-        mem = _MEMORY.search(line)
-        rows.append((int(m.group(1)), tps, int(float(mem.group(1)) * GIB) if mem else None, lineno))
+        fields = _fields(line)
+        if not {"step", "loss"} <= fields.keys() or not {"tps", "wps"} & fields.keys():
+            continue
+        row = _row(fields, file, lineno)
+        # Without `[rank0]:` filtering every rank prints the same step: keep its first line.
+        if row[0] not in seen:
+            seen.add(row[0])
+            rows.append(row)
     if not rows:
         raise not_this_format(
             file, _ANSI.sub("", text), "not a torchtitan training log: no 'step: N  loss: ...  tps: ...' line"
@@ -91,10 +123,12 @@ def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) 
     steps = [tokens / (tps * gpus) for _, tps, _, _ in kept]
     memories = [m for _, _, m, _ in kept if m is not None]
     tps_median = sorted(t for _, t, _, _ in kept)[len(kept) // 2]
+    peak_line = max((r for r in kept if r[2] is not None), key=lambda r: r[2], default=kept[0])[3]
     return build(
         Run,
         file,
         kept[0][3],
+        {"step_seconds": [r[3] for r in kept], "peak_memory_bytes": peak_line},
         gpus=gpus,
         nodes=nodes,
         step_seconds=steps,
@@ -124,8 +158,9 @@ def import_torchtitan(
     if len(places) != 1:
         raise InputError.at("--gpus", "", "give one placement N@M (the GPUs the logged job ran on)", placement)
     gpus, nodes = places[0]
+    logs, notes = distinct_logs(logs)
     runs = [run_from_log(p, w, gpus, nodes) for p in logs]
-    notes = [
+    notes += [
         f"{p}: {plural(len(r.step_seconds), 'step')} at {plural(gpus, 'GPU')} over {plural(nodes, 'node')}, "
         f"median step {sorted(r.step_seconds)[len(r.step_seconds) // 2]:.4g} s"
         for p, r in zip(logs, runs, strict=True)

@@ -393,7 +393,11 @@ def sweep(
         steps=steps, global_batch=global_batch, step_seconds=step_seconds,
         compute_hours=compute_hours, wall_hours=wall, cost_usd=cost,
         available=offered & fits_batch[None, :] & fits[None, :] & finite, offered=offered, fits_batch=fits_batch,
-        fits_memory=fits, memory_bytes=memory, gpu_memory=gpu_memory_bytes(w),
+        # GPU memory unknown: nothing is left out for memory, so no memory sentence is written without a
+        # capacity to name (it crashed on tiny-cpu --layouts auto, where layouts the count cannot run
+        # made `fits` false)
+        fits_memory=fits if gpu_memory_bytes(w) is not None else np.ones_like(fits),
+        memory_bytes=memory, gpu_memory=gpu_memory_bytes(w),
         baseline_gpus=int(baseline_gpus), baseline_hours=_baseline_hours(w, model, baseline_gpus),
         statistical_efficiency=w.batch.gradient_noise_scale is not None and w.batch.policy == "fixed-per-gpu",
     )

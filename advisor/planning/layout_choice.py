@@ -154,6 +154,8 @@ def predict(model, gpus, nodes=None, peaks=()):
     valid = np.stack([lay.valid for lay in choice.layouts])
     choice = choice.with_fallback(np.argmin(np.where(valid, np.stack([p.step_seconds for p in preds]), np.inf), axis=0))
     out = merged(preds, choice.pick)
+    cols = np.arange(g.size)
+    out["breakdown"] = {k: np.stack([p.breakdown[k] for p in preds])[choice.pick, cols] for k in preds[0].breakdown}
     # one baseline for every layout: the layout chosen at the baseline count
     b, bn = np.array([model.baseline_gpus]), np.array([model.baseline_nodes])
     at_base = choose(w, b, bn, _median_step(model), peaks)
@@ -193,7 +195,10 @@ def sweep(w: Workload, model, tiers=None, baseline_gpus=None, gpus=None, peaks=(
         _candidate_sweep(w, lay, cw, model, tiers, baseline_gpus, peaks) for lay, cw in zip(layouts, works, strict=True)
     ]
     seconds = np.stack([np.where(s.available.any(axis=0), s.step_seconds[0], np.inf) for s in sweeps])
-    least_memory = np.argmin(np.stack([s.memory_bytes for s in sweeps]), axis=0)
+    # where nothing runs, show the layout closest to fitting among those the count can run, so "left
+    # out" names a footprint above the memory (it named 76.5 GB < 96 GB of a layout 4 GPUs cannot run)
+    least_memory = np.argmin(np.stack([np.where(lay.valid, s.memory_bytes, np.inf)
+                                       for lay, s in zip(layouts, sweeps, strict=True)]), axis=0)
     choice = LayoutChoice(layouts=tuple(layouts), workloads=tuple(works), seconds=seconds, **_SWEEP_WORDS,
                           pick=np.argmin(seconds, axis=0)).with_fallback(least_memory)
     base = (

@@ -36,6 +36,23 @@ LIKELY = 0.8
 FREE_OBJECTIVES = (Objective.WORTH_THE_COST, Objective.SPEEDUP_PER_DOLLAR)
 
 
+#: Largest budget (USD) and deadline (hours) a plan is asked to meet: a trillion dollars and a
+#: century are past any rental, and far enough below the float limit that budget / price and
+#: deadline / step time stay finite (1e308 overflowed numpy with RuntimeWarnings).
+MAX_BUDGET_USD = 1e12
+MAX_DEADLINE_HOURS = 1e6
+
+
+def limit_value(flag: str, value: float | None, maximum: float, unit: str) -> None:
+    """InputError naming `flag` unless `value` is None or a positive finite number up to `maximum`."""
+    if value is None:
+        return
+    if not (math.isfinite(value) and value > 0):
+        raise InputError.at(flag, "", "must be a positive number", value)
+    if value > maximum:
+        raise InputError.at(flag, "", f"must be at most {maximum:,.0f} {unit}", value)
+
+
 @dataclass(frozen=True)
 class Limits:
     """Budget in USD, deadline in hours, and the probability (0-1) of meeting them a plan needs
@@ -46,9 +63,8 @@ class Limits:
     confidence: float | None = None
 
     def __post_init__(self) -> None:
-        for flag, value in (("--budget", self.budget), ("--deadline", self.deadline)):
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise InputError.at(flag, "", "must be a positive number", value)
+        limit_value("--budget", self.budget, MAX_BUDGET_USD, "USD")
+        limit_value("--deadline", self.deadline, MAX_DEADLINE_HOURS, "hours")
         if self.confidence is not None and not (0 < self.confidence < 1):
             raise InputError.at("--confidence", "", "must be between 0 and 1 (exclusive)", self.confidence)
         if self.confidence is not None and not self.any:

@@ -85,10 +85,13 @@ class Family:
         for i, p in enumerate(probes):
             links = F.probe_link_seconds(workload, p.op, gpus[i:i + 1], nodes[i:i + 1], np.array([p.bytes]),
                                          _INTER_HOPS.get(self.name, "tree"))
-            # read with its algorithm: a tree or NVLS probe moved fewer bytes than the ring the steps model
-            ring = busbw_ceiling_factor(getattr(p, "algorithm", None), p.op, p.gpus, p.nodes)
+            # read with its algorithm: the crossing rule prices the expected one (the 2-node tree, else a
+            # ring); a log that forced another moved that one's bytes (advisor.imports.algorithm)
+            algo = getattr(p, "algorithm", None)
+            ratio = (busbw_ceiling_factor(algo, p.op, p.gpus, p.nodes)
+                     / busbw_ceiling_factor(None, p.op, p.gpus, p.nodes))
             for col in ("intra_bandwidth", "inter_bandwidth", "intra_latency", "inter_latency"):
-                X[i, names.index(col)] = getattr(links, col)[0] / (ring if col.endswith("bandwidth") else 1.0)
+                X[i, names.index(col)] = getattr(links, col)[0] / (ratio if col.endswith("bandwidth") else 1.0)
         return X, np.array([p.seconds for p in probes], float)
 
 

@@ -39,10 +39,51 @@ def flops_per_gpu(workload: "Workload", gpus: np.ndarray, global_batch: np.ndarr
     return workload.model.training_flops_per_sample * np.asarray(global_batch, float) / np.asarray(gpus, float)
 
 
-def compute_seconds(workload: "Workload", gpus: np.ndarray, global_batch: np.ndarray) -> np.ndarray:
-    """Per-GPU compute per step at peak FLOP/s (at NOMINAL_FLOPS when the peak is unknown)."""
+def recompute_flops_per_sample(workload: "Workload") -> float:
+    """FLOPs that activation recomputation repeats per sample (Korthikanti et al. 2022, §5): full
+    recomputes every layer's forward in the backward, a third of the forward + backward FLOPs (the
+    forward is 2 of the 6 FLOPs per parameter per token, PaLM App. B); selective recomputes only the
+    attention core (Q·K^T, softmax, dropout, softmax·V), the forward third of the attention FLOPs,
+    4·L·H·T per token; none (and a model without a transformer shape under selective) repeats nothing."""
+    mode, m = workload.parallelism.activation_checkpoint, workload.model
+    if mode == "full":
+        return m.training_flops_per_sample / 3
+    if mode == "selective" and m.is_transformer:
+        return m.attention_flops_per_token / 3 * m.seq_len
+    return 0.0
+
+
+def _seconds_per_flop(workload: "Workload", flops_per_sample: float, attention_per_sample: float) -> float:
+    """Seconds per sample of `flops_per_sample` FLOPs at peak, the attention part at the 16-bit peak
+    under fp8: FP8 recipes cast the linear layers' matmuls (Transformer Engine's fp8_autocast, torchao
+    Float8Linear) and keep dot-product attention in bf16 (Transformer Engine: NVTE_FP8_DPA off by
+    default; torchtitan docs/float8.md converts nn.Linear only)."""
+    from advisor.catalog import find_gpu
+
     peak = workload.peak_flops or NOMINAL_FLOPS
-    return flops_per_gpu(workload, gpus, global_batch) / peak
+    gpu = find_gpu(workload.cluster.gpu)
+    if workload.model.precision != "fp8" or workload.cluster.peak_flops is not None or gpu is None:
+        return flops_per_sample / peak
+    return (flops_per_sample - attention_per_sample) / peak + attention_per_sample / gpu.peak_flops("bf16")
+
+
+def compute_parts(workload: "Workload", gpus: np.ndarray, global_batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(model, recompute) per-GPU compute seconds per step at peak FLOP/s (NOMINAL_FLOPS when the peak
+    is unknown): the training FLOPs, and what activation recomputation repeats."""
+    m = workload.model
+    per_gpu = np.asarray(global_batch, float) / np.asarray(gpus, float)
+    attention = m.attention_flops_per_token * m.seq_len if m.is_transformer and m.flops_per_sample is None else 0.0
+    model = _seconds_per_flop(workload, m.training_flops_per_sample, attention)
+    redo = recompute_flops_per_sample(workload)
+    redo_attention = attention / 3 if redo else 0.0
+    return per_gpu * model, per_gpu * _seconds_per_flop(workload, redo, min(redo_attention, redo))
+
+
+def compute_seconds(workload: "Workload", gpus: np.ndarray, global_batch: np.ndarray) -> np.ndarray:
+    """Per-GPU compute per step at peak FLOP/s, recomputation included (at NOMINAL_FLOPS when the peak
+    is unknown): what the GPU executes, while MFU counts only the model's FLOPs (PaLM App. B)."""
+    model, redo = compute_parts(workload, gpus, global_batch)
+    return model + redo
 
 
 def gpus_per_node_used(gpus: np.ndarray, nodes: np.ndarray) -> np.ndarray:

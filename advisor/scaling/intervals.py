@@ -153,7 +153,10 @@ def sigma_spread(X: np.ndarray, est) -> tuple[np.ndarray, np.ndarray]:
     v = np.append(est.coef_[est.free_], [est.gamma_] if k > est.free_.size else [])
     logs = est.log_params_
     lo, hi = est.bounds_
-    pts = np.clip(sigma_points(v, (est.cov_ + est.cov_.T) / 2, logs, v <= lo * (1 + 1e-9) + 1e-15), lo, hi)
+    cov = (est.cov_ + est.cov_.T) / 2
+    # one-sided: at its bound, or so near it that the sigma step down would cross it (and be clipped)
+    near = v - Z90 * np.sqrt(np.maximum(np.diag(cov), 0.0)) < lo
+    pts = np.clip(sigma_points(v, cov, logs, near), lo, hi)
     coefs = np.tile(est.coef_, (len(pts), 1))
     coefs[:, est.free_] = pts[:, : est.free_.size]
     gammas = pts[:, -1] if k > est.free_.size else np.full(len(pts), est.gamma_)
@@ -170,8 +173,8 @@ def sigma_spread(X: np.ndarray, est) -> tuple[np.ndarray, np.ndarray]:
 
 def sigma_points(v: np.ndarray, cov: np.ndarray, logs: np.ndarray, at_bound: np.ndarray) -> np.ndarray:
     """Sigma points (points, k) of the posterior N(v, cov) (cov in coefficient units), with the
-    parameters `at_bound` (held at their lower bound by the data) moving only up, the way the fit
-    lets them. A Gaussian splits into the bounded block b and the rest f given b:
+    parameters `at_bound` (held at, or within a sigma step of, their lower bound) moving only up, the
+    way the fit lets them. A Gaussian splits into the bounded block b and the rest f given b:
     x_f | x_b ~ N(C_fb C_bb⁻¹ x_b, C_f|b). The rest walks the principal axes of C_f|b both ways, in
     the prior's space (log for the log-prior parameters); each bounded parameter walks +z·sd alone
     with the rest following C_fb C_bb⁻¹, in coefficient units, where a trade between terms that the

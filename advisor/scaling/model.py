@@ -101,6 +101,8 @@ class Prediction:
     mfu: np.ndarray | None
     naive_throughput: np.ndarray
     warnings: list[str] = field(default_factory=list)
+    #: seconds per part of the median step (advisor.scaling.breakdown.PARTS), arrays like the others
+    breakdown: dict[str, np.ndarray] = field(default_factory=dict)
 
     def rows(self) -> list[dict]:
         """One dict per placement with the JSON fields of docs/model.md ("Outputs")."""
@@ -116,6 +118,7 @@ class Prediction:
                 "mfu": None if self.mfu is None else float(self.mfu[i]),
                 "naive_throughput": float(self.naive_throughput[i]),
                 "global_batch": float(self.global_batch[i]),
+                "breakdown": {k: float(v[i]) for k, v in self.breakdown.items()},
             })
         return out
 
@@ -154,7 +157,7 @@ def fit_record(workload: "Workload", measurements: Measurements | None, requeste
     """Fit the family `requested` names (advisor.scaling.families.family_named) to `measurements`
     (None: the prior alone), cross-validate it, set its interval noise and draw its posterior."""
     fam = family_named(requested)
-    problem = Problem.of(workload, measurements, priors)
+    problem = Problem.of(workload, measurements, priors.for_workload(workload))
     fitted = fit_family(fam, problem)
     est = fitted.estimator
     cv = leave_one_count_out(fam, problem, init=(est.coef_, est.gamma_))
@@ -324,10 +327,13 @@ class ScalingModel(StepTimeModel):
         speedup = thr / (base_batch / t_base)
         peak = self.workload.peak_flops
         mfu = flops_per_gpu(self.workload, gpus, batch) / t / peak if peak else None
+        from advisor.scaling.breakdown import breakdown
+
         return Prediction(gpus=gpus, nodes=nodes, global_batch=batch, step_seconds=t, step_low=lo, step_high=hi,
                           throughput=thr, throughput_low=batch / hi, throughput_high=batch / lo, speedup=speedup,
                           efficiency=speedup * self.baseline_gpus / gpus, mfu=mfu,
-                          naive_throughput=batch / self.naive_step(gpus, batch), warnings=self.warnings(gpus, nodes))
+                          naive_throughput=batch / self.naive_step(gpus, batch), warnings=self.warnings(gpus, nodes),
+                          breakdown=breakdown(self, gpus, nodes, batch, t))
 
     def naive_step(self, gpus, batch) -> np.ndarray:
         """The naive linear guess: per-GPU throughput of the largest measured count held (of the

@@ -32,6 +32,78 @@ LINK_TOLERANCE = 0.15
 MAX_MFU = 1.0
 
 
+#: What the compute prior is conditioned on (`mfu_features`), besides its intercept: the GPU's
+#: generation (Hopper and newer, Volta and older, against Ampere: a newer GPU's higher peak is harder to
+#: feed, NVIDIA's MLPerf and torchtitan runs reach ~40% of an H100's bf16 peak where A100 runs reach
+#: ~50%), fp32 (TF32 matmuls) and the LLM class (a transformer at >= 2048 tokens per sample: large,
+#: regular matmuls). Model width and tokens per micro-batch were tried and raised the held-out error
+#: (benchmarks/mfu_prior.py: 0.45 and 0.42 against 0.42 in ln(1/MFU)), so they are left out.
+MFU_FEATURES = ("hopper_or_newer", "volta_or_older", "fp32", "llm")
+
+#: Catalog names by generation (advisor/data/gpus.toml): newer than Ampere, older than Ampere.
+_NEWER = ("H100", "H200", "GH200", "B200", "B300", "GB200", "GB300", "MI300X", "MI325X", "MI355X", "L40S", "L4")
+_OLDER = ("V100", "P100", "K80", "T4")
+
+#: Least spread of the conditioned compute prior: the held-out spread of a handful of LLM testbeds
+#: (0.09 in ln(1/MFU)) is not evidence of a tighter law than ~25% (one sd) for a new job.
+MFU_SD_FLOOR = 0.25
+
+
+def mfu_features(w) -> tuple[float, ...]:
+    """The MFU_FEATURES of a workload (0/1 each)."""
+    from advisor.catalog import find_gpu
+
+    gpu = find_gpu(w.cluster.gpu)
+    name = gpu.name if gpu else ""
+    m = w.model
+    return (float(name.startswith(_NEWER)), float(name.startswith(_OLDER)), float(m.precision == "fp32"),
+            float(m.is_transformer and m.seq_len >= 2048))
+
+
+@dataclass(frozen=True)
+class MFUModel:
+    """ln(1/MFU) of a transformer = intercept + coef · mfu_features, with the held-out spread per class
+    (LLM or other transformer) as its sd: learned by `learn_mfu` from the corpus."""
+
+    intercept: float
+    coef: tuple[float, ...]
+    sd_llm: float
+    sd_other: float
+
+    def mean(self, w) -> float:
+        return float(self.intercept + np.dot(self.coef, mfu_features(w)))
+
+    def sd(self, w) -> float:
+        return self.sd_llm if mfu_features(w)[-1] else self.sd_other
+
+
+def learn_mfu(points: list[tuple[tuple[float, ...], float, float, float, str]], tau: float = 0.3,
+              ridge: float = 0.5) -> MFUModel | None:
+    """The MFUModel from per-series evidence (features, value of ln(1/MFU), its variance, weight, testbed):
+    weighted least squares (weight / (tau² + variance), tau the between-series spread `learn` finds for
+    MFU's scale), a ridge of `ridge` on the coefficients (not the intercept) so a feature a few series
+    share does not swing on them; its sd per class is the root-mean-square leave-one-testbed-out
+    residual (what a new testbed meets), floored at MFU_SD_FLOOR. None with fewer than 4 testbeds."""
+    if len({p[4] for p in points}) < 4:
+        return None
+    X = np.array([(1.0, *p[0]) for p in points])
+    y, v, wt = (np.array([p[i] for p in points], float) for i in (1, 2, 3))
+    beds = [p[4] for p in points]
+
+    def fit(keep):
+        W = wt[keep] / (tau**2 + v[keep])
+        R = ridge * np.eye(X.shape[1])
+        R[0, 0] = 0.0
+        return np.linalg.solve(X[keep].T @ (W[:, None] * X[keep]) + R, X[keep].T @ (W * y[keep]))
+
+    held = np.array([y[i] - X[i] @ fit(np.array([b != beds[i] for b in beds])) for i in range(len(y))])
+    llm = X[:, -1] > 0
+    sds = [max(float(np.sqrt(np.sum(wt[c] * held[c] ** 2) / np.sum(wt[c]))), MFU_SD_FLOOR) if c.any()
+           else MFU_SD_FLOOR for c in (llm, ~llm)]
+    beta = fit(np.ones(len(y), bool))
+    return MFUModel(float(beta[0]), tuple(float(b) for b in beta[1:]), *sds)
+
+
 @dataclass(frozen=True)
 class Priors:
     """Gaussian priors on the topology coefficients (see docs/model.md, "The prior")."""
@@ -63,8 +135,19 @@ class Priors:
     corpus's leave-one-series-out coverage (benchmarks/accuracy.py): 0.5 puts published series at
     93% and the Pollux traces at 96% with every fitted count; 0.25 left Pollux at 4x at 75%."""
 
+    mfu: MFUModel | None = None
+    """The compute prior conditioned on the workload (`for_workload`); None: the scalar above for all."""
+
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def for_workload(self, w) -> "Priors":
+        """These priors with the compute prior conditioned on `w` (transformers with a known peak), else as is."""
+        from advisor.catalog import find_gpu
+
+        if self.mfu is None or not w.model.is_transformer or not w.peak_flops or find_gpu(w.cluster.gpu) is None:
+            return self
+        return replace(self, log_inv_mfu=self.mfu.mean(w), log_inv_mfu_sd=self.mfu.sd(w))
 
 
 #: Before learning, and for any field fewer than two testbeds inform: MFU ~37% (ln 1/MFU = 1.0; PaLM
@@ -80,7 +163,9 @@ DEFAULTS = Priors(log_inv_mfu=1.0, log_inv_mfu_sd=0.6, log_intra_bw=0.3, log_int
 #: Learned on the corpus (benchmarks/accuracy.py --learn): see the module docstring.
 LEARNED = Priors(log_inv_mfu=1.078, log_inv_mfu_sd=0.717, log_intra_bw=0.684, log_intra_bw_sd=0.973, log_inter_bw=0.5,
                  log_inter_bw_sd=0.7, log_latency_sd=1.0, gamma=1.217, gamma_sd=1.0, contention_sd=0.05,
-                 step_share_sd=0.02, noise=0.018, widening=0.5)
+                 step_share_sd=0.02, noise=0.018, widening=0.5,
+                 # benchmarks/mfu_prior.py: held-out rms of ln(1/MFU) 0.07 on LLMs (floored to 0.25), 0.51 others
+                 mfu=MFUModel(intercept=0.837, coef=(0.205, 0.664, -0.544, -0.158), sd_llm=0.25, sd_other=0.506))
 
 #: Priors for learning (empirical Bayes): wide and neutral (declared speeds, γ = 2) on what is
 #: learned, so the data decide wherever they can; as in use on the per-step constants: in a

@@ -12,9 +12,19 @@
   - Across nodes: NCCL runs its rings through every node's NICs, so a node's NICs carry (GPUs on the
     node / group members on the node) x the per-rank bus bytes (flat FSDP 1x; HSDP's replica
     all-reduce, one member per node, once per local rank). A ring with several members per node
-    also runs through their intra-node links, so its bytes count there too (docs/model.md; the
-    priors were learned so). With one member per node (HSDP's replica groups, rail-aligned: NCCL's
-    ring goes GPU -> its NIC -> the next node, no NVLink hop) nothing goes over the intra link.
+    also runs through their intra-node links, so its bytes count there too; with one member per node
+    (HSDP's replica groups, rail-aligned: NCCL's ring goes GPU -> its NIC -> the next node, no NVLink
+    hop) nothing goes over the intra link. NCCL pipelines the chunks through the NVLink and NIC hops,
+    so the slower link sets the crossing traffic's time, not the sum of both (NCCL's tuning model,
+    src/graph/tuning.cc, takes the path's bottleneck bandwidth): `LinkLoad.seconds` charges
+    max(NIC bytes / crossing bandwidth, their NVLink bytes / intra link) to the inter-node term, so a
+    one-node step never depends on the inter-node declaration.
+    An all-reduce takes NCCL's double binary tree (Sanders et al. 2009; NCCL 2.4) where the NICs carry
+    less: reduced in the node over NVLink, each of two trees carries half the buffer across nodes; a
+    node inner in one tree (two children) and a leaf in the other sends 4 halves, 2x the buffer, about
+    a ring's 2(N-1)/N, so only at 2 nodes (root of one tree, leaf of the other: the buffer once) does
+    the tree win, and busbw can reach 2(N-1)/N x the NIC rate: 375 GB/s on 8x200 Gbit/s, where
+    NVIDIA/nccl-tests#196 reports 2-node busbw above the NICs (`declared_busbw`).
     Latency: NCCL's double binary tree (NCCL >= 2.4, `src/graph/tuning.cc`) ~2·log2(k) hops, or
     the ring's 2(k-1) (`inter_hops="ring"`, a family of its own).
   - A reduce-scatter or all-gather is half an all-reduce's hops; a point-to-point send is 1 hop.
@@ -87,11 +97,12 @@ class LinkLoad:
     inter_bytes: np.ndarray  # per node through its NICs
     intra_hops: np.ndarray
     inter_hops: np.ndarray
+    crossing_intra_bytes: np.ndarray  # the part of intra_bytes that crossing collectives put on NVLink
 
     @classmethod
     def zero(cls, shape) -> LinkLoad:
         return cls(intra_bytes=np.zeros(shape), inter_bytes=np.zeros(shape), intra_hops=np.zeros(shape),
-                   inter_hops=np.zeros(shape))
+                   inter_hops=np.zeros(shape), crossing_intra_bytes=np.zeros(shape))
 
     @classmethod
     def of(cls, op: str, group, stride, gpus, nodes, bus_bytes, latency_calls, inter_hops: str = "tree") -> LinkLoad:
@@ -104,11 +115,19 @@ class LinkLoad:
         crosses = (nodes > 1) & (k * d > on_node) & (k > 1)
         members_per_node = np.clip(np.floor(on_node / np.maximum(d, 1)), 1, k)
         ring, across = hops(op, k, inter_hops)
+        nvlink = np.where(members_per_node <= 1, 0.0, bus_bytes)
+        nic = on_node / members_per_node * bus_bytes
+        if op == "all_reduce":  # the double binary tree where it carries less: 2 nodes (module docstring)
+            buffer = bus_bytes / np.where(k > 1, busbw_factor(op, np.maximum(k, 2)), 1.0)  # calls x buffer
+            tree = (np.ceil(k / members_per_node) <= 2) & (k > members_per_node)
+            nvlink = np.where(tree, busbw_factor(op, members_per_node) * buffer, nvlink)
+            nic = np.where(tree, np.minimum(nic, on_node / members_per_node * buffer), nic)
         return cls(
-            intra_bytes=np.where(crosses & (members_per_node <= 1), 0.0, bus_bytes),
-            inter_bytes=np.where(crosses, on_node / members_per_node * bus_bytes, 0.0),
+            intra_bytes=np.where(crosses, nvlink, bus_bytes),
+            inter_bytes=np.where(crosses, nic, 0.0),
             intra_hops=np.where(crosses, 0.0, latency_calls * ring),
             inter_hops=np.where(crosses, latency_calls * across, 0.0),
+            crossing_intra_bytes=np.where(crosses, nvlink, 0.0),
         )
 
     def __add__(self, other: LinkLoad) -> LinkLoad:
@@ -117,16 +136,29 @@ class LinkLoad:
             inter_bytes=self.inter_bytes + other.inter_bytes,
             intra_hops=self.intra_hops + other.intra_hops,
             inter_hops=self.inter_hops + other.inter_hops,
+            crossing_intra_bytes=self.crossing_intra_bytes + other.crossing_intra_bytes,
         )
 
     def seconds(self, workload: "Workload") -> LinkSeconds:
-        """At the declared speeds: intra bytes at the intra-node link, NIC bytes at the crossing bandwidth,
-        hops at each link's declared latency."""
+        """At the declared speeds: the one-node traffic's bytes at the intra-node link; the crossing
+        traffic pipelined, the slower of its NIC bytes at the crossing bandwidth and its NVLink bytes at
+        the intra link (module docstring); hops at each link's declared latency."""
+        intra = workload.intra_node_bandwidth
         return LinkSeconds(
-            intra_bandwidth=self.intra_bytes / workload.intra_node_bandwidth,
-            inter_bandwidth=self.inter_bytes / crossing_bandwidth(workload),
+            intra_bandwidth=(self.intra_bytes - self.crossing_intra_bytes) / intra,
+            inter_bandwidth=np.maximum(self.inter_bytes / crossing_bandwidth(workload),
+                                       self.crossing_intra_bytes / intra),
             intra_latency=self.intra_hops * workload.cluster.intra_node_latency,
             inter_latency=self.inter_hops * workload.cluster.inter_node_latency,
             intra_bytes=self.intra_bytes,
             inter_bytes=self.inter_bytes,
         )
+
+
+def declared_busbw(workload: "Workload", op: str, gpus: int, nodes: int) -> float:
+    """The bus bandwidth (bytes/s) a large `op` over `gpus` ranks on `nodes` filled nodes reaches at the
+    declared speeds, by the crossing rule: nccl-tests' busbw of the time `LinkLoad.seconds` gives."""
+    g, n = np.array([float(gpus)]), np.array([float(nodes)])
+    bus = busbw_factor(op, g)
+    s = LinkLoad.of(op, g, np.ones(1), g, n, bus, np.zeros(1)).seconds(workload)
+    return float(bus[0] / (s.intra_bandwidth + s.inter_bandwidth)[0])

@@ -51,8 +51,13 @@ bytes over k ranks moves 2(k-1)/k·S per rank, a reduce-scatter or all-gather (k
 
 Placement and links: each `Traffic` is a group of k ranks at rank stride d over N GPUs on n nodes,
 and THE crossing rule of advisor.topology.collectives (`LinkLoad.of`) says what it puts on each link
-(the calibration probes' design uses the same rule). Data-parallel collectives pay their latency
-once per step (bucketed), per-layer ones (TP, CP, PP) once per call.
+(the calibration probes' design uses the same rule: the NVLink and NIC hops of a collective that
+crosses nodes are pipelined, the slower sets the time; an all-reduce on 2 nodes takes NCCL's tree).
+Latency per call: DDP per 25 MB bucket, FSDP per wrapped block, per-layer ones (TP, CP, PP) per layer.
+Recipe switches (advisor.spec, docs/formats.md): gradients at `reduce_dtype`'s bytes, parameters
+gathered at the compute dtype's; `distributed_optimizer` (ZeRO-1: reduce-scatter + all-gather in place
+of DDP's all-reduce); `reshard_after_forward`; `sequence_parallel` (TP's all-reduces as reduce-scatter
++ all-gather); `tp_comm_overlap` and the overlap switches set `Traffic.overlappable`.
 
 Memory: advisor.topology.memory's formulas (ZeRO states, Korthikanti et al. 2022 activations) at
 this layout's degrees, each strategy saying how many ranks share the model state
@@ -119,9 +124,39 @@ class Strategy:
         times the context-parallel ranks, which hold the same weights (torchtitan's dp_shard_cp)."""
         return lay.dp_shard * lay.cp
 
-    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
-        """The strategy's collectives per step, for gradient bytes `grad` and `micro` micro-batches."""
+    def traffic(self, lay: Layout, s: StateBytes, micro) -> list[Traffic]:
+        """The strategy's collectives per step, for the state bytes `s` and `micro` micro-batches."""
         raise NotImplementedError
+
+
+#: PyTorch DDP's gradient bucket (DistributedDataParallel bucket_cap_mb default 25 MB; Li et al. VLDB
+#: 2020 §3.2.3): the all-reduce is issued once per bucket, and each call pays the latency hops.
+DDP_BUCKET_BYTES = 25e6
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """What the data-parallel collectives move for one model-parallel rank, and how they are issued."""
+
+    param: np.ndarray  # parameters gathered, at the compute dtype's bytes (fp8 recipes keep bf16 weights)
+    grad: np.ndarray  # gradients reduced, at parallelism.reduce_dtype's bytes (default fp32)
+    blocks: float  # FSDP2 wrapped blocks per stage (one per transformer layer, plus the root): calls per pass
+    reshard: bool  # FSDP2 reshard_after_forward
+    distributed_optimizer: bool
+    overlap_grad: bool
+    overlap_param: bool
+
+    @staticmethod
+    def of(w: Workload, lay: Layout) -> StateBytes:
+        m, p = w.model, w.parallelism
+        share = m.params / (lay.tp * lay.pp)
+        blocks = m.layers / lay.pp + 1 if m.is_transformer else 1.0
+        return StateBytes(share * m.bytes_per_element, share * p.gradient_element_bytes, blocks, p.reshard,
+                          p.distributed_optimizer, p.overlap_grad_reduce, p.overlap_param_gather)
+
+    def buckets(self, nbytes) -> np.ndarray:
+        """DDP calls per step: one per DDP_BUCKET_BYTES bucket."""
+        return np.maximum(np.ceil(nbytes / DDP_BUCKET_BYTES), 1.0)
 
 
 class Replicate(Strategy):
@@ -135,11 +170,17 @@ class Replicate(Strategy):
     def state_shards(self, lay: Layout) -> np.ndarray:
         return lay.dp_shard  # 1: every rank holds the whole state
 
-    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
+    def traffic(self, lay: Layout, s: StateBytes, micro) -> list[Traffic]:
         k = lay.dp_replicate * lay.cp
         one = np.ones_like(k)
-        return [Traffic(name="ddp gradient all-reduce", op="all_reduce", group=k, stride=lay.tp, nbytes=grad,
-                        calls=one, latency_calls=one)]
+        if not s.distributed_optimizer:
+            return [Traffic(name="ddp gradient all-reduce", op="all_reduce", group=k, stride=lay.tp, nbytes=s.grad,
+                            calls=one, latency_calls=s.buckets(s.grad), overlappable=s.overlap_grad)]
+        return [Traffic(name="distributed-optimizer gradient reduce-scatter", op="reduce_scatter", group=k,
+                        stride=lay.tp, nbytes=s.grad, calls=one, latency_calls=s.buckets(s.grad),
+                        overlappable=s.overlap_grad),
+                Traffic(name="distributed-optimizer parameter all-gather", op="all_gather", group=k, stride=lay.tp,
+                        nbytes=s.param, calls=one, latency_calls=s.buckets(s.param), overlappable=s.overlap_param)]
 
 
 class Shard(Strategy):
@@ -150,14 +191,17 @@ class Shard(Strategy):
     def shard_degree(self, dp, per_node_dp, shard, rep):
         return dp if shard in (None, -1) else np.full_like(dp, shard)
 
-    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
+    def traffic(self, lay: Layout, s: StateBytes, micro) -> list[Traffic]:
         k = lay.dp_shard * lay.cp
         one = np.ones_like(k)
+        gathers = (2 if s.reshard else 1) * micro  # FSDP2 reshard_after_forward=False keeps them for the backward
+        name = ("fsdp all-gather (forward + backward, per micro-batch)" if s.reshard else
+                "fsdp all-gather (forward, kept for the backward)")
         return [
-            Traffic(name="fsdp all-gather (forward + backward, per micro-batch)", op="all_gather", group=k,
-                    stride=lay.tp, nbytes=grad, calls=2 * micro, latency_calls=2 * one),
-            Traffic(name="fsdp reduce-scatter", op="reduce_scatter", group=k, stride=lay.tp, nbytes=grad, calls=one,
-                    latency_calls=one),
+            Traffic(name=name, op="all_gather", group=k, stride=lay.tp, nbytes=s.param, calls=gathers,
+                    latency_calls=gathers * s.blocks, overlappable=s.overlap_param),
+            Traffic(name="fsdp reduce-scatter", op="reduce_scatter", group=k, stride=lay.tp, nbytes=s.grad, calls=one,
+                    latency_calls=s.blocks * one, overlappable=s.overlap_grad),
         ]
 
 
@@ -173,14 +217,15 @@ class HybridShard(Shard):
             return dp // rep
         return np.minimum(dp, per_node_dp)
 
-    def traffic(self, lay: Layout, grad, micro) -> list[Traffic]:
-        inner = super().traffic(lay, grad, micro)
-        s = lay.dp_shard * lay.cp
-        one = np.ones_like(s)
+    def traffic(self, lay: Layout, s: StateBytes, micro) -> list[Traffic]:
+        inner = super().traffic(lay, s, micro)
+        k = lay.dp_shard * lay.cp
+        one = np.ones_like(k)
         return [
             *inner,
             Traffic(name="hsdp replica all-reduce of the shard", op="all_reduce", group=lay.dp_replicate,
-                    stride=lay.tp * s, nbytes=grad / s, calls=one, latency_calls=one),
+                    stride=lay.tp * k, nbytes=s.grad / k, calls=one, latency_calls=s.blocks * one,
+                    overlappable=s.overlap_grad),
         ]
 
 
@@ -250,8 +295,7 @@ class Layout:
         """Every collective of one optimizer step: the strategy's, then (transformers) TP, PP and CP's."""
         m = w.model
         micro_count, micro = self.micro_batches(w)
-        grad = m.gradient_bytes / (self.tp * self.pp)
-        out = list(self.strategy.traffic(self, grad, micro_count))
+        out = list(self.strategy.traffic(self, StateBytes.of(w, self), micro_count))
         if not m.is_transformer:
             return out
         tokens = micro * m.seq_len / self.cp  # tokens of one micro-batch on one rank
@@ -263,14 +307,11 @@ class Layout:
         e = m.bytes_per_element
         act = tokens * m.hidden * e  # b·s·h activations of one micro-batch
         layers = m.layers / self.pp
-        recompute = w.parallelism.activation_checkpoint == "full"
-        calls = (6 if recompute else 4) * layers * micro_count
         p2p = 2 * w.parallelism.virtual_stages * micro_count * (self.pp > 1)
         kv = m.kv_heads or m.heads
         ring = 3 * (self.cp - 1) * layers * micro_count
         return [
-            Traffic(name="tp activation all-reduces (per layer, per micro-batch)", op="all_reduce", group=self.tp,
-                    stride=np.ones_like(self.tp), nbytes=act, calls=calls, latency_calls=calls, overlappable=False),
+            *_tp_traffic(w, self, act, layers * micro_count),
             Traffic(name="pp activations between stages", op="send_recv", group=np.where(self.pp > 1, 2, 1),
                     stride=self.gpus // np.maximum(self.pp, 1), nbytes=act / self.tp, calls=p2p, latency_calls=p2p,
                     overlappable=False),
@@ -327,6 +368,24 @@ def measured_offset(w: Workload, gpus, peaks: Sequence[MeasuredPeak]) -> np.ndar
 def _estimate_at(w: Workload, peak: MeasuredPeak) -> float:
     """The footprint estimate at a peak's count in `w`'s layout, at the peak's micro-batch when recorded."""
     return float(build(w, np.array([peak.gpus])).footprint(w, micro_samples=peak.micro_samples or None).total[0])
+
+
+def _tp_traffic(w: Workload, lay: Layout, act, layer_passes) -> list[Traffic]:
+    """TP's per-layer collectives (Megatron-LM, Shoeybi et al. 2019 §3): 2 all-reduces of the b·s·h
+    activations in the forward and 2 in the backward, 2 more when full recomputation repeats the forward;
+    with sequence parallelism each becomes a reduce-scatter and an all-gather of the same buffer, the same
+    bus bytes in twice the calls of half the hops (Korthikanti et al. 2022 §4.2.2). They sit between
+    dependent GEMMs unless tp_comm_overlap pipelines them with those GEMMs (Transformer Engine
+    userbuffers, Megatron --tp-comm-overlap)."""
+    p = w.parallelism
+    calls = (6 if p.activation_checkpoint == "full" else 4) * layer_passes
+    ones, hide = np.ones_like(lay.tp), p.tp_comm_overlap
+    if not (p.sequence_parallel is not False and (lay.tp > 1).any()):
+        return [Traffic(name="tp activation all-reduces (per layer, per micro-batch)", op="all_reduce", group=lay.tp,
+                        stride=ones, nbytes=act, calls=calls, latency_calls=calls, overlappable=hide)]
+    return [Traffic(name=f"tp sequence-parallel {op.replace('_', '-')}s (per layer, per micro-batch)", op=op,
+                    group=lay.tp, stride=ones, nbytes=act, calls=calls, latency_calls=calls, overlappable=hide)
+            for op in ("reduce_scatter", "all_gather")]
 
 
 # -- building layouts ---------------------------------------------------------------------------

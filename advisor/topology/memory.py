@@ -18,11 +18,15 @@ VLDB, §3.3-3.4: one unit at a time, backward prefetch): 3 · (P / layers / tp) 
 
 Activations (transformers; Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
 Transformer Models", §4, 16-bit activations): per layer and micro-batch of b samples, sequence s,
-hidden h, heads a, with tensor-parallel degree t and sequence parallelism (their eq. 4 / Table 2):
-  none:      s·b·h·34 / t bytes
-  selective: s·b·h·34 / t
-  full:      2·s·b·h / t (only each layer's input; their §4.2) plus one layer's "none" activations,
-             rebuilt while its backward runs.
+hidden h, heads a, with tensor-parallel degree t, with sequence parallelism (their eq. 4 / Table 2;
+`parallelism.sequence_parallel`, on by default with TP) and without it (their eq. 2: 10 + 24/t):
+  none:      s·b·h·34 / t bytes            without SP: s·b·h·(10 + 24/t)
+  selective: as none
+  full:      2·s·b·h / t (only each layer's input; their §4.2; without SP 2·s·b·h) plus one layer's
+             "none" activations, rebuilt while its backward runs.
+Model state: 16 bytes per parameter sharded by FSDP's shard group; under DDP with
+`parallelism.distributed_optimizer` (ZeRO-1) the optimizer's 12 of them over the data-parallel ranks.
+FSDP2 with `reshard_after_forward = false` also holds every gathered layer from forward to backward.
 The paper's attention-score term, 5·a·s²·b per layer (scores, softmax and dropout mask), is not
 counted: fused attention (FlashAttention, Dao et al. 2022, §3: only the softmax statistics, linear in s
 memory; PyTorch's scaled_dot_product_attention picks it or the memory-efficient kernel for bf16/fp16
@@ -58,9 +62,17 @@ if TYPE_CHECKING:
 #: Bytes of model state per parameter in mixed-precision Adam training (ZeRO §3.1: 2 + 2 + 12).
 STATE_BYTES_PER_PARAM = 16
 
+#: Of those, the optimizer's: fp32 master weights, momentum and variance (ZeRO §3.1, K = 12), which
+#: ZeRO stage 1 (Megatron's --use-distributed-optimizer) shards over the data-parallel ranks.
+OPTIMIZER_BYTES_PER_PARAM = 12
+
 #: Bytes per token per hidden unit one layer keeps with no recomputation, besides the attention
 #: scores (Korthikanti et al. 2022, eq. 1: 34·s·b·h); fused attention stores no scores (module docstring).
 ACTIVATION_LINEAR = 34
+
+#: Of those, what tensor parallelism without sequence parallelism leaves whole on every rank: the layer
+#: norms' inputs and the dropout masks (Korthikanti et al. 2022 Table 2: 10 + 24/t; with SP 34/t).
+TP_UNSPLIT = 10
 
 #: Bytes per token per hidden unit a layer keeps under full recomputation: its 16-bit input (§4.2).
 FULL_RECOMPUTE_INPUT = 2
@@ -120,10 +132,16 @@ def footprint(w: "Workload", gpus, *, state_shards, tp, pp, cp, micro_samples=No
     model_parallel = np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float)
     shard = np.asarray(state_shards, dtype=float)
     state = STATE_BYTES_PER_PARAM * w.model.params / model_parallel / shard
+    par = w.parallelism
+    if par.distributed_optimizer and par.strategy == "ddp":  # ZeRO-1 over the data-parallel x context-parallel ranks
+        replicated = (STATE_BYTES_PER_PARAM - OPTIMIZER_BYTES_PER_PARAM) * w.model.params / model_parallel
+        state = replicated + OPTIMIZER_BYTES_PER_PARAM * w.model.params / gpus  # over gpus / (tp·pp) ranks
     gathered = np.zeros(np.broadcast(gpus, shard).shape)
     if w.model.layers:
         unit = w.model.params / w.model.layers / np.asarray(tp, dtype=float) * w.model.bytes_per_element
-        gathered = np.where(shard > 1, FSDP_GATHERED_UNITS * unit, 0.0) + gathered
+        # FSDP2 reshard_after_forward=False holds every layer's gathered weights from forward to backward
+        held = unit * w.model.layers / np.asarray(pp, dtype=float) if not par.reshard else 0.0
+        gathered = np.where(shard > 1, FSDP_GATHERED_UNITS * unit + held, 0.0) + gathered
     if micro_samples is None:
         micro_samples = micro_batch(w, gpus)  # per data-parallel rank (advisor.batch)
     micro_samples = np.asarray(micro_samples, dtype=float)
@@ -147,15 +165,17 @@ def activation_bytes(w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activati
         return np.zeros(b.shape)
     t, p, c = (np.asarray(x, dtype=float) for x in (tp, pp, cp))
     s_local = m.seq_len / c
-    sbh = s_local * b * m.hidden / t
+    sbh = s_local * b * m.hidden
     scale = m.bytes_per_element / 2  # the paper's counts are for 16-bit activations
-    none = sbh * ACTIVATION_LINEAR * scale  # no s² scores: fused attention (module docstring)
-    if activation_checkpoint == "none":
+    # Korthikanti Table 2 without the scores: sequence parallelism splits all 34 by t; without it the
+    # layer norms' and dropouts' 10 stay whole on every tensor-parallel rank (10 + 24/t), and so does a
+    # layer's input kept for full recomputation
+    sp = w.parallelism.sequence_parallel is not False
+    none = sbh * np.where(sp, ACTIVATION_LINEAR / t, TP_UNSPLIT + (ACTIVATION_LINEAR - TP_UNSPLIT) / t) * scale
+    if activation_checkpoint in ("none", "selective"):
         per_layer, working = none, 0.0
-    elif activation_checkpoint == "selective":
-        per_layer, working = sbh * ACTIVATION_LINEAR * scale, 0.0
     elif activation_checkpoint == "full":
-        per_layer, working = sbh * FULL_RECOMPUTE_INPUT * scale, none
+        per_layer, working = sbh * FULL_RECOMPUTE_INPUT / np.where(sp, t, 1.0) * scale, none
     else:
         raise ValueError(f"activation_checkpoint must be none, selective or full (got {activation_checkpoint!r})")
     layers_per_stage = m.layers / p

@@ -49,9 +49,12 @@ def _check_file(path, name, counts, nodes=1, strategy="ddp"):
 def test_calibrate_one_and_two_ranks(tmp_path, strategy):
     spec = small_workload(tmp_path, strategy)
     out = tmp_path / "cal.toml"
-    r = run_cli("calibrate", spec, "--gpus", "1,2", "--device", "cpu", "--steps", "2", "--warmup", "1", "--out", out)
+    r = run_cli("calibrate", spec, "--gpus", "1,2", "--device", "cpu", "--steps", "2", "--warmup", "1", "--out", out,
+                timeout=400)  # 2 min at a load of 12 on 2 cores
     assert r.returncode == 0, r.stderr
-    _check_file(out, "tiny-test", [1, 2], strategy=strategy)
+    cal = _check_file(out, "tiny-test", [1, 2], strategy=strategy)
+    assert cal.environment["float32_matmul_precision"] == "highest"
+    assert all(r.peak_reserved_bytes is None for r in cal.runs)  # CPU: torch keeps no such counter
     assert "N=2: saved" in r.stderr and "speedup" in r.stdout  # progress on stderr, table on stdout
 
 
@@ -113,4 +116,7 @@ def test_calibrate_cuda_one_gpu(tmp_path):
     assert r.returncode == 0, r.stderr
     cal = load_calibration(out)
     assert cal.environment["backend"] == "nccl" and cal.runs[0].peak_memory_bytes > 0
+    assert cal.runs[0].peak_reserved_bytes >= cal.runs[0].peak_memory_bytes
+    assert cal.environment["float32_matmul_precision"] == "high"  # fp32 spec: TF32 on CUDA
+    assert cal.environment["compute_capability"] and cal.environment["devices"]
     assert statistics.median(cal.runs[0].step_seconds) > 0

@@ -1,4 +1,7 @@
-"""The conventions every command shares: --version, completion, -q, --json, NO_COLOR (real CLI)."""
+"""The conventions every command shares: --version, completion, -q, --json, NO_COLOR.
+
+`--version`, completion, `validate` (exit 0 and 2) and `calibrate` run as a user runs them (a process);
+the rest in-process."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import tomllib
 
 import pytest
 
+from cli_inprocess import invoke, run_in_process
 from conftest import ROOT, WORKLOADS, run_cli
 
 FIXTURE = ROOT / "tests" / "fixtures" / "spec_fixed_global.toml"
@@ -21,7 +25,7 @@ def _env(**extra: str) -> dict:
     return env
 
 
-def test_version_prints_the_package_version():
+def test_version_as_a_user_runs_it_prints_the_package_version():
     import advisor
 
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -70,7 +74,7 @@ def test_every_command_takes_quiet_and_json():
             assert "--json" in options, name
 
 
-def test_validate_json_is_one_document_in_base_units():
+def test_validate_json_as_a_user_runs_it_is_one_document_in_base_units():
     result = run_cli("validate", FIXTURE, "--json")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)  # one document: json.loads refuses trailing text
@@ -82,12 +86,12 @@ def test_validate_json_is_one_document_in_base_units():
 
 @pytest.mark.parametrize("path", sorted(WORKLOADS.glob("*.toml")), ids=lambda p: p.name)
 def test_validate_json_for_every_example(path):
-    result = run_cli("validate", path, "--json")
+    result = run_in_process("validate", path, "--json")
     assert result.returncode == 0
     assert json.loads(result.stdout)["workload"]["name"] == path.stem
 
 
-def test_validate_json_of_a_bad_spec_lists_the_problems_and_exits_2(tmp_path):
+def test_validate_json_of_a_bad_spec_as_a_user_runs_it_lists_the_problems_and_exits_2(tmp_path):
     spec = tmp_path / "spec.toml"
     spec.write_text(FIXTURE.read_text().replace("hidden = 4096", "hiden = 4096"))
     result = run_cli("validate", spec, "--json")
@@ -99,8 +103,8 @@ def test_validate_json_of_a_bad_spec_lists_the_problems_and_exits_2(tmp_path):
 
 
 def test_quiet_silences_warnings_but_not_the_result():
-    loud = run_cli("recommend", WORKLOADS / "llm7b.toml", "--budget", "20000")
-    quiet = run_cli("recommend", WORKLOADS / "llm7b.toml", "--budget", "20000", "-q")
+    loud = run_in_process("recommend", WORKLOADS / "llm7b.toml", "--budget", "20000")
+    quiet = run_in_process("recommend", WORKLOADS / "llm7b.toml", "--budget", "20000", "-q")
     assert loud.returncode == quiet.returncode == 0
     assert "warning:" in loud.stderr  # llm7b extrapolates past its 128 measured GPUs
     assert quiet.stderr == ""
@@ -108,14 +112,17 @@ def test_quiet_silences_warnings_but_not_the_result():
 
 
 def test_quiet_keeps_errors(tmp_path):
-    result = run_cli("validate", "nope.toml", "-q", cwd=tmp_path)
+    result = run_in_process("validate", "nope.toml", "-q", cwd=tmp_path)
     assert (result.returncode, result.stderr.strip()) == (2, "nope.toml: no such file")
 
 
-def test_no_color_is_honoured():
+def test_no_color_is_honoured(monkeypatch):
     args = ("fit", WORKLOADS / "llm7b.toml")
-    forced = run_cli(*args, env=_env(FORCE_COLOR="1"))
-    plain = run_cli(*args, env=_env(FORCE_COLOR="1", NO_COLOR="1"))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")  # read when a command makes its console, not at import
+    forced = run_in_process(*args)
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = run_in_process(*args)
     assert ANSI_COLOUR.search(forced.stdout), "the check needs colour to be possible"
     assert not ANSI_COLOUR.search(plain.stdout)
     assert plain.returncode == 0
@@ -139,7 +146,7 @@ def test_calibrate_json_quiet_is_one_document_and_a_silent_stderr(tmp_path):
 
 
 def test_help_lists_commands_in_workflow_order():
-    result = run_cli("--help")
+    result = run_in_process("--help")
     names = [line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()]
     # typer lists command groups (import) after the commands.
     assert names == ["init", "validate", "schema", "gpus", "plan-calibration", "calibrate", "fit", "predict",
@@ -160,8 +167,6 @@ JSON_COMMANDS = {
 
 @pytest.mark.parametrize("name", sorted(JSON_COMMANDS))
 def test_json_is_one_document_and_quiet_leaves_stderr_empty(name):
-    from cli_inprocess import invoke
-
     args = JSON_COMMANDS[name] + (() if name == "schema" else ("--json",))
     code, out, err = invoke(*args, "-q")
     assert code == 0, err
@@ -173,8 +178,6 @@ def test_json_is_one_document_and_quiet_leaves_stderr_empty(name):
 
 
 def test_init_json_in_process(tmp_path):
-    from cli_inprocess import invoke
-
     code, out, err = invoke("init", "--json", "--out", tmp_path / "x.toml")
     assert code == 0 and json.loads(out)["file"] == str(tmp_path / "x.toml")
     assert "placeholder" in err
@@ -194,8 +197,6 @@ def test_json_fields_are_documented(command, fields):
 
 
 def test_validate_json_fields_match_the_documentation():
-    from cli_inprocess import invoke
-
     code, out, _ = invoke("validate", WORKLOADS / "llm7b.toml", "--json")
     assert code == 0
     doc = json.loads(out)
@@ -218,7 +219,31 @@ def test_no_install_hint_names_the_unrelated_pypi_package():
 def test_validate_json_of_a_bad_value_is_strict_json(tmp_path, value):
     spec = tmp_path / "spec.toml"
     spec.write_text(FIXTURE.read_text().replace('params = "6.7B"', f"params = {value}"))
-    result = run_cli("validate", spec, "--json")
+    result = run_in_process("validate", spec, "--json")
     assert result.returncode == 2
     doc = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
     assert doc["problems"][0]["path"] == "model.params"
+
+
+def _documented(section: str, key: str) -> bool:
+    """`key` or "key" in the section; `x_low`/`x_high` count as documented with `x` (`cost_usd` (+))."""
+    stem = re.sub(r"_(low|high)$", "", key)
+    return any(f"{q}{k}{q}" in section for k in (key, stem) for q in ('`', '"'))
+
+
+@pytest.mark.parametrize("args, rows", [
+    (("predict", WORKLOADS / "tiny-cpu.toml", "--gpus", "2"), ["predictions"]),
+    (("fit", WORKLOADS / "tiny-cpu.toml"), ["residuals"]),
+    (("backtest", WORKLOADS / "tiny-cpu.toml", "--calibration", ROOT / "calibrations" / "tiny-cpu_cpu_2026-11-30.toml",
+      "--fit-max-gpus", "2"), ["points"]),
+    (("recommend", WORKLOADS / "tiny-cpu.toml"), ["candidates", "workloads"]),
+], ids=lambda v: v[0] if isinstance(v, tuple) else None)
+def test_every_json_field_printed_is_documented(args, rows):
+    """docs/formats.md's section of each command names every key it prints, and those of its rows."""
+    doc = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
+    section = doc.split(f"`advisor {args[0]} --json`", 1)[1].split("\n`advisor ", 1)[0]
+    code, out, err = invoke(*args, "--json")
+    assert code == 0, err
+    printed = json.loads(out)
+    keys = set(printed) | {k for row in rows for k in printed[row][0]}
+    assert {k for k in keys if not _documented(section, k)} == set(), args[0]

@@ -1,4 +1,6 @@
-"""`advisor init`: a commented spec the real loader accepts, never an overwrite, bad options named."""
+"""`advisor init`: a commented spec the real loader accepts, never an overwrite, bad options named.
+
+One case per exit status (0: a spec written; 2: never an overwrite) runs as a user runs it; the rest in-process."""
 
 from __future__ import annotations
 
@@ -6,10 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cli_inprocess import invoke, run_in_process
 from conftest import run_cli
 
 
-def test_init_writes_a_commented_spec_the_loader_accepts(tmp_path):
+def test_init_as_a_user_runs_it_writes_a_commented_spec_the_loader_accepts(tmp_path):
     from advisor.spec import load_workload
 
     r = run_cli("init", "--gpu", "H100-SXM", "--params", "13B", "--nodes-link", "4x200 Gbit/s", "--out", "job.toml",
@@ -24,19 +27,19 @@ def test_init_writes_a_commented_spec_the_loader_accepts(tmp_path):
     assert (w.model.layers, w.model.hidden, w.model.heads) == (40, 5120, 40)  # Llama-2-13B's config
     assert w.job.tokens == pytest.approx(20 * 13e9)  # Chinchilla: 20 tokens per parameter
     assert w.job.samples == pytest.approx(20 * 13e9 / w.model.seq_len)
-    assert run_cli("validate", "job.toml", cwd=tmp_path).returncode == 0
+    assert run_in_process("validate", "job.toml", cwd=tmp_path).returncode == 0
 
 
 @pytest.mark.parametrize("params, layers", [("124M", 12), ("70 billion", 80), ("1.3b", 48), ("400B", 126)])
 def test_init_takes_the_closest_published_shape(tmp_path, params, layers):
     from advisor.spec import load_workload
 
-    r = run_cli("init", "--params", params, "--out", "x.toml", cwd=tmp_path)
+    r = run_in_process("init", "--params", params, "--out", "x.toml", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert load_workload(tmp_path / "x.toml").model.layers == layers
 
 
-def test_init_never_overwrites(tmp_path):
+def test_init_as_a_user_runs_it_never_overwrites(tmp_path):
     (tmp_path / "my-job.toml").write_text("keep me\n")
     r = run_cli("init", cwd=tmp_path)
     assert r.returncode == 2 and "never overwrites" in r.stderr
@@ -50,7 +53,7 @@ def test_init_never_overwrites(tmp_path):
     (("--name", "../evil"), "--name: must be lower-case letters"),
 ])
 def test_init_bad_option_is_named_and_nothing_is_written(tmp_path, args, line):
-    r = run_cli("init", *args, "--out", "x.toml", cwd=tmp_path)
+    r = run_in_process("init", *args, "--out", "x.toml", cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.startswith(line), r.stderr
     assert list(tmp_path.iterdir()) == []
@@ -59,7 +62,7 @@ def test_init_bad_option_is_named_and_nothing_is_written(tmp_path, args, line):
 def test_init_json(tmp_path):
     import json
 
-    r = run_cli("init", "--json", "--usd-per-gpu-hour", "2.5", "-q", cwd=tmp_path)
+    r = run_in_process("init", "--json", "--usd-per-gpu-hour", "2.5", "-q", cwd=tmp_path)
     assert r.returncode == 0 and r.stderr == ""
     doc = json.loads(r.stdout)
     assert doc["file"] == "my-job.toml" and doc["workload"]["tiers"][0]["usd_per_gpu_hour"] == 2.5
@@ -78,7 +81,7 @@ def test_write_new_refuses_a_file_created_after_the_check(tmp_path):
 
 
 def test_init_into_a_missing_folder_is_one_line(tmp_path):
-    r = run_cli("init", "--out", "no/such/dir/x.toml", cwd=tmp_path)
+    r = run_in_process("init", "--out", "no/such/dir/x.toml", cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.strip() == "no/such/dir/x.toml: cannot write: No such file or directory"
 
 
@@ -98,7 +101,6 @@ def test_init_with_any_option_text_writes_a_valid_spec_or_one_error(name, gpu, l
     from pathlib import Path
 
     from advisor.spec import load_workload
-    from cli_inprocess import invoke
 
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "x.toml"

@@ -1,15 +1,19 @@
 """Layouts through the CLI: llm70b's tensor-parallel layout in predict's JSON, counts the degrees
-cannot split refused with exit 2, and strategy auto choosing HSDP on rental-ethernet's 100 GbE."""
+cannot split refused with exit 2, and strategy auto choosing HSDP on rental-ethernet's 100 GbE.
+
+`calibrate` refusing a count (exit 2) runs as a user runs it; the rest in-process."""
 
 from __future__ import annotations
 
 import json
+import re
 
+from cli_inprocess import run_in_process
 from conftest import WORKLOADS, run_cli
 
 
 def test_llm70b_predicts_at_1024_and_2048_with_its_layout():
-    r = run_cli("predict", WORKLOADS / "llm70b.toml", "--gpus", "1024,2048", "--json")
+    r = run_in_process("predict", WORKLOADS / "llm70b.toml", "--gpus", "1024,2048", "--json")
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["predictions"]
     # tp = 8 inside each node; FSDP over the rest (data_parallel_shard_degree = -1)
@@ -21,13 +25,13 @@ def test_llm70b_predicts_at_1024_and_2048_with_its_layout():
 
 
 def test_a_count_the_degrees_cannot_split_exits_2():
-    r = run_cli("predict", WORKLOADS / "llm70b.toml", "--gpus", "12")
+    r = run_in_process("predict", WORKLOADS / "llm70b.toml", "--gpus", "12")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.startswith("--gpus: the layout cannot split this count") and "(got 12)" in r.stderr
 
 
 def test_auto_picks_hsdp_across_nodes_on_ethernet_and_says_what_it_beat():
-    r = run_cli("recommend", WORKLOADS / "rental-ethernet.toml", "--layouts", "auto", "--json")
+    r = run_in_process("recommend", WORKLOADS / "rental-ethernet.toml", "--layouts", "auto", "--json")
     assert r.returncode in (0, 3), r.stderr
     plans = [p for p in json.loads(r.stdout)["candidates"] if p["tier"] == "on-demand"]
     at = {p["gpus"]: p for p in plans}
@@ -39,7 +43,7 @@ def test_auto_picks_hsdp_across_nodes_on_ethernet_and_says_what_it_beat():
 
 
 def test_auto_on_llm70b_never_offers_a_layout_that_cannot_hold_the_state():
-    r = run_cli("recommend", WORKLOADS / "llm70b.toml", "--layouts", "auto", "--json")
+    r = run_in_process("recommend", WORKLOADS / "llm70b.toml", "--layouts", "auto", "--json")
     assert r.returncode in (0, 3), r.stderr
     doc = json.loads(r.stdout)
     plans = [p for p in doc["candidates"] if p["tier"] == "on-demand"]
@@ -51,7 +55,7 @@ def test_auto_on_llm70b_never_offers_a_layout_that_cannot_hold_the_state():
         assert p["memory_bytes_per_gpu"] <= 80e9
 
 
-def test_calibrate_refuses_a_count_the_layout_cannot_split_before_starting_ranks(tmp_path):
+def test_calibrate_as_a_user_runs_it_refuses_a_count_the_layout_cannot_split_before_starting_ranks(tmp_path):
     text = (WORKLOADS / "tiny-cpu.toml").read_text().replace('strategy = "ddp"',
                                                              'strategy = "fsdp"\ntensor_parallel_degree = 2')
     text = text.replace("gpus = [1, 2, 4]", "gpus = [2, 4]")
@@ -60,3 +64,18 @@ def test_calibrate_refuses_a_count_the_layout_cannot_split_before_starting_ranks
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.startswith("--gpus: the parallel layout cannot split 1 GPUs")
     assert not (tmp_path / "out.toml").exists()
+
+
+def test_the_rental_ethernet_table_in_the_usage_guide_is_what_recommend_prints():
+    """docs/usage.md's `--layouts auto` table on rental-ethernet: layout, step seconds and speedup per count."""
+    from conftest import ROOT
+
+    text = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| (\w+): (dp_shard=\d+, dp_replicate=\d+) \| ([\d.]+) \| ([\d.]+)x \|", text, re.M)
+    assert len(rows) == 4, "the table moved or changed shape"
+    r = run_in_process("recommend", WORKLOADS / "rental-ethernet.toml", "--layouts", "auto", "--json")
+    plans = {p["gpus"]: p for p in json.loads(r.stdout)["candidates"] if p["tier"] == "on-demand"}
+    for gpus, strategy, layout, step, speedup in rows:
+        p = plans[int(gpus)]
+        assert (p["strategy"], p["layout"].startswith(layout + ",")) == (strategy, True), gpus
+        assert (f"{p['step_seconds']:.2f}", f"{p['speedup']:.2f}") == (step, speedup), gpus

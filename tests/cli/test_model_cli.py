@@ -1,4 +1,7 @@
-"""fit, predict and backtest through the real CLI, on a CSV made from the Pollux traces."""
+"""fit, predict and backtest on a CSV made from the Pollux traces.
+
+One case per command and exit status runs as a user runs it (a process: fit, predict and backtest
+with 0 and 2); the rest in-process."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import json
 
 import pytest
 
+from cli_inprocess import run_in_process
 from conftest import WORKLOADS, run_cli
 from pollux_inputs import POLLUX, write_imagenet_inputs
 
@@ -19,7 +23,7 @@ def pollux_csv(tmp_path):
 
 def test_predict_json_has_the_contract_fields(pollux_csv):
     spec, data = pollux_csv
-    r = run_cli("predict", spec, "--measurements", data, "--gpus", "1,8,16,64@16", "--json")
+    r = run_in_process("predict", spec, "--measurements", data, "--gpus", "1,8,16,64@16", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["baseline_gpus"] == 1
@@ -42,13 +46,13 @@ def test_predict_json_has_the_contract_fields(pollux_csv):
 def test_predict_plot_writes_png_and_table_goes_to_stdout(pollux_csv, tmp_path):
     spec, data = pollux_csv
     png = tmp_path / "curve.png"
-    r = run_cli("predict", spec, "--measurements", data, "--gpus", "8,32", "--plot", png)
+    r = run_in_process("predict", spec, "--measurements", data, "--gpus", "8,32", "--plot", png)
     assert r.returncode == 0, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "samples/s" in r.stdout and "warning" not in r.stdout
 
 
-def test_fit_json_reports_families_coefficients_and_residuals(pollux_csv):
+def test_fit_json_as_a_user_runs_it_reports_families_coefficients_and_residuals(pollux_csv):
     spec, data = pollux_csv
     r = run_cli("fit", spec, "--measurements", data, "--json")
     assert r.returncode == 0, r.stderr
@@ -65,14 +69,14 @@ def test_fit_json_reports_families_coefficients_and_residuals(pollux_csv):
 
 def test_fit_forced_family(pollux_csv):
     spec, data = pollux_csv
-    r = run_cli("fit", spec, "--measurements", data, "--model", "ernest", "--json")
+    r = run_in_process("fit", spec, "--measurements", data, "--model", "ernest", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["model"]["name"] == "ernest"
     assert [c["name"] for c in doc["model"]["coefficients"]] == ["overhead", "compute", "log_gpus", "gpus"]
 
 
-def test_backtest_json(pollux_csv):
+def test_backtest_json_as_a_user_runs_it(pollux_csv):
     spec, data = pollux_csv
     r = run_cli("backtest", spec, "--measurements", data, "--fit-max-gpus", "8", "--json")
     assert r.returncode == 0, r.stderr
@@ -90,20 +94,20 @@ def test_backtest_json(pollux_csv):
 ])
 def test_bad_options_are_one_line_errors(pollux_csv, args, message):
     spec, data = pollux_csv
-    r = run_cli("predict", spec, "--measurements", data, *args)
+    r = run_in_process("predict", spec, "--measurements", data, *args)
     assert r.returncode == 2
     assert r.stderr.strip() == message
     assert r.stdout == ""
 
 
-def test_backtest_with_nothing_to_predict(pollux_csv):
+def test_backtest_with_nothing_to_predict_as_a_user_runs_it(pollux_csv):
     spec, data = pollux_csv
     r = run_cli("backtest", spec, "--measurements", data, "--fit-max-gpus", "64")
     assert r.returncode == 2
     assert r.stderr.strip().startswith("--fit-max-gpus: every measured run is at or below this count")
 
 
-def test_bad_csv_exits_2_with_file_and_line(tmp_path):
+def test_bad_csv_as_a_user_runs_it_exits_2_with_file_and_line(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("gpus,step_seconds\n1,0.5\n2,slow\n")
     r = run_cli("fit", WORKLOADS / "llm7b.toml", "--measurements", bad)
@@ -115,7 +119,7 @@ def test_no_calibration_data_answers_from_the_prior_marked_uncalibrated(tmp_path
     spec = tmp_path / "workloads" / "llm7b.toml"
     spec.parent.mkdir()
     spec.write_text((WORKLOADS / "llm7b.toml").read_text())
-    r = run_cli("predict", spec, "--gpus", "8,64", "--json", cwd=tmp_path)
+    r = run_in_process("predict", spec, "--gpus", "8,64", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["model"]["calibrated"] is False
@@ -123,7 +127,7 @@ def test_no_calibration_data_answers_from_the_prior_marked_uncalibrated(tmp_path
     for p in doc["predictions"]:
         # Wide and honest: a 90% band of at least 2x end to end, around an MFU below 100%.
         assert p["throughput_high"] / p["throughput_low"] > 2 and 0 < p["mfu"] <= 1
-    table = run_cli("predict", spec, "--gpus", "8", cwd=tmp_path)
+    table = run_in_process("predict", spec, "--gpus", "8", cwd=tmp_path)
     assert table.returncode == 0 and "UNCALIBRATED" in table.stdout
 
 
@@ -133,7 +137,7 @@ def test_llm70b_has_a_first_estimate(tmp_path):
     spec = tmp_path / "workloads" / "llm70b.toml"
     spec.parent.mkdir()
     spec.write_text((WORKLOADS / "llm70b.toml").read_text())
-    r = run_cli("predict", spec, "--gpus", "64,256", "--json", cwd=tmp_path)
+    r = run_in_process("predict", spec, "--gpus", "64,256", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["model"]["calibrated"] is False and len(doc["predictions"]) == 2
@@ -141,12 +145,12 @@ def test_llm70b_has_a_first_estimate(tmp_path):
 
 def test_backtest_refuses_fewer_than_two_fitted_counts(pollux_csv):
     spec, data = pollux_csv
-    r = run_cli("backtest", spec, "--measurements", data, "--fit-max-gpus", "1")
+    r = run_in_process("backtest", spec, "--measurements", data, "--fit-max-gpus", "1")
     assert r.returncode == 2 and r.stdout == ""
     assert "at least 2 measured GPU counts" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def test_predict_llm7b_from_its_checked_in_calibration():
+def test_predict_llm7b_as_a_user_runs_it_from_its_checked_in_calibration():
     """The issue's bar: `advisor predict workloads/llm7b.toml --gpus 8,16,64,512 --json`."""
     r = run_cli("predict", WORKLOADS / "llm7b.toml", "--gpus", "8,16,64,512", "--json")
     assert r.returncode == 0, r.stderr
@@ -164,7 +168,7 @@ def test_predict_llm7b_from_its_checked_in_calibration():
 
 def test_fit_table_shows_families_coefficients_and_warnings(pollux_csv):
     spec, data = pollux_csv
-    r = run_cli("fit", spec, "--measurements", data)
+    r = run_in_process("fit", spec, "--measurements", data)
     assert r.returncode == 0, r.stderr
     for text in ("leave-one-count-out CV", "✔", "naive linear", "inter_bandwidth", "x declared", "overlap γ",
                  "residuals", "posterior"):

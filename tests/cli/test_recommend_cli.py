@@ -1,6 +1,8 @@
-"""`advisor recommend` through the real CLI (subprocess): JSON shape, the uncalibrated recommendation
-from the scaling model's prior, one-line errors, exit status 3, and the bars on the checked-in
-workloads with their calibrations and the fitted model."""
+"""`advisor recommend`: JSON shape, the uncalibrated recommendation from the scaling model's prior,
+one-line errors, exit status 3, and the bars on the checked-in workloads with their calibrations and
+the fitted model.
+
+One case per exit status (0, 2, 3) runs as a user runs it (a process); the rest in-process."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_inprocess import run_in_process
 from conftest import ROOT, WORKLOADS, run_cli
 from pollux_inputs import write_imagenet_inputs
 
@@ -22,7 +25,7 @@ def project_without_calibrations(tmp_path):
     return tmp_path
 
 
-def test_no_workloads_folder_is_a_one_line_error(tmp_path):
+def test_no_workloads_folder_as_a_user_runs_it_is_a_one_line_error(tmp_path):
     result = run_cli("recommend", cwd=tmp_path)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == "workloads: no workload specs here; give a WORKLOAD.toml or run from the project folder\n"
@@ -40,13 +43,13 @@ def test_no_workloads_folder_is_a_one_line_error(tmp_path):
      "(got 'speedup-per-dollar')"),
 ])
 def test_bad_options_are_one_line_errors(args, line):
-    result = run_cli("recommend", "workloads/llm7b.toml", *args)
+    result = run_in_process("recommend", "workloads/llm7b.toml", *args)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == line + "\n"
 
 
 def test_calibration_needs_a_workload():
-    result = run_cli("recommend", "--calibration", "x.toml")
+    result = run_in_process("recommend", "--calibration", "x.toml")
     assert result.returncode == 2 and result.stderr == "--calibration: needs a WORKLOAD argument\n"
 
 
@@ -56,7 +59,7 @@ def recommend_json(*args, spec="workloads/llm7b.toml", stderr=None):
 
     if not find_calibrations(Path(spec).stem, WORKLOADS / Path(spec).name):
         pytest.skip(f"no checked-in {spec} calibration")
-    result = run_cli("recommend", spec, *args, "--json", cwd=ROOT)
+    result = run_in_process("recommend", spec, *args, "--json", cwd=ROOT)
     doc = json.loads(result.stdout)
     qualified = all(w["status"] == "ok" for w in doc["workloads"])
     assert result.returncode == (0 if qualified else 3), result.stderr
@@ -125,13 +128,13 @@ def pollux_imagenet(tmp_path):
 @pytest.mark.parametrize("limits", [["--budget", "100"], ["--deadline", "10"], ["--budget", "100", "--deadline", "30"]])
 def test_bar_on_real_measurements_through_the_cli(pollux_imagenet, limits):
     spec, csv_path = pollux_imagenet
-    result = run_cli("recommend", spec, "--measurements", csv_path, *limits, "--json")
+    result = run_in_process("recommend", spec, "--measurements", csv_path, *limits, "--json")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert check_bar(doc, limits), "these limits leave real plans"
 
 
-def test_real_measurements_table_and_plot(pollux_imagenet, tmp_path):
+def test_real_measurements_table_and_plot_as_a_user_runs_it(pollux_imagenet, tmp_path):
     spec, csv_path = pollux_imagenet
     png = tmp_path / "frontier.png"
     result = run_cli("recommend", spec, "--measurements", csv_path, "--budget", "100", "--plot", png)
@@ -141,22 +144,23 @@ def test_real_measurements_table_and_plot(pollux_imagenet, tmp_path):
 
 
 def test_uncalibrated_workloads_are_recommended_and_marked(project_without_calibrations):
-    result = run_cli("recommend", "--json", cwd=project_without_calibrations)
+    result = run_in_process("recommend", "--json", cwd=project_without_calibrations)
     assert result.returncode in (0, 3), result.stderr
     doc = json.loads(result.stdout)
     assert {w["workload"]: w["model"]["calibrated"] for w in doc["workloads"]} == {"llm7b": False, "tiny-cpu": False}
     assert all(row["calibrated"] is False for row in doc["candidates"])
     assert "warning: llm7b: uncalibrated" in result.stderr or "warning: llm7b: no calibration data" in result.stderr
-    table = run_cli("recommend", "workloads/tiny-cpu.toml", cwd=project_without_calibrations)
+    table = run_in_process("recommend", "workloads/tiny-cpu.toml", cwd=project_without_calibrations)
     assert "UNCALIBRATED" in table.stdout
 
 
-def test_nothing_qualifies_exits_3_with_the_json_printed():
+def test_nothing_qualifies_as_a_user_runs_it_exits_3_with_the_json_printed():
     pytest.importorskip("advisor.scaling.model")
     result = run_cli("recommend", "--budget", "10", "--json", cwd=ROOT)
     assert result.returncode == 3, result.stderr
     doc = json.loads(result.stdout)
     statuses = {w["workload"]: w["status"] for w in doc["workloads"]}
+    assert set(statuses) == {p.stem for p in WORKLOADS.glob("*.toml")}  # those without data too (--help says so)
     assert statuses["llm7b"] == "none-qualifies" and statuses["tiny-cpu"] == "ok"  # tiny-cpu costs cents
     last = result.stderr.splitlines()[-1]
     assert last.startswith("no plan meets the limits for ") and last.endswith("(exit status 3)")
@@ -205,7 +209,7 @@ def test_default_pick_on_every_checked_in_workload_meets_the_bar(spec):
 def test_knife_edge_on_demand_budget_says_so_and_exits_3():
     # on-demand llm7b plans all cost ~$20.3k-20.9k (near-perfect weak scaling): $20,000 meets none on its median
     pytest.importorskip("advisor.scaling.model")
-    result = run_cli("recommend", "workloads/llm7b.toml", "--tier", "on-demand", "--budget", "20000", cwd=ROOT)
+    result = run_in_process("recommend", "workloads/llm7b.toml", "--tier", "on-demand", "--budget", "20000", cwd=ROOT)
     assert result.returncode == 3, result.stderr
     assert "No plan qualifies within $20,000" in result.stdout
     assert "The budget does not discriminate" in result.stdout and "with 90% odds" in result.stdout

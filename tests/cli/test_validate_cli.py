@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from cli_inprocess import run_in_process
 from conftest import ROOT, WORKLOADS, run_cli
 
 # The exact-error-line cases mutate a fixed fixture (a fixed-global 6.7B FSDP spec, the first llm7b
@@ -24,7 +25,7 @@ def mutate(old: str, new: str, text: str = LLM7B) -> str:
 
 @pytest.mark.parametrize("path", sorted(WORKLOADS.glob("*.toml")), ids=lambda p: p.name)
 def test_every_example_workload_is_valid(path):
-    result = run_cli("validate", path)
+    result = run_in_process("validate", path)
     assert result.returncode == 0, result.stderr
     assert "valid" in result.stdout
 
@@ -131,7 +132,42 @@ BAD = {
     ),
     "unknown gpu without bandwidth": (
         mutate('gpu = "H100-SXM"', 'gpu = "Z9000"').replace('intra_node_bandwidth = "450 GB/s"\n', ""),
+        ["cluster.gpu: not in the catalog (advisor gpus): for another GPU declare cluster.peak_flops "
+         "(dense FLOP/s at model.precision) and cluster.intra_node_bandwidth (got 'Z9000')"],
+    ),
+    "gpu typo, did you mean": (
+        mutate('gpu = "H100-SXM"', 'gpu = "H10O-SXM"').replace('intra_node_bandwidth = "450 GB/s"\n', ""),
+        ["cluster.gpu: not in the catalog (advisor gpus): did you mean 'H100-SXM', 'H200' or 'A100-SXM'? "
+         "For another GPU declare cluster.peak_flops (dense FLOP/s at model.precision) and "
+         "cluster.intra_node_bandwidth (got 'H10O-SXM')"],
+    ),
+    "unknown gpu with its peak but no bandwidth": (
+        mutate('gpu = "H100-SXM"', 'gpu = "Z9000"\npeak_flops = 1e15').replace(
+            'intra_node_bandwidth = "450 GB/s"\n', ""),
         ["cluster.intra_node_bandwidth: required: GPU 'Z9000' is not in the catalog (advisor gpus)"],
+    ),
+    "sequence parallel without tp": (
+        mutate('strategy = "fsdp"', 'strategy = "fsdp"\nsequence_parallel = true'),
+        ["parallelism.sequence_parallel: needs parallelism.tensor_parallel_degree > 1 (got True)"],
+    ),
+    "distributed optimizer under fsdp": (
+        mutate('strategy = "fsdp"', 'strategy = "fsdp"\ndistributed_optimizer = true'),
+        ["parallelism.distributed_optimizer: fsdp already shards the optimizer state (and more): leave it out, "
+         "or use strategy = 'ddp' for ZeRO-1 (got True)"],
+    ),
+    "reshard under ddp": (
+        mutate('strategy = "fsdp"', 'strategy = "ddp"\nreshard_after_forward = false'),
+        ["parallelism.reshard_after_forward: only used with strategy 'fsdp' or 'hsdp' (ddp keeps the weights "
+         "whole) (got False)"],
+    ),
+    "bad reduce dtype": (
+        mutate('strategy = "fsdp"', 'strategy = "fsdp"\nreduce_dtype = "fp8"'),
+        ["parallelism.reduce_dtype: Input should be 'fp32', 'bf16' or 'fp16' (got 'fp8')"],
+    ),
+    "fp8 on a GPU without fp8": (
+        mutate('gpu = "H100-SXM"', 'gpu = "A100-SXM4-40GB"').replace('precision = "bf16"', 'precision = "fp8"'),
+        ["model.precision: the catalog's A100-SXM-40GB has no fp8 tensor-core peak (it has bf16, fp16, fp32): "
+         "choose one of those or declare cluster.peak_flops (got 'fp8')"],
     ),
 }
 
@@ -141,7 +177,7 @@ def test_bad_spec_exits_2_with_exact_lines(tmp_path, case):
     text, expected = BAD[case]
     spec = tmp_path / "spec.toml"
     spec.write_text(text)
-    result = run_cli("validate", "spec.toml", cwd=tmp_path)
+    result = run_in_process("validate", "spec.toml", cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
@@ -159,7 +195,7 @@ def test_job_tokens_count_samples_by_seq_len(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    result = run_cli("validate", "nope.toml", cwd=tmp_path)
+    result = run_in_process("validate", "nope.toml", cwd=tmp_path)
     assert (result.returncode, result.stderr.strip()) == (2, "nope.toml: no such file")
 
 
@@ -173,7 +209,7 @@ def test_units_parse_to_base_units():
     assert parse_duration("10 us") == 1e-5 and parse_duration("2 min") == 120 and parse_duration("1.5 h") == 5400
 
 
-def test_schema_lists_every_field_with_a_description():
+def test_schema_as_a_user_runs_it_lists_every_field_with_a_description():
     result = run_cli("schema")
     assert result.returncode == 0
     schema = json.loads(result.stdout)
@@ -183,7 +219,7 @@ def test_schema_lists_every_field_with_a_description():
             assert prop.get("description"), f"{section}.{name} has no description"
 
 
-def test_gpu_catalog_lists_required_models_with_sources():
+def test_gpus_as_a_user_runs_it_lists_required_models_with_sources():
     result = run_cli("gpus", "--json")
     assert result.returncode == 0
     rows = {r["name"]: r for r in json.loads(result.stdout)["gpus"]}

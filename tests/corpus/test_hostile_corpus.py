@@ -2,7 +2,8 @@
 exit 2, one line per problem naming the file and field (or the option), nothing on stdout, no
 traceback, an answer within seconds, and special files neither read nor replaced.
 
-Cases that could hang (FIFOs, devices) run in a subprocess with a timeout; the rest in-process."""
+Cases that could hang (reading a FIFO or an endless device, writing onto a FIFO) run in a subprocess
+with a timeout; the rest in-process."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 import tomli_w
 
 from calibrate_support import SMALL_PARAMS, cli_env, small_workload
-from cli_inprocess import invoke
+from cli_inprocess import invoke, run_in_process
 from conftest import ROOT, WORKLOADS
 
 LLM7B_SPEC = tomllib.loads((WORKLOADS / "llm7b.toml").read_text())
@@ -240,8 +241,9 @@ def valid_result(gpus: int = 2, nodes: int = 2) -> dict:
         "workload": "tiny-test", "gpus": gpus, "nodes": nodes, "step_seconds": [0.2, 0.21],
         "compute_seconds": [0.15, 0.16], "global_batch": 8, "micro_samples": 4, "micro_batches": [4],
         "peak_memory_bytes": None, "tokens_per_second": 2560.0,
-        "collectives": [{"op": op, "bytes": 1048576, "seconds": 0.01, "busbw": 0.1}
-                        for op in ("all_reduce", "reduce_scatter", "all_gather")],
+        # busbw = bytes / seconds x nccl-tests' factor on 2 ranks (1 for all-reduce, 1/2 otherwise)
+        "collectives": [{"op": op, "bytes": 1048576, "seconds": 0.01, "busbw": busbw}
+                        for op, busbw in (("all_reduce", 0.1049), ("reduce_scatter", 0.0524), ("all_gather", 0.0524))],
         "environment": {"torch": "2.13.0", "backend": "gloo", "device": "cpu (test)", "hosts": ["a", "b"],
                         "gpus_per_node": 1, "omp_threads": 1, "load_average": [0.1, 0.2, 0.3],
                         "strategy": "ddp", "declared_precision": "fp32", "declared_params": SMALL_PARAMS},
@@ -354,6 +356,19 @@ def _cli(*args, cwd, timeout=60):
     return r.returncode, r.stdout, r.stderr
 
 
+#: The special files a regressed guard would block on (reading them never ends, opening a FIFO waits for
+#: the other end): their cases run in a subprocess under a timeout; a directory, `/dev/null` or "" cannot.
+COULD_HANG = {"fifo", "dev-zero", "dev-urandom", "link-to-dev-zero"}
+
+
+def _run(kind, *args, cwd):
+    """`_cli` where `kind` could hang, else in-process from `cwd`."""
+    if kind in COULD_HANG:
+        return _cli(*args, cwd=cwd)
+    r = run_in_process(*args, cwd=cwd)
+    return r.returncode, r.stdout, r.stderr
+
+
 @pytest.fixture
 def specials(tmp_path):
     fifo = tmp_path / "fifo.toml"
@@ -369,7 +384,7 @@ def test_special_file_inputs_are_refused_at_once(tmp_path, specials, kind):
     path = specials[kind]
     llm7b = WORKLOADS / "llm7b.toml"
     for args in (["validate", path], ["predict", llm7b, "--calibration", path], ["fit", TINY, "--measurements", path]):
-        assert_clean(*_cli(*args, cwd=tmp_path), f"{path}: ", "not a regular file")
+        assert_clean(*_run(kind, *args, cwd=tmp_path), f"{path}: ", "not a regular file")
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
@@ -382,10 +397,10 @@ def test_special_files_in_collect_and_resume(tmp_path, specials, kind):
         (folder / "result.json").mkdir()
     else:
         (folder / "result.json").symlink_to(target)
-    code, out, err = _cli("calibrate", spec, "--collect", tmp_path / "results",
+    code, out, err = _run(kind, "calibrate", spec, "--collect", tmp_path / "results",
                           "--out", tmp_path / "c.toml", cwd=tmp_path)
     assert_clean(code, out, err, f"{folder / 'result.json'}: ", "not a regular file")
-    code, out, err = _cli("calibrate", spec, "--gpus", "1", "--device", "cpu", "--resume",
+    code, out, err = _run(kind, "calibrate", spec, "--gpus", "1", "--device", "cpu", "--resume",
                           "--out", target, cwd=tmp_path)
     assert_clean(code, out, err, f"{target}: ")
     assert "not a regular file" in err or "is a directory" in err
@@ -397,7 +412,7 @@ def test_plot_onto_a_special_file_is_refused_and_the_file_survives(tmp_path, tar
     if target == "fifo":
         os.mkfifo(path)
     before = os.stat(path or ".")
-    code, _out, err = _cli("predict", WORKLOADS / "llm7b.toml", "--gpus", "8,16", "--plot", path, cwd=tmp_path)
+    code, _out, err = _run(target, "predict", WORKLOADS / "llm7b.toml", "--gpus", "8,16", "--plot", path, cwd=tmp_path)
     assert code == 2 and "Traceback" not in err, err
     line = err.strip().splitlines()[-1]
     assert line.startswith(f"{path or '.'}: ") and ("not a regular file" in line or "is a directory" in line), err
@@ -409,7 +424,7 @@ def test_plot_onto_a_special_file_is_refused_and_the_file_survives(tmp_path, tar
 def test_calibrate_out_onto_a_special_file_is_refused_before_measuring(tmp_path, target):
     spec = small_workload(tmp_path)
     path = {"/dev/null": "/dev/null", "directory": tmp_path, "": ""}[target]
-    code, out, err = _cli("calibrate", spec, "--gpus", "1", "--device", "cpu", "--out", path, cwd=tmp_path)
+    code, out, err = _run(target, "calibrate", spec, "--gpus", "1", "--device", "cpu", "--out", path, cwd=tmp_path)
     assert_clean(code, out, err, f"{path or '.'}: ")
     assert "N=1: starting" not in err and not os.path.exists("/dev/null.lock")
 
@@ -435,7 +450,7 @@ def test_imported_logs_go_through_the_one_reader(tmp_path, specials, kind):
     path = specials[kind]
     rental = WORKLOADS / "rental-ethernet.toml"
     for args in (["import", "nccl-tests", rental, path], ["import", "torchtitan", rental, path, "--gpus", "8@1"]):
-        code, out, err = _cli(*args, "--out", tmp_path / "c.toml", cwd=tmp_path)
+        code, out, err = _run(kind, *args, "--out", tmp_path / "c.toml", cwd=tmp_path)
         assert_clean(code, out, err, f"{path}: ", "not a regular file")
 
 

@@ -10,6 +10,7 @@ advisor.scaling's `build_model`).
 from __future__ import annotations
 
 import ast
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ PACKAGE = ROOT / "advisor"
 #: The calibration worker's path, the only modules allowed to import torch at module level: the
 #: worker runs as its own process (`python -m advisor.calibrate.worker`, advisor.calibrate.launcher)
 #: and builds the proxy model; no other module imports either, so core commands never load torch.
-WORKER_PATH = {"advisor.calibrate.worker", "advisor.calibrate.proxy"}
+WORKER_PATH = {"advisor.calibrate.worker", "advisor.calibrate.proxy", "advisor.calibrate.parallelize"}
 
 
 def module_name(path: Path) -> str:
@@ -168,3 +169,46 @@ def test_only_the_calibration_worker_imports_torch_at_module_level(modules):
 def test_nothing_outside_the_worker_path_imports_it(modules):
     users = {name: targets & WORKER_PATH for name, targets in graph(modules).items() if name not in WORKER_PATH}
     assert {k: v for k, v in users.items() if v} == {}
+
+
+#: Issue 19's bar: no function in advisor/ longer than this, its signature included, except the option
+#: declarations of a typer command (counted from the line after its signature's closing `:`).
+MAX_FUNCTION_LINES = 60
+
+
+def _is_typer_command(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Decorated `@app.command(...)` (or `@group.command`): its signature is the command's options."""
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(target, ast.Attribute) and target.attr == "command":
+            return True
+    return False
+
+
+def long_functions(tree: ast.Module, limit: int = MAX_FUNCTION_LINES) -> dict[str, int]:
+    """`name:line` -> length in lines for every function (methods and nested ones too) longer than `limit`;
+    a typer command's length starts at its body, other functions' at `def`."""
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0].lineno if _is_typer_command(node) else node.lineno
+            if node.end_lineno - first + 1 > limit:
+                found[f"{node.name}:{node.lineno}"] = node.end_lineno - first + 1
+    return found
+
+
+def test_the_length_check_finds_a_long_function_and_spares_a_command_s_options():
+    body = "".join(f"    x{i} = {i}\n" for i in range(58))
+    long_def = "def f(\n    a,\n):\n" + body  # 3 signature lines + 58 = 61
+    assert long_functions(ast.parse(long_def)) == {"f:1": 61}
+    assert long_functions(ast.parse("class C:\n" + textwrap.indent(long_def, "    "))) == {"f:2": 61}  # a method
+    options = "".join(f"    o{i}: int = typer.Option({i}),\n" for i in range(40))
+    command = "@app.command('x')\ndef cmd(\n" + options + ") -> None:\n" + body
+    assert long_functions(ast.parse(command)) == {}
+    assert long_functions(ast.parse(command.replace("@app.command('x')\n", ""))) == {"cmd:1": 100}
+    assert long_functions(ast.parse(command + "    y = 0\n    z = 0\n    w = 0\n")) == {"cmd:2": 61}
+
+
+def test_no_function_in_advisor_is_longer_than_60_lines(modules):
+    found = {f"{name}.{where}": n for name, tree in modules.items() for where, n in long_functions(tree).items()}
+    assert found == {}, f"longer than {MAX_FUNCTION_LINES} lines (split them): {found}"

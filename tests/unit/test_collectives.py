@@ -51,9 +51,14 @@ def test_a_group_in_one_node_uses_only_the_intra_link():
 
 
 def test_a_group_with_several_members_per_node_counts_on_both_links():
-    got = load(16, 1, 16, 2)  # flat FSDP over 2 nodes: 8 members per node, 8 GPUs per node
+    got = load(16, 1, 16, 2, op="reduce_scatter")  # flat FSDP over 2 nodes: 8 members per node, 8 GPUs per node
     assert (got.intra_bytes[0], got.inter_bytes[0]) == (1.0, 1.0)
-    assert got.inter_hops[0] == pytest.approx(8.0) and got.intra_hops[0] == 0.0
+    assert got.inter_hops[0] == pytest.approx(4.0) and got.intra_hops[0] == 0.0
+    # an all-reduce on 2 nodes takes the tree: the buffer (bus / 2·15/16) once through the NICs, an
+    # all-reduce over the node's 8 on NVLink (test_crossing.py has the nccl-tests check)
+    tree = load(16, 1, 16, 2)
+    assert tree.inter_bytes[0] == pytest.approx(16 / 30) and tree.intra_bytes[0] == pytest.approx(2 * 7 / 8 * 16 / 30)
+    assert tree.inter_hops[0] == pytest.approx(8.0)
 
 
 def test_one_member_per_node_goes_straight_to_the_nic_once_per_local_rank():
@@ -64,8 +69,9 @@ def test_one_member_per_node_goes_straight_to_the_nic_once_per_local_rank():
 
 
 def test_loads_add_and_price_at_the_declared_speeds():
-    total = C.LinkLoad.zero((1,)) + load(8, 1, 16, 2) + load(16, 1, 16, 2)
+    total = C.LinkLoad.zero((1,)) + load(8, 1, 16, 2) + load(16, 1, 16, 2, op="reduce_scatter")
     s = total.seconds(LLM7B)
     assert s.intra_bytes[0] == 2.0 and s.inter_bytes[0] == 1.0
-    assert s.intra_bandwidth[0] == pytest.approx(2.0 / 450e9) and s.inter_bandwidth[0] == pytest.approx(1.0 / 400e9)
-    assert s.intra_latency[0] == pytest.approx(14 * 3e-6) and s.inter_latency[0] == pytest.approx(8 * 10e-6)
+    # the crossing collective is pipelined: its NVLink byte and NIC byte overlap, the slower (NICs) counts
+    assert s.intra_bandwidth[0] == pytest.approx(1.0 / 450e9) and s.inter_bandwidth[0] == pytest.approx(1.0 / 400e9)
+    assert s.intra_latency[0] == pytest.approx(14 * 3e-6) and s.inter_latency[0] == pytest.approx(4 * 10e-6)

@@ -58,7 +58,7 @@ def test_the_band_at_the_measured_counts_stays_near_the_measurement():
     not open the band there (it was -3%/+71%)."""
     m = build_model(load_workload(ROOT / "workloads" / "llm7b.toml"))
     med, lo, hi = m.step_time(np.array([8.0, 128.0]), np.array([1.0, 16.0]))
-    assert np.all(hi / med < 1.10) and np.all(lo / med > 0.90)
+    assert np.all(hi / med < 1.15) and np.all(lo / med > 0.85)
     assert np.all(lo < med) and np.all(med < hi)
 
 

@@ -24,22 +24,26 @@ def spec(parallelism: dict, **sections) -> object:
     return workload_from_dict(data)
 
 
-G = 8.0e9 * 2  # rental-ethernet: 8.0B parameters in bf16
+G = 8.0e9 * 2  # rental-ethernet: 8.0B parameters in bf16 (what the all-gathers move)
+GR = 8.0e9 * 4  # its gradients, reduced in fp32 (parallelism.reduce_dtype's default)
 
 
 def test_ddp_ring_all_reduce_in_one_node():
     w = spec({"strategy": "ddp"})
     links = L.build(w, [8]).link_seconds(w)
-    assert links.intra_bytes[0] == pytest.approx(2 * 7 / 8 * G)
+    assert links.intra_bytes[0] == pytest.approx(2 * 7 / 8 * GR)
     assert links.inter_bytes[0] == 0
-    assert links.intra_bandwidth[0] == pytest.approx(2 * 7 / 8 * G / 450e9)
+    assert links.intra_bandwidth[0] == pytest.approx(2 * 7 / 8 * GR / 450e9)
 
 
 def test_fsdp_across_two_nodes_sends_everything_over_the_nics():
     w = spec({"strategy": "fsdp"})
     links = L.build(w, [16]).link_seconds(w)
-    assert links.inter_bytes[0] == pytest.approx(3 * 15 / 16 * G)  # two all-gathers + one reduce-scatter
-    assert links.inter_bandwidth[0] == pytest.approx(3 * 15 / 16 * G / 12.5e9)
+    # two all-gathers of bf16 parameters + one reduce-scatter of fp32 gradients
+    assert links.inter_bytes[0] == pytest.approx(15 / 16 * (2 * G + GR))
+    # pipelined: the slower link (the NICs) sets the time; nothing is added for the NVLink hops
+    assert links.inter_bandwidth[0] == pytest.approx(15 / 16 * (2 * G + GR) / 12.5e9)
+    assert links.intra_bandwidth[0] == 0
 
 
 @pytest.mark.parametrize("nodes", [2, 4, 8])
@@ -48,12 +52,12 @@ def test_hsdp_shards_in_the_node_and_all_reduces_the_shard_across(nodes):
     lay = L.build(w, [8 * nodes])
     assert lay.label() == f"dp_shard=8, dp_replicate={nodes}, tp=1, pp=1"
     links = lay.link_seconds(w)
-    assert links.intra_bytes[0] == pytest.approx(3 * 7 / 8 * G)
-    # 8 replica groups, each all-reducing a 1/8 shard: 8 x 2(r-1)/r x G/8 through one node's NICs.
-    assert links.inter_bytes[0] == pytest.approx(2 * (nodes - 1) / nodes * G)
+    assert links.intra_bytes[0] == pytest.approx(7 / 8 * (2 * G + GR))
+    # 8 replica groups, each all-reducing a 1/8 shard: 8 x 2(r-1)/r x GR/8 through one node's NICs.
+    assert links.inter_bytes[0] == pytest.approx(2 * (nodes - 1) / nodes * GR)
     flat = L.build(w, [8 * nodes], strategy="fsdp").link_seconds(w)
     assert flat.inter_bytes[0] / links.inter_bytes[0] == pytest.approx(
-        3 * (8 * nodes - 1) / (8 * nodes) / (2 * (nodes - 1) / nodes)
+        (8 * nodes - 1) / (8 * nodes) * (2 * G + GR) / (2 * (nodes - 1) / nodes * GR)
     )
 
 
@@ -61,21 +65,23 @@ def test_fsdp_regathers_parameters_every_micro_batch():
     w = spec({"strategy": "fsdp"}, batch={"per_gpu_samples": 8, "micro_samples": 2})
     (ag, rs) = L.build(w, [8]).traffic(w)[:2]
     assert ag.bus_bytes()[0] == pytest.approx(2 * 4 * 7 / 8 * G)  # 4 micro-batches x (forward + backward)
-    assert rs.bus_bytes()[0] == pytest.approx(7 / 8 * G)
+    assert rs.bus_bytes()[0] == pytest.approx(7 / 8 * GR)
     ddp = spec({"strategy": "ddp"}, batch={"per_gpu_samples": 8, "micro_samples": 2})
-    assert L.build(ddp, [8]).link_seconds(ddp).intra_bytes[0] == pytest.approx(2 * 7 / 8 * G)
+    assert L.build(ddp, [8]).link_seconds(ddp).intra_bytes[0] == pytest.approx(2 * 7 / 8 * GR)
 
 
 def test_tensor_parallel_all_reduces_activations_per_layer():
     w = spec({"strategy": "fsdp", "tensor_parallel_degree": 4})
     lay = L.build(w, [8])
     assert lay.label() == "dp_shard=2, dp_replicate=1, tp=4, pp=1"
-    tp = next(t for t in lay.traffic(w) if t.name.startswith("tp"))
+    tp = [t for t in lay.traffic(w) if t.name.startswith("tp")]
     b, s, h, layers = 2, 8192, 4096, 32  # micro-batch 2 per data-parallel rank
-    assert tp.bus_bytes()[0] == pytest.approx(4 * layers * 2 * 3 / 4 * b * s * h * 2)
+    # sequence parallelism (on with TP by default): a reduce-scatter and an all-gather for each all-reduce
+    assert [t.op for t in tp] == ["reduce_scatter", "all_gather"]
+    assert sum(t.bus_bytes()[0] for t in tp) == pytest.approx(4 * layers * 2 * 3 / 4 * b * s * h * 2)
     # the FSDP group holds a 1/tp share of the gradient
     rs = next(t for t in lay.traffic(w) if t.op == "reduce_scatter")
-    assert rs.bus_bytes()[0] == pytest.approx(1 / 2 * G / 4)
+    assert rs.bus_bytes()[0] == pytest.approx(1 / 2 * GR / 4)
     assert lay.data_parallel_size[0] == 2
 
 
@@ -201,9 +207,12 @@ def test_choose_skips_layouts_that_do_not_fit_in_memory():
 def test_a_group_on_half_filled_nodes_crosses_them():
     w = spec({"strategy": "fsdp"})
     links = L.build(w, [8], [2]).link_seconds(w)  # 8 GPUs as 4 + 4 on two nodes
-    assert links.inter_bytes[0] == pytest.approx(3 * 7 / 8 * G)
-    # the ring also runs through each node's 4 GPUs over NVLink: the same bytes on the intra-node link
-    assert links.intra_bytes[0] == pytest.approx(3 * 7 / 8 * G)
+    assert links.inter_bytes[0] == pytest.approx(7 / 8 * (2 * G + GR))
+    # the ring also runs through each node's 4 GPUs over NVLink: the same bytes on the intra-node link,
+    # pipelined with the NIC hops, so the slower link alone sets the time (charged to the inter-node link)
+    assert links.intra_bytes[0] == pytest.approx(7 / 8 * (2 * G + GR))
+    assert links.intra_bandwidth[0] == 0
+    assert links.inter_bandwidth[0] == pytest.approx(7 / 8 * (2 * G + GR) / 12.5e9)
 
 
 def test_the_model_sums_each_links_own_traffic():
@@ -214,9 +223,9 @@ def test_the_model_sums_each_links_own_traffic():
     d = FAMILIES["topology"].design(w, gpus, nodes, np.asarray(w.global_batch(gpus), float), Coverage(True, False))
     col = {c.name: d.X[:, i] for i, c in enumerate(d.columns)}
     # two nodes under HSDP: the shard group's collectives stay on NVLink, the replica all-reduce crosses
-    assert col["intra_bandwidth"][1] == pytest.approx(3 * 7 / 8 * G / 450e9)
-    assert col["inter_bandwidth"][1] == pytest.approx(2 * 1 / 2 * G / 12.5e9)
-    assert col["intra_bandwidth"][0] == pytest.approx(3 * 7 / 8 * G / 450e9) and col["inter_bandwidth"][0] == 0
+    assert col["intra_bandwidth"][1] == pytest.approx(7 / 8 * (2 * G + GR) / 450e9)
+    assert col["inter_bandwidth"][1] == pytest.approx(2 * 1 / 2 * GR / 12.5e9)
+    assert col["intra_bandwidth"][0] == pytest.approx(7 / 8 * (2 * G + GR) / 450e9) and col["inter_bandwidth"][0] == 0
 
 
 def test_a_recorded_layout_label_reads_back_as_its_workload():

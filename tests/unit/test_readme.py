@@ -91,6 +91,26 @@ def test_readme_links_resolve():
             assert anchor in headings, f"{target}#{anchor}"
 
 
+@pytest.mark.parametrize("page", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: p.name)
+def test_docs_links_resolve(page):
+    """A link in docs/PAGE.md is relative to docs/ (`formats.md`, `../benchmarks/...`), not to the root."""
+    text = page.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)\s#:]+\.md)(?:#[^)]*)?\)", text)
+    assert [t for t in targets if not (page.parent / t).is_file()] == []
+
+
+def test_every_exit_status_is_documented():
+    """The README's and docs/usage.md's "Exit status:" sentences name every status the CLI exits with."""
+    from advisor.cli.calibrate import EXIT_FAILED, EXIT_INTERRUPTED
+    from advisor.cli.recommend import EXIT_NONE_QUALIFIES
+    from advisor.errors import EXIT_INPUT
+
+    for page in (README, USAGE):
+        sentence = page.read_text(encoding="utf-8").split("Exit status:", 1)[1].split(".\n", 1)[0]
+        named = {int(n) for n in re.findall(r"\b(\d+)\s+[a-z]", sentence)}
+        assert named == {0, EXIT_INPUT, EXIT_NONE_QUALIFIES, EXIT_FAILED, EXIT_INTERRUPTED}, page.name
+
+
 def usage_commands() -> list[list[str]]:
     """The `advisor` lines of docs/usage.md that run on checked-in files without a GPU or a log."""
     found = []

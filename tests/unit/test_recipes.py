@@ -1,0 +1,88 @@
+"""The recipe switches in the physics, each against a hand computation: the reduce dtype's bytes, FSDP's
+per-block calls, DDP's buckets, the distributed optimizer, reshard_after_forward, sequence parallelism."""
+
+from __future__ import annotations
+
+import pytest
+from test_layouts import GR, G, spec
+
+from advisor.topology import layouts as L
+from advisor.topology.memory import activation_bytes
+
+P = 8.0e9  # rental-ethernet: 8.0B parameters, 32 layers, hidden 4096, seq 8192
+
+
+def _dp(w, gpus=8):
+    return [t for t in L.build(w, [gpus]).traffic(w) if not t.name.startswith(("tp", "pp", "cp"))]
+
+
+def test_gradients_travel_at_the_reduce_dtype():
+    fp32 = spec({"strategy": "ddp"})
+    bf16 = spec({"strategy": "ddp", "reduce_dtype": "bf16"})
+    assert _dp(fp32)[0].nbytes[0] == pytest.approx(P * 4)
+    assert _dp(bf16)[0].nbytes[0] == pytest.approx(P * 2)
+    fsdp = spec({"strategy": "fsdp", "reduce_dtype": "bf16"})
+    ag, rs = _dp(fsdp)
+    assert ag.nbytes[0] == pytest.approx(G) and rs.nbytes[0] == pytest.approx(P * 2)
+
+
+def test_fsdp_pays_latency_per_wrapped_block():
+    w = spec({"strategy": "fsdp"}, batch={"per_gpu_samples": 8, "micro_samples": 2})
+    ag, rs = _dp(w)
+    blocks = 32 + 1  # one fully_shard per transformer block, plus the root
+    assert ag.latency_calls[0] == 2 * 4 * blocks  # 4 micro-batches x (forward + backward) x blocks
+    assert rs.latency_calls[0] == blocks
+    hops = 2 * 7 * 0.5  # ring in a node, half an all-reduce's for a gather or a reduce-scatter
+    lat = L.build(w, [8]).link_seconds(w, [ag, rs]).intra_latency[0]
+    assert lat == pytest.approx((2 * 4 + 1) * blocks * hops * w.cluster.intra_node_latency)
+
+
+def test_ddp_pays_latency_per_bucket():
+    (ar,) = _dp(spec({"strategy": "ddp"}))
+    assert ar.latency_calls[0] == -(-P * 4 // 25e6)  # 25 MB buckets (PyTorch DDP bucket_cap_mb)
+
+
+def test_fsdp_without_reshard_gathers_once_per_micro_batch_and_holds_the_layers():
+    base = {"strategy": "fsdp"}
+    keep = spec({**base, "reshard_after_forward": False}, batch={"per_gpu_samples": 8, "micro_samples": 2})
+    again = spec(base, batch={"per_gpu_samples": 8, "micro_samples": 2})
+    assert _dp(keep)[0].calls[0] == 4 and _dp(again)[0].calls[0] == 8
+    layer = P / 32 * 2
+    more = L.build(keep, [8]).footprint(keep).gathered[0] - L.build(again, [8]).footprint(again).gathered[0]
+    assert more == pytest.approx(32 * layer)
+
+
+def test_distributed_optimizer_reduce_scatters_gradients_and_gathers_parameters():
+    w = spec({"strategy": "ddp", "distributed_optimizer": True})
+    rs, ag = _dp(w)
+    assert (rs.op, ag.op) == ("reduce_scatter", "all_gather")
+    assert rs.bus_bytes()[0] == pytest.approx(7 / 8 * GR) and ag.bus_bytes()[0] == pytest.approx(7 / 8 * G)
+    # ZeRO-1: the optimizer's 12 bytes per parameter split over the 8 ranks, weights and gradients whole
+    assert L.build(w, [8]).footprint(w).state[0] == pytest.approx(4 * P + 12 * P / 8)
+    ddp = spec({"strategy": "ddp"})
+    assert L.build(ddp, [8]).footprint(ddp).state[0] == pytest.approx(16 * P)
+
+
+@pytest.mark.parametrize("t", [2, 4, 8])
+def test_tensor_parallel_activations_with_and_without_sequence_parallelism(t):
+    """Korthikanti et al. 2022 Table 2 without the attention scores: s·b·h·34/t with SP, s·b·h·(10 + 24/t)
+    without; a full-recomputation input 2·s·b·h/t with SP, 2·s·b·h without."""
+    sbh = 8192 * 1 * 4096
+    for sp, none, full in ((True, 34 / t, 2 / t), (False, 10 + 24 / t, 2.0)):
+        w = spec({"strategy": "fsdp", "tensor_parallel_degree": t, "sequence_parallel": sp})
+        logits = 4 * 8192 * 1 * 128256 / t  # fp32 logits of its 128256-token vocabulary
+        got = activation_bytes(w, 1, tp=t, activation_checkpoint="none")
+        assert got == pytest.approx(32 * sbh * none + logits)
+        got = activation_bytes(w, 1, tp=t, activation_checkpoint="full")
+        assert got == pytest.approx(32 * sbh * full + sbh * none + logits)
+
+
+def test_sequence_parallel_moves_the_same_bytes_in_twice_the_calls():
+    on = [t for t in L.build(spec({"strategy": "fsdp", "tensor_parallel_degree": 4}), [8]).traffic(
+        spec({"strategy": "fsdp", "tensor_parallel_degree": 4})) if t.name.startswith("tp")]
+    w = spec({"strategy": "fsdp", "tensor_parallel_degree": 4, "sequence_parallel": False})
+    off = [t for t in L.build(w, [8]).traffic(w) if t.name.startswith("tp")]
+    assert sum(t.bus_bytes()[0] for t in on) == pytest.approx(off[0].bus_bytes()[0])
+    assert [t.overlappable for t in off] == [False]
+    hidden = spec({"strategy": "fsdp", "tensor_parallel_degree": 4, "tp_comm_overlap": True})
+    assert all(t.overlappable for t in L.build(hidden, [8]).traffic(hidden) if t.name.startswith("tp"))

@@ -19,6 +19,15 @@ from advisor.cli.output import current
 MAX_STARTUP_SECONDS = 7 * 86400
 
 
+def usd(x: float) -> str:
+    """Dollars as a reader compares them: cents under $10 ("0.49"), whole dollars above ("1,234")."""
+    return f"{x:,.2f}" if abs(x) < 10 else f"{x:,.0f}"
+
+
+def _band(b) -> str:
+    return f"{b.low / b.median - 1:+.0%}/{b.high / b.median - 1:+.0%}"
+
+
 @app.command(name="plan-calibration")
 def plan_calibration_command(
     workload: WorkloadArg,
@@ -82,6 +91,13 @@ def plan_calibration_command(
     if as_json:
         current().result(plan_dict(plan))
         return
+    _print_plan(w, plan)
+    for line in commands(plan):
+        _console().print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _print_plan(w, plan) -> None:
+    """The runs as a table, the total and the interval at the target, the skipped counts."""
     from rich.table import Table
 
     t = Table(
@@ -98,18 +114,19 @@ def plan_calibration_command(
             f"{r.step_seconds:.3g}",
             f"{r.hours:.2f}",
             f"{r.gpu_hours:.1f}",
-            f"{r.usd:,.0f}",
+            usd(r.usd),
         )
     con = _console()
     con.print(t)
-    budget_text = f" of ${plan.budget:,.0f}" if plan.budget is not None else ""
+    budget_text = f" of ${usd(plan.budget)}" if plan.budget is not None else ""
+    now, after = plan.band_now, plan.band_after
     con.print(
-        f"total ${plan.usd:,.0f}{budget_text} over node counts {plan.node_counts}; 90% interval at "
-        f"{plan.target[0]} GPUs ({plan.target[1]} nodes): ±{plan.interval_now:.0%} now -> ±{plan.interval_after:.0%} "
-        "with these runs (design-time estimate)",
+        f"total ${usd(plan.usd)}{budget_text} over node counts {plan.node_counts}; 90% interval of the step at "
+        f"{plan.target[0]} GPUs ({plan.target[1]} nodes), as predict gives it: {_band(now)} now -> {_band(after)} "
+        "with these runs (simulated at today's prediction)",
         highlight=False,
         markup=False,
         soft_wrap=True,
     )
-    for line in commands(plan):
-        con.print(line, highlight=False, markup=False, soft_wrap=True)
+    for g, n in plan.skipped:
+        con.print(f"left out {g}@{n}: its timed steps alone would run over an hour", highlight=False, markup=False)

@@ -106,6 +106,9 @@ class Collective(_Strict):
     """Ranks probed: "world", or one layout mesh dimension (dp_shard, dp_replicate, tp); gpus is its size."""
     rank_seconds: list[Annotated[float, Field(ge=0)]] | None = None
     """Each rank's own median seconds, in the group's rank order (the slowest sets `seconds`)."""
+    algorithm: Literal["ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat"] | None = None
+    """NCCL algorithm the probe ran, where the log says (NCCL_ALGO); unset: the one NCCL picks for the
+    node count (advisor.imports.algorithm.expected_algorithm)."""
     source: str | None = None
 
 

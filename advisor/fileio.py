@@ -282,16 +282,20 @@ def write_new_bytes(path: str | Path, data: bytes, exists: str = "exists; adviso
             os.unlink(tmp)
 
 
+def _host() -> str:
+    """This host's name as temporary copies carry it: no '/' or '.', at most 32 characters."""
+    return (socket.gethostname().replace("/", "_").replace(".", "_") or "host")[:32]
+
+
 def _temp_prefix(path: Path) -> str:
     """`.NAME.HOST.PID.`: whose temporary copy it is, so a later write can tell a dead writer's."""
-    host = socket.gethostname().replace("/", "_") or "host"
-    return f".{path.name}.{host}.{os.getpid()}."
+    return f".{path.name}.{_host()}.{os.getpid()}."
 
 
 def _sweep_temp_copies(path: Path, folder: Path) -> None:
     """Remove the temporary copies of `path` that writers on this host left when killed (SIGKILL
     leaves no chance to clean up): names from `_temp_prefix` whose process no longer exists."""
-    head, host = f".{path.name}.", socket.gethostname().replace("/", "_") or "host"
+    head, host = f".{path.name}.", _host()
     try:
         names = [e.name for e in os.scandir(folder) if e.name.startswith(head) and e.name.endswith(".tmp")]
     except OSError:

@@ -69,15 +69,20 @@ class Measurements:
     """Everything measured for one workload, and where it came from (`source`, for messages)."""
 
     runs: list[MeasuredRun]
+    """Measured steps; may be empty when `probes` are not (an imported nccl-tests log alone: the
+    links are measured, compute comes from the prior)."""
     probes: list["Collective"] = field(default_factory=list)
     source: str = ""
     #: memory peaks the calibration measured (advisor.topology.memory.measured_peaks; none from a CSV): read
     #: with the runs, so the plan's memory check never opens the files a second time
     peaks: list = field(default_factory=list)
+    #: the parallel layout the runs ran, (strategy, tensor-parallel degree, HSDP shard group), from
+    #: the calibration's records (`recorded_layout`); None: not recorded (a CSV), the spec's is assumed
+    layout: tuple | None = None
 
     def __post_init__(self):
-        if not self.runs:
-            raise InputError.at(self.source or "<measurements>", "", "no measured runs to fit")
+        if not self.runs and not self.probes:
+            raise InputError.at(self.source or "<measurements>", "", "no measured runs or collective probes to fit")
 
     # Computed once per Measurements (runs never change after construction): the fit reads them
     # many times, and with a 1M-row CSV each is a million-element loop.
@@ -110,7 +115,7 @@ class Measurements:
     def subset(self, keep: np.ndarray) -> "Measurements":
         """The runs where `keep` is true (probes kept)."""
         runs = [r for r, k in zip(self.runs, keep, strict=True) if k]
-        return Measurements(runs, self.probes, self.source, self.peaks)
+        return Measurements(runs, self.probes, self.source, self.peaks, self.layout)
 
 
 def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
@@ -129,7 +134,37 @@ def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
         runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm))
     from advisor.topology.memory import measured_peaks
 
-    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), measured_peaks(cal))
+    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), measured_peaks(cal),
+                        recorded_layout(cal))
+
+
+_LABEL = re.compile(r"dp_shard=(\d+), dp_replicate=(\d+), tp=(\d+)")
+_STRATEGIES = ("ddp", "fsdp", "hsdp")
+
+
+def recorded_layout(cal: "Calibration") -> tuple[str, int | None, int | None] | None:
+    """(strategy, tp, HSDP shard group) the calibration's runs ran, from, in order: the runs' `layout`
+    labels (advisor calibrate writes "dp_shard=8, dp_replicate=4, tp=1, pp=1": a shard and a replica
+    group is HSDP, a shard alone FSDP, replicas alone DDP; the widest run decides, since HSDP's
+    one-node runs read as FSDP), the `[setup]` strategy advisor calibrate records, or an
+    `[environment]` `strategy` (published files: the framework the source used). None when none says."""
+    found = []
+    for run in cal.runs:
+        m = _LABEL.search(run.layout or "")
+        if m and run.gpus > 1:
+            shard, rep, tp = (int(x) for x in m.groups())
+            kind = "hsdp" if shard > 1 and rep > 1 else "fsdp" if shard > 1 else "ddp"
+            found.append((_STRATEGIES.index(kind), kind, tp, shard if kind == "hsdp" else None))
+    if found:
+        _, kind, tp, shard = max(found)
+        return kind, tp, shard
+    setup = cal.setup or {}
+    for strategy in (setup.get("parallelism.strategy"), cal.environment.get("strategy")):
+        if strategy in _STRATEGIES:
+            tp = setup.get("parallelism.tensor_parallel_degree")
+            shard = setup.get("parallelism.data_parallel_shard_degree")
+            return strategy, tp if isinstance(tp, int) else None, shard if isinstance(shard, int) else None
+    return None
 
 
 #: Bounds of CSV cells: (whole number, zero allowed, upper bound). GPU and node counts share the
@@ -371,17 +406,19 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
     probes: list = []
     sources: list[str] = []
     peaks: list = []
+    layout = None
     if cal is not None:
         if cal.runs:
             runs += from_calibration(cal, workload).runs
         probes += list(cal.collectives)
         sources.append(str(cal.path or "<calibration>"))
         peaks = measured_peaks(cal)
+        layout = recorded_layout(cal)
     if csv_measurements is not None:
         runs += csv_measurements.runs
         probes += csv_measurements.probes
         sources.append(csv_measurements.source)
-    return Measurements(runs, probes, " + ".join(sources), peaks)
+    return Measurements(runs, probes, " + ".join(sources), peaks, layout)
 
 
 def combine_sources(workload: "Workload", calibration=None, measurements=None) -> Measurements:

@@ -26,10 +26,17 @@ Duration = Annotated[float, BeforeValidator(parse_duration)]
 Size = Annotated[float, BeforeValidator(parse_size)]
 
 
-def _not_bool(value: object) -> object:
-    """pydantic reads `true` as 1 for an int field; a count written as true/false is a mistake."""
+def _whole(value: object) -> object:
+    """A whole number in the spec's count grammar (advisor.units.parse_count): `8`, `8.0`, `"4k"`
+    (4,000), `"4Ki"` (4,096). pydantic reads `true` as 1 for an int field and its own messages name
+    no unit; a count written as true/false, or with a fraction, is a mistake said in one line."""
     if isinstance(value, bool):
         raise ValueError("must be a whole number, not true/false")
+    if isinstance(value, (str, float)):
+        number = parse_count(value)
+        if not number.is_integer():
+            raise ValueError(f"must be a whole number (got {value!r})")
+        return int(number)
     return value
 
 
@@ -45,8 +52,8 @@ def _plain_text(value: object) -> object:
 Text = Annotated[str, BeforeValidator(_plain_text)]
 
 
-#: A whole number: `true` is not 1 (pydantic would read it so), `8.5` is refused, `8.0` reads as 8.
-Int = Annotated[int, BeforeValidator(_not_bool)]
+#: A whole number: `true` is not 1 (pydantic would read it so), `8.5` is refused, `8.0` reads as 8, `"4k"` as 4000.
+Int = Annotated[int, BeforeValidator(_whole)]
 
 #: Bytes per gradient element for each compute precision (mixed-precision training reduces
 #: gradients in the compute dtype; PyTorch FSDP MixedPrecisionPolicy(reduce_dtype) default).

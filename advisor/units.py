@@ -8,7 +8,10 @@ Spellings users type from vendor pages and `ibstat`:
 
 - links times a per-link speed: `"4x200 Gbit/s"`, `"8 x 400 Gb/s"` (also `×`, `*`);
 - Ethernet ports by name: `"100 GbE"` = 100 Gbit/s (IEEE 802.3 names the speed in bits);
-- counts by word or letter in either case: `"13b"`, `"13 billion"`, `"250m"`, `"32k"`.
+- counts by word or letter in either case: `"13b"`, `"13 billion"`, `"250m"`, `"32k"` (powers of
+  1,000; `"4Ki"` = 4,096 for a sequence length meant in powers of two);
+- money (`--budget`): `"20k"`, `"$20,000"`, `"1.5M USD"`; a deadline: `"3 days"`, `"36 h"`, or a
+  plain number of hours.
 
 Case rules. The prefix letter's case is ignored for counts and bandwidths: nobody trains a
 millionth of a parameter or sends a millibit per second, so `"800 gbit/s"` is 800 Gbit/s and
@@ -39,6 +42,7 @@ MAX_QUANTITY_CHARS = 100
 COUNT_UNITS = {
     "": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12,
     "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "bn": 1e9,
+    "Ki": 2.0**10, "Mi": 2.0**20,  # binary, for lengths written so: seq_len = "4Ki" is 4,096 ("4k" is 4,000)
 }
 
 #: Byte sizes; the building block of the byte bandwidths (GB/s, GiB/s).
@@ -172,3 +176,36 @@ def format_count(value: float, digits: int = 3) -> str:
         if abs(float(f"{value:.{digits}g}")) >= scale:
             return f"{value / scale:.{digits}g}{letter}"
     return f"{value:.{digits}g}"
+
+
+_MONEY_EXAMPLE = "'20000', '20k', '$20,000' or '1.5M USD'"
+
+
+def parse_money(value: object) -> float:
+    """US dollars: `20000`, `"20k"` -> 20000.0, `"$20,000"`, `"1.5M USD"` (the count letters of `parse_count`)."""
+    if isinstance(value, str):
+        text = value.strip().removeprefix("$").strip()
+        text = re.sub(r"\s*(?:usd|dollars?)$", "", text, flags=re.IGNORECASE)
+        value = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)  # thousands separators: "20,000"
+    try:
+        return parse_count(value)
+    except ValueError as error:
+        raise ValueError(f"expected an amount in USD like {_MONEY_EXAMPLE}") from error
+
+
+def parse_hours(value: object) -> float:
+    """A deadline in hours: a plain number is hours (`36`, `"36"`), a string with a unit any duration
+    of `parse_duration`: `"3 days"` -> 72.0, `"90 min"` -> 1.5."""
+    if isinstance(value, str):
+        match = _QUANTITY.match(value)
+        if match and not match.group(3) and match.group(1) is None:
+            return _parse(match.group(2), {"": 1.0}, "duration")
+        return parse_duration(value) / 3600
+    return _parse(value, {"": 1.0}, "duration")
+
+
+def parse_fraction(value: object) -> float:
+    """A probability: `0.9` or `"90%"` -> 0.9."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        return _parse(value.strip()[:-1], {"": 1.0}, "count") / 100
+    return _parse(value, {"": 1.0}, "count")

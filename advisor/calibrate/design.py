@@ -101,6 +101,11 @@ class CalibrationPlan:
     interval_after: float
     step_source: str
     startup_seconds: float
+    #: the model's 90% band at the target now and with the planned runs (advisor.calibrate.promise)
+    band_now: object = None
+    band_after: object = None
+    #: candidate placements left out because their timed steps alone would exceed MAX_RUN_SECONDS
+    skipped: tuple = ()
 
     @property
     def usd(self) -> float:
@@ -277,13 +282,32 @@ def plan_calibration(
     places = candidates(w, max_nodes)
     steps = sm.step_seconds([p[0] for p in places], [p[1] for p in places])
     runs = {p: _cost(w, tier, p[0], p[1], float(s), startup_seconds) for p, s in zip(places, steps, strict=True)}
+    runs, skipped = _drop_long_runs(w, runs)
     info = _Information(sm, target, _measured_placements(w))
     chosen = _choose(runs, info, budget)
-    after = info.base + sum((info.row((r.gpus, r.nodes)) for r in chosen), np.zeros_like(info.base))
     chosen.sort(key=lambda r: (r.nodes, r.gpus))
-    return CalibrationPlan(
-        w, tier, budget, target, chosen, info.half_width(info.base), info.half_width(after), sm.source, startup_seconds
-    )
+    from advisor.calibrate import promise
+
+    model = promise.current_model(w)
+    now, later = promise.band(model, target), promise.after(model, [(r.gpus, r.nodes) for r in chosen], target)
+    return CalibrationPlan(w, tier, budget, target, chosen, now.half_width, later.half_width, sm.source,
+                           startup_seconds, now, later, tuple(skipped))
+
+
+#: Longest a planned run's timed steps (warm-up and timed, each twice) may take: a calibration
+#: measures scaling, and a count whose steps alone run for hours (the full 1,024-sample batch of a
+#: 13B job on one GPU: 6.9 h) buys nothing a shorter one does not; such counts are left out.
+MAX_RUN_SECONDS = 3600.0
+
+
+def _drop_long_runs(w: "Workload", runs: dict) -> tuple[dict, list[tuple[int, int]]]:
+    """`runs` without the placements whose timed steps exceed MAX_RUN_SECONDS, unless that leaves
+    fewer than 3 node counts (then all are kept: the plan must identify the inter-node terms)."""
+    steps = w.calibration.warmup_steps + w.calibration.steps
+    keep = {p: r for p, r in runs.items() if 2 * steps * r.step_seconds <= MAX_RUN_SECONDS}
+    if len({p[1] for p in keep}) < 3:
+        return runs, []
+    return keep, sorted(set(runs) - set(keep))
 
 
 def _choose(runs: dict, info: _Information, budget: float | None) -> list[PlannedRun]:
@@ -373,7 +397,11 @@ def plan_dict(plan: CalibrationPlan) -> dict:
         ],
         "total": {"gpu_hours": float(sum(r.gpu_hours for r in plan.runs)), "usd": plan.usd},
         "node_counts": plan.node_counts,
-        "interval_90": {"now": plan.interval_now, "after": plan.interval_after},
+        "interval_90": {"now": plan.interval_now, "after": plan.interval_after,
+                        "now_band": plan.band_now.as_dict() if plan.band_now else None,
+                        "after_band": plan.band_after.as_dict() if plan.band_after else None},
+        "skipped": [{"gpus": g, "nodes": n, "why": f"timed steps alone over {MAX_RUN_SECONDS / 3600:g} h"}
+                    for g, n in plan.skipped],
         "step_times_from": plan.step_source,
         "startup_seconds": plan.startup_seconds,
         "commands": commands(plan),

@@ -21,6 +21,17 @@ import time
 PROBE_REPEATS = {"cpu": (1, 3, 2), "cuda": (5, 5, 20)}
 
 
+#: Small messages probed for the latency fit only (below plan.PROBE_MIN_BYTES, where the latency
+#: is most of a collective's time; not written as [[collectives]] rows, which start at 1 MiB).
+LATENCY_BYTES = (8 << 10, 64 << 10)
+
+
+def latency_sizes(ranks: int) -> list[int]:
+    """LATENCY_BYTES rounded down to whole fp32 elements per rank (reduce_scatter and all_gather split evenly)."""
+    unit = 4 * ranks
+    return sorted({max(unit, b // unit * unit) for b in LATENCY_BYTES})
+
+
 def _collective(dist, op: str, full, part, group):
     # torch >= 2.10 names them *_single (the *_tensor names are deprecated aliases).
     reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor

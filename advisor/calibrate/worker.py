@@ -339,20 +339,24 @@ class Rank:
                     groups.append((pg, self.dist.get_process_group_ranks(pg), name))
         return groups
 
-    def probe(self) -> list[dict]:
-        """Collective probes on each group of probe_groups() (advisor.calibrate.probes)."""
-        from advisor.calibrate.probes import probe_one
+    def probe(self) -> tuple[list[dict], list[dict]]:
+        """Collective probes on each group of probe_groups() (advisor.calibrate.probes): the rows
+        of the file's [[collectives]] (plan.probe_sizes, from 1 MiB), and the small-message rows
+        (probes.LATENCY_BYTES) that only the latency fit reads."""
+        from advisor.calibrate.probes import latency_sizes, probe_one
 
         groups = self.probe_groups()
         out: list[dict] = []
+        small: list[dict] = []
         done, total = 0, 3 * len(self.probe_sizes) * len(groups)
         for group, ranks, name in groups:
             for op in ("all_reduce", "reduce_scatter", "all_gather"):
+                small += [probe_one(self, op, size, group, ranks, name) for size in latency_sizes(len(ranks))]
                 for size in self.probe_sizes:
                     out.append(probe_one(self, op, size, group, ranks, name))
                     done += 1
                     _progress("probe", done, total)
-        return out
+        return out, small
 
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -366,7 +370,7 @@ class Rank:
         full, compute = self.timed_steps(args.steps)
         step_seconds, compute_seconds = self.max_over_ranks(full), self.max_over_ranks(compute)
         peaks = [int(x) for x in self.max_over_ranks([float(self.memory.allocated), float(self.memory.reserved)])]
-        collectives = self.probe()
+        collectives, small = self.probe()
         env = describe_rank(self.device.type, self.local_rank)
         hosts, devices = gather_devices(env, self.device)
         _write_json(results / f"rank{self.rank}.json",
@@ -379,7 +383,7 @@ class Rank:
                 (results / "topology.txt").write_text(topology, encoding="utf-8")
             env.update(self.environment(hosts, devices, topology))
             _write_json(results / "result.json",
-                        self.result(step_seconds, compute_seconds, peaks, collectives, env))
+                        self.result(step_seconds, compute_seconds, peaks, (collectives, small), env))
         self.barrier()
         self.dist.destroy_process_group()
 
@@ -405,11 +409,14 @@ class Rank:
                 extra["topology"] = topology
         return extra
 
-    def result(self, step_seconds, compute_seconds, peaks, collectives, env) -> dict:
-        """rank 0's result.json (advisor.calibrate.results.RankResult reads it)."""
+    def result(self, step_seconds, compute_seconds, peaks, probes, env) -> dict:
+        """rank 0's result.json (advisor.calibrate.results.RankResult reads it); `probes` is
+        (the [[collectives]] rows, the small-message rows only the latency fit reads)."""
         from advisor.calibrate.probes import fit_latencies
 
         tokens = self.plan.global_batch * self.shape.seq_len if self.shape.kind == "transformer" else None
+        collectives, small = probes
+        latencies = fit_latencies(collectives + small)
         return {
             "workload": self.workload.name,
             "gpus": self.world,
@@ -424,7 +431,7 @@ class Rank:
             "peak_reserved_bytes": peaks[1] if self.cuda else None,
             "tokens_per_second": tokens / statistics.median(step_seconds) if tokens else None,
             "collectives": collectives,
-            "probe_latency_seconds": fit_latencies(collectives) or None,
+            "probe_latency_seconds": latencies or None,
             "environment": env,
         }
 

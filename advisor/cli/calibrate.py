@@ -200,13 +200,16 @@ def _emit(name: str, workload: Path, gpus: str | None, device: Device, results: 
     """Emit launcher `name`'s files: into --out-dir, or one file on stdout; --json: one document."""
     from advisor.calibrate.launchers import emit, write_files
     from advisor.calibrate.launchers.job import emit_job, job_environment, parse_env
+    from advisor.calibrate.session import check_warmup
     from advisor.errors import InputError
     from advisor.spec import load_workload
 
     w = load_workload(workload)
-    job = emit_job(w, workload, gpus, "cpu" if device == Device.cpu else "cuda", results, texts,
-                   steps=steps if steps is not None else w.calibration.steps,
-                   warmup=warmup if warmup is not None else w.calibration.warmup_steps,
+    target = "cpu" if device == Device.cpu else "cuda"  # emitted runs land on the cluster's GPUs unless --device cpu
+    warmups = warmup if warmup is not None else w.calibration.warmup_steps
+    check_warmup(target, warmups, "--warmup" if warmup is not None else "calibration.warmup_steps")
+    job = emit_job(w, workload, gpus, target, results, texts,
+                   steps=steps if steps is not None else w.calibration.steps, warmup=warmups,
                    env=job_environment(parse_env(env)), **fields)
     files = emit(name, job)
     if out_dir is None and len(files) > 1:

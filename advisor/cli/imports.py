@@ -1,20 +1,21 @@
 """`advisor import nccl-tests|torchtitan`: bring your own numbers into a calibration file.
 
 Thin skin over advisor.imports. What was imported goes to stderr, one line per table or log;
-`wrote FILE` last. Exit status 0 done, 2 bad input (not that tool's output: the file and line).
+`wrote FILE` last; with `--json` stdout holds one strict JSON document (the file written, the notes,
+and what the file now holds: its collectives in nccl-tests' columns, or its runs). Exit status 0
+done, 2 bad input (not that tool's output: the file and line).
 """
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from advisor.cli.app import AdvisorTyper, app
-from advisor.cli.options import WorkloadArg, output_path
+from advisor.cli.options import JsonOpt, WorkloadArg, output_path
+from advisor.cli.output import command_line
 
 imports_app = AdvisorTyper(  # its commands get -q like every other
     help="Import measurements made with other tools (nccl-tests, torchtitan).",
@@ -35,16 +36,17 @@ OutOpt = Annotated[
 ]
 
 
-def _command() -> str | None:
-    return shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
-
-
-def _report(notes: list[str], path: Path) -> None:
+def _report(notes: list[str], path: Path, cal, tool: str) -> None:
+    from advisor.cli.nccl_table import probe_rows
     from advisor.cli.output import current
 
     for line in notes:
         current().note(line)
     current().note(f"wrote {path}")
+    if current().json:
+        held = ({"collectives": probe_rows(cal)} if tool == "nccl-tests"
+                else {"runs": [run.model_dump(mode="json") for run in cal.runs]})
+        current().result({"workload": cal.workload, "tool": tool, "file": str(path), "notes": notes, **held})
 
 
 @imports_app.command("nccl-tests")
@@ -66,12 +68,13 @@ def nccl_tests_command(
             "does not say (default: from the log, its file name, or its busbw factor).",
         ),
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """nccl-tests output (all_reduce_perf, reduce_scatter_perf, all_gather_perf) -> [[collectives]]."""
     from advisor.imports.nccl_tests import import_nccl_tests
 
-    _, path, notes = import_nccl_tests(workload, logs, out, nodes, op, _command())
-    _report(notes, path)
+    cal, path, notes = import_nccl_tests(workload, logs, out, nodes, op, command_line())
+    _report(notes, path, cal, "nccl-tests")
 
 
 @imports_app.command("torchtitan")
@@ -80,9 +83,10 @@ def torchtitan_command(
     logs: LogsArg,
     gpus: Annotated[str, typer.Option("--gpus", help="Placement the logged job ran on: N@M (N GPUs over M nodes).")],
     out: OutOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """torchtitan training logs (step/loss/memory/tps lines) -> one [[runs]] entry per log."""
     from advisor.imports.torchtitan import import_torchtitan
 
-    _, path, notes = import_torchtitan(workload, logs, gpus, out, _command())
-    _report(notes, path)
+    cal, path, notes = import_torchtitan(workload, logs, gpus, out, command_line())
+    _report(notes, path, cal, "torchtitan")

@@ -16,16 +16,19 @@ from advisor.cli.options import (
     BacktestCalibrationOpt,
     CalibrationOpt,
     GpusOpt,
+    HtmlOpt,
     JsonOpt,
     MeasurementsOpt,
     ModelOpt,
     PlotOpt,
+    WideOpt,
     WorkloadArg,
 )
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
 from advisor.cli.output import warn as _warn
-from advisor.text import interval, plural
+from advisor.cli.tables import Column, build, say, show
+from advisor.text import count, interval, number, plural
 
 
 def _model(workload, calibration, measurements, family):
@@ -89,31 +92,117 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
               f"for the ranges above), {plural(iv['residuals'], 'out-of-sample residual')}, "
               f"noise growing {iv['widening_per_doubling']:.0%} per doubling past the data "
               "(set on the published corpus)")
-    r = Table(title="residuals (in-sample, median step per placement)")
-    for col in ("GPUs", "nodes", "batch", "measured s", "fitted s", "error"):
-        r.add_column(col, justify="right")
-    for row in m.residuals()[:60]:
-        r.add_row(str(row["gpus"]), str(row["nodes"]), f"{row['global_batch']:g}", f"{row['measured']:.4g}",
-                  f"{row['fitted']:.4g}", f"{row['error'] * 100:+.1f}%")
+    cells = [[f"{row['gpus']:,}", f"{row['nodes']:,}", count(row["global_batch"]), number(row["measured"], 4),
+              number(row["fitted"], 4), f"{row['error'] * 100:+.1f}%"] for row in m.residuals()[:60]]
     if m.calibrated:
-        con.print(r)
+        show(con, build("residuals (in-sample, median step per placement)",
+                        [Column(c) for c in ("GPUs", "nodes", "batch", "measured s", "fitted s", "error")], cells))
     if len(m.residuals()) > 60:
         con.print(f"... {len(m.residuals()) - 60} more runs (--json lists all)")
     _warn(m.warnings())
 
 
-def _default_counts(m) -> list[tuple[int, int]]:
+def _default_counts(m, base: int) -> list[tuple[int, int]]:
+    """Doublings from the baseline count up to max_gpus, keeping the counts that run (advisor.planning.runnable)."""
+    from advisor.planning import runnable
+
     top = m.workload.cluster.max_gpus
     counts = []
-    n = m.baseline_gpus
+    n = base
     while n < top:
         counts.append(n)
         n *= 2
     counts.append(top)
-    from advisor.topology.layouts import build
+    ok = runnable.of(m.workload, counts, None, m.peaks).ok
+    return [(g, int(m.workload.nodes(g))) for g, fine in zip(counts, ok, strict=True) if fine]
 
-    valid = build(m.workload, counts).valid  # counts the parallel layout can split (tp x pp x cp divides them)
-    return [(g, int(m.workload.nodes(g))) for g, ok in zip(counts, valid, strict=True) if ok]
+
+#: Fields of a prediction row null in --json at a count that cannot run: relative to a baseline that does,
+#: they would read as super-linear (101% efficiency at 1 GPU). The step time stays: what it would take if it ran.
+RELATIVE = ("speedup", "efficiency")
+
+
+def _rows(p, run, layouts, whys) -> list[dict]:
+    """JSON rows: the prediction, the layout, and whether the count runs (why not, when it does not)."""
+    out = []
+    for i, r in enumerate(p.rows()):
+        runs = bool(run.ok[i])
+        row = {**r, **({} if runs else dict.fromkeys(RELATIVE)), "layout": layouts[i],
+               **({"layout_why": whys[i]} if whys else {})}
+        row.update({"runs": runs, "fits_memory": bool(run.fits[i]), "splits_batch": bool(run.whole[i] & run.even[i]),
+                    "memory_bytes": float(run.memory_bytes[i]), "left_out": run.reason(i)})
+        out.append(row)
+    return out
+
+
+PREDICT_COLUMNS = (
+    Column("GPUs"), Column("nodes"), Column("step s"), Column("step 90%"), Column("samples/s", wide=True),
+    Column("samples/s 90%", wide=True), Column("speedup"), Column("efficiency"), Column("MFU"),
+    Column("naive samples/s", wide=True), Column("layout", wide=True, left=True),
+)
+
+
+def _predict_cells(m, rows: list[dict], base: int) -> tuple[str, list[list[str]]]:
+    """(title, cells) of the rows that run, every column (build keeps the compact ones)."""
+    from advisor.text import number, percent, times
+
+    desc = m.describe()
+    title = (f"{_uncal(m)}{m.workload.name}: model '{m.family}' (CV error {_pct(desc['cv_mape'])}), "
+             f"speedup vs {plural(base, 'GPU')}, 90% intervals")
+    cells = [[f"{r['gpus']:,}", f"{r['nodes']:,}", number(r["step_seconds"], 4),
+              interval(r["step_seconds_low"], r["step_seconds_high"]), number(r["throughput"], 4),
+              interval(r["throughput_low"], r["throughput_high"]), times(r["speedup"]), percent(r["efficiency"]),
+              "-" if r["mfu"] is None else percent(r["mfu"], 1), number(r["naive_throughput"], 4),
+              (r["layout_why"].split(" (")[0] + ": " if "layout_why" in r else "") + r["layout"]]
+             for r in rows if r["runs"]]
+    return title, cells
+
+
+def _predict_table(m, rows: list[dict], base: int, wide: bool):
+    title, cells = _predict_cells(m, rows, base)
+    note = None if wide else "--wide adds samples/s with its interval, naive samples/s, layout"
+    return build(title, PREDICT_COLUMNS, cells, wide=wide), note
+
+
+def _only(p, keep: list[bool]):
+    """The prediction at the kept counts (all of it when none is kept: the figure needs a point)."""
+    from dataclasses import fields, replace
+
+    import numpy as np
+
+    mask = np.asarray(keep, dtype=bool)
+    if not mask.any():
+        return p
+    arrays = {f.name: getattr(p, f.name) for f in fields(p)}
+    kept = {k: v[mask] for k, v in arrays.items() if isinstance(v, np.ndarray) and v.shape == mask.shape}
+    kept["breakdown"] = {k: np.asarray(v)[mask] for k, v in p.breakdown.items()}  # seconds per part, per count
+    return replace(p, **kept)
+
+
+def _left_out(rows: list[dict]) -> list[str]:
+    return [f"Left out {plural(r['gpus'], 'GPU')} ({plural(r['nodes'], 'node')}): {r['left_out']}."
+            for r in rows if not r["runs"]]
+
+
+def _predict_html(path, m, p, rows, base, spec, calibration, measurements) -> None:
+    """The report to share (advisor.report): the table, the left-out counts, the scaling curve with its
+    band, the step breakdown where the model gives one, spec and calibration provenance."""
+    from advisor.cli.app import package_version
+    from advisor.cli.output import command_line
+    from advisor.planning.runnable import runs
+    from advisor.report import Report, Table, breakdown_table, calibration_files, write
+    from advisor.scaling.plot import scaling_png
+
+    title, cells = _predict_cells(m, rows, base[0])
+    report = Report(f"advisor predict: {m.workload.name}", sentences=_left_out(rows),
+                    tables=[Table(title, [c.name for c in PREDICT_COLUMNS], cells)],
+                    figures=[(f"{m.workload.name}: predicted throughput with its 90% band, and efficiency",
+                              scaling_png(m, p, base, runs(m.workload, m.peaks)))],
+                    breakdown=breakdown_table(rows), warnings=list(p.warnings), specs=[spec],
+                    calibrations=calibration_files(m.workload.name, spec, calibration, measurements),
+                    command=command_line() or "", version=package_version())
+    write(path, report)
+    current().note(f"wrote {path}")
 
 
 ExplainOpt = Annotated[bool, typer.Option(
@@ -124,43 +213,39 @@ ExplainOpt = Annotated[bool, typer.Option(
 @app.command()
 def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements: MeasurementsOpt = None,
             gpus: GpusOpt = None, model: ModelOpt = "auto", as_json: JsonOpt = False, plot: PlotOpt = None,
-            explain: ExplainOpt = False) -> None:
-    """Predict step time, throughput, speedup, efficiency and MFU with 90% intervals."""
+            wide: WideOpt = False, html: HtmlOpt = None, explain: ExplainOpt = False) -> None:
+    """Predict step time, throughput, speedup, efficiency and MFU with 90% intervals; counts that cannot
+    run (memory, batch) are marked with the reason, and speedup is against the smallest count that runs."""
     from advisor.placement import parse_placements
-
-    m = _model(workload, calibration, measurements, model)
-    placements = parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus is not None else _default_counts(m)
+    from advisor.planning import runnable
     from advisor.planning.layout_choice import predict as predict_layouts
 
-    p, layouts, whys = predict_layouts(m, [g for g, _ in placements], [n for _, n in placements], m.peaks)
+    m = _model(workload, calibration, measurements, model)
+    base = runnable.baseline(m.workload, m, m.peaks)
+    placements = (parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus is not None
+                  else _default_counts(m, base[0]))
+    g, n = [g for g, _ in placements], [n for _, n in placements]
+    p, layouts, whys = predict_layouts(m, g, n, m.peaks)
+    p = runnable.rebase(m, p, base, m.peaks)
+    rows = _rows(p, runnable.of(m.workload, g, n, m.peaks), layouts, whys)
+    drawn = _only(p, [r["runs"] for r in rows])  # the figure marks only counts that run
     if plot is not None:
         from advisor.scaling.plot import plot_scaling
 
-        plot_scaling(m, p, plot)
+        plot_scaling(m, drawn, plot, base, runnable.runs(m.workload, m.peaks))
+    if html is not None:
+        _predict_html(html, m, drawn, rows, base, workload, calibration, measurements)
     if as_json:
-        current().result({"workload": m.workload.name, "baseline_gpus": m.baseline_gpus, "model": m.describe(),
-                          "predictions": [{**r, "layout": layouts[i], **({"layout_why": whys[i]} if whys else {})}
-                                          for i, r in enumerate(p.rows())], "warnings": p.warnings})
+        current().result({"workload": m.workload.name, "baseline_gpus": base[0], "baseline_nodes": base[1],
+                          "model": m.describe(), "predictions": rows, "warnings": p.warnings})
         _warn(p.warnings)
         return
-    from rich.table import Table
-
-    desc = m.describe()
-    t = Table(title=f"{_uncal(m)}{m.workload.name}: model '{m.family}' (CV error {_pct(desc['cv_mape'])}), "
-                    f"speedup vs {plural(m.baseline_gpus, 'GPU')}, 90% intervals")
-    cols = ("GPUs", "nodes", "step s", "step 90%", "samples/s", "samples/s 90%", "speedup", "efficiency", "MFU",
-            "naive samples/s", "layout")
-    for col in cols:
-        t.add_column(col, justify="right")
-    for i, r in enumerate(p.rows()):
-        t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['step_seconds']:.4g}",
-                  interval(r['step_seconds_low'], r['step_seconds_high']), f"{r['throughput']:.4g}",
-                  interval(r['throughput_low'], r['throughput_high']), f"{r['speedup']:.3g}",
-                  f"{r['efficiency'] * 100:.0f}%", "-" if r["mfu"] is None else f"{r['mfu'] * 100:.1f}%",
-                  f"{r['naive_throughput']:.4g}", f"{'' if not whys else whys[i].split(' (')[0] + ': '}{layouts[i]}")
-    _console().print(t)
+    con = _console()
+    show(con, *_predict_table(m, rows, base[0], wide))
+    for line in _left_out(rows):
+        say(con, line)
     if explain:
-        _print_breakdown(m, p.rows())
+        _print_breakdown(m, [r for r in rows if r["runs"]])
     if plot is not None:
         current().note(f"wrote {plot}")
     _warn(p.warnings)
@@ -168,19 +253,15 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
 
 def _print_breakdown(m, rows: list[dict]) -> None:
     """Where each median step goes (advisor.scaling.breakdown), seconds and share of the step."""
-    from rich.table import Table
-
     from advisor.scaling.breakdown import PARTS
+    from advisor.text import percent
 
-    t = Table(title=f"{_uncal(m)}where the median step goes (seconds, share of the step; communication "
-                    "is what compute does not hide)")
-    for col in ("GPUs", "nodes", "step s", *(p.replace("_", " ") for p in PARTS)):
-        t.add_column(col, justify="right")
-    for r in rows:
-        b, step = r["breakdown"], r["step_seconds"]
-        t.add_row(str(r["gpus"]), str(r["nodes"]), f"{step:.4g}",
-                  *(f"{b[p]:.3g} ({b[p] / step:.0%})" if step > 0 else "-" for p in PARTS))
-    _console().print(t)
+    columns = [Column(c) for c in ("GPUs", "nodes", "step s", *(p.replace("_", " ") for p in PARTS))]
+    cells = [[f"{r['gpus']:,}", f"{r['nodes']:,}", number(r["step_seconds"], 4),
+              *(f"{number(r['breakdown'][p])} ({percent(r['breakdown'][p] / r['step_seconds'])})"
+                if r["step_seconds"] > 0 else "-" for p in PARTS)] for r in rows]
+    show(_console(), build(f"{_uncal(m)}where the median step goes (seconds, share of the step; communication "
+                           "is what compute does not hide)", columns, cells))
 
 
 FitMaxOpt = Annotated[
@@ -207,18 +288,14 @@ def backtest(workload: WorkloadArg, fit_max_gpus: FitMaxOpt, calibration: Backte
         current().result(result)
         _warn(result["warnings"])
         return
-    from rich.table import Table
-
-    t = Table(title=f"{w.name}: fit on <= {fit_max_gpus} GPUs with '{result['model']['name']}', "
-                    "predict the rest")
-    for col in ("GPUs", "nodes", "batch", "measured s", "predicted s", "error", "90% interval", "inside"):
-        t.add_column(col, justify="right")
-    for r in result["points"]:
-        t.add_row(str(r["gpus"]), str(r["nodes"]), f"{r['global_batch']:g}", f"{r['measured']:.4g}",
-                  f"{r['predicted']:.4g}", f"{r['error'] * 100:+.1f}%", interval(r['low'], r['high']),
-                  "yes" if r["inside"] else "NO")
+    cells = [[f"{r['gpus']:,}", f"{r['nodes']:,}", count(r["global_batch"]), number(r["measured"], 4),
+              number(r["predicted"], 4), f"{r['error'] * 100:+.1f}%", interval(r["low"], r["high"]),
+              "yes" if r["inside"] else "NO"] for r in result["points"]]
+    columns = [Column(c) for c in ("GPUs", "nodes", "batch", "measured s", "predicted s", "error", "90% interval",
+                                   "inside")]
     con = _console()
-    con.print(t)
+    show(con, build(f"{w.name}: fit on <= {fit_max_gpus} GPUs with '{result['model']['name']}', predict the rest",
+                    columns, cells))
     con.print(f"MAPE {result['mape']:.1f}% (naive linear {result['naive_linear_mape']:.1f}%), "
               f"90% interval coverage {result['coverage']:.0f}% over {plural(len(result['points']), 'point')}")
     _warn(result["warnings"])

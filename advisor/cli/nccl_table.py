@@ -101,9 +101,8 @@ def calibration_document(workload, cal, path, rows) -> dict:
 def print_calibration(workload, cal, path, rows) -> None:
     """The run summary (busbw per op, at the largest message, naming the op and the size) and the
     probes in nccl-tests' columns; with --json one document instead."""
-    from rich.table import Table
-
     from advisor.cli.output import current
+    from advisor.cli.tables import Column, build, show
     from advisor.text import number
 
     out = current()
@@ -111,20 +110,20 @@ def print_calibration(workload, cal, path, rows) -> None:
         out.result(calibration_document(workload, cal, path, rows))
         return
     env = cal.environment
-    table = Table(title=f"{workload.name}: calibration ({env.get('backend', '?')}, {env.get('device', '?')})",
-                  caption="busbw: nccl-tests bus bandwidth of the largest message probed (size in brackets)")
-    for col in ("GPUs", "nodes", "median step s", "samples/s", "speedup", "efficiency", "exposed comm",
-                *(f"{op} busbw GB/s" for op in OPS)):
-        table.add_column(col, justify="right")
+    columns = [Column(name) for name in ("GPUs", "nodes", "median step s", "samples/s", "speedup", "efficiency",
+                                         "exposed comm", *(f"{op} busbw GB/s" for op in OPS))]
+    cells = []
     for r in rows:
         bw = busbw_columns(cal, r.gpus, r.nodes)
-        table.add_row(
+        cells.append([
             str(r.gpus), str(r.nodes), number(r.step_seconds, 4), number(r.throughput, 4), f"{r.speedup:.2f}x",
             f"{r.efficiency:.0%}", "-" if r.exposed_comm is None else f"{r.exposed_comm:.0%}",
             *("-" if bw[op] is None else f"{number(bw[op][0])} ({_size(bw[op][1])})" for op in OPS),
-        )
+        ])
+    table = build(f"{workload.name}: calibration ({env.get('backend', '?')}, {env.get('device', '?')})", columns,
+                  cells)
     console = out.console()
-    console.print(table)
+    show(console, table, "busbw: nccl-tests bus bandwidth of the largest message probed (size in brackets)")
     text = probe_text(cal)
     if text:
         console.print(text, markup=False, highlight=False, soft_wrap=True, end="")

@@ -8,6 +8,47 @@ from typing import Annotated
 
 import typer
 
+from advisor.errors import InputError
+
+
+def quantity(flag: str, value: str | None, parse: Callable[[object], float]) -> float | None:
+    """An option's text read with the spec's unit grammar (advisor.units: `--budget 20k`,
+    `--deadline "3 days"`); a bad value is one line naming the option, exit 2."""
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except ValueError as error:
+        raise InputError.at(flag, "", str(error), value) from None
+
+
+def complete_workload(incomplete: str) -> list[str]:
+    """Shell completion of a workload argument: the .toml specs (and folders) starting with what is
+    typed, and with nothing typed the specs in workloads/."""
+    typed = Path(incomplete or "workloads/")
+    folder, stem = (typed, "") if incomplete.endswith("/") or not incomplete else (typed.parent, typed.name)
+    if not folder.is_dir():
+        return []
+    shown = [p for p in sorted(folder.iterdir()) if p.name.startswith(stem) and (p.is_dir() or p.suffix == ".toml")]
+    prefix = "" if folder == Path(".") and not incomplete.startswith("./") else f"{folder}/"
+    return [f"{prefix}{p.name}{'/' if p.is_dir() else ''}" for p in shown]
+
+
+def complete_tier(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of --tier: the tier names of the workload on the command line (of every spec
+    in workloads/ when none is given or it does not load)."""
+    from advisor.errors import InputError
+    from advisor.spec import load_workload
+
+    given = ctx.params.get("workload")
+    paths = [Path(given)] if given else sorted(Path("workloads").glob("*.toml"))
+    names: list[str] = []
+    for path in paths:
+        try:
+            names += [t.name for t in load_workload(path).tiers]
+        except (InputError, OSError):
+            continue
+    return [n for n in dict.fromkeys(names) if n.startswith(incomplete)]
 
 def output_path(option: str) -> Callable[[str], Path]:
     """The parser of an option naming a file to write: an empty value is refused naming the
@@ -24,11 +65,14 @@ def output_path(option: str) -> Callable[[str], Path]:
     return parse
 
 
-WorkloadArg = Annotated[Path, typer.Argument(help="Workload spec (TOML).", show_default=False)]
+WorkloadArg = Annotated[
+    Path, typer.Argument(help="Workload spec (TOML).", show_default=False, autocompletion=complete_workload)
+]
 OptionalWorkloadArg = Annotated[
     Path | None,
     typer.Argument(help="Workload spec (TOML); default: every workload in workloads/ (one without calibration data "
-                   "from the model's prior, marked uncalibrated).", show_default=False),
+                   "from the model's prior, marked uncalibrated).", show_default=False,
+                   autocompletion=complete_workload),
 ]
 CalibrationOpt = Annotated[
     list[Path] | None,
@@ -55,4 +99,12 @@ ModelOpt = Annotated[
     str,
     typer.Option("--model", help="Model family: auto (chosen by leave-one-count-out CV), amdahl, ernest, topology, "
                                   "topology-ring."),
+]
+WideOpt = Annotated[
+    bool, typer.Option("--wide", help="Show every table column (the default set fits 80 columns).")
+]
+HtmlOpt = Annotated[
+    Path | None,
+    typer.Option("--html", help="Write a self-contained HTML report (figures, table, sentences, spec and "
+                 "calibration provenance) to this path.", show_default=False),
 ]

@@ -6,7 +6,9 @@ Conventions (those of the `hf` CLI and of Unix tools):
   nothing else on stdout;
 - notes (`wrote FILE`), progress and `warning: ...` lines go to stderr; `-q/--quiet` silences them
   (errors still print; warnings stay inside the `--json` document);
-- colour follows the NO_COLOR convention (https://no-color.org): set and non-empty, no colour.
+- colour follows the NO_COLOR convention (https://no-color.org): set and non-empty, no colour;
+- width: the terminal's; piped, `COLUMNS` (default 100, `DEFAULT_WIDTH`); tables and sentences fit
+  it (advisor.cli.tables), `--wide` adds the columns that do not.
 
 `app.py` configures `current()` from each command's `--json` and `-q` options before the command
 runs; commands call `current().result(...)`, `.note(...)`, `.warn(...)` and `.console()`.
@@ -22,6 +24,25 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+#: Console width when stdout is not a terminal and COLUMNS is unset.
+DEFAULT_WIDTH = 100
+
+
+def width() -> int:
+    """Columns to fit when piped: `COLUMNS` if it is a positive whole number, else DEFAULT_WIDTH."""
+    text = os.environ.get("COLUMNS", "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else DEFAULT_WIDTH
+
+
+def warning_width() -> int | None:
+    """Where warnings wrap: a terminal's width, or `COLUMNS` when set; piped without COLUMNS each
+    warning stays one line (a log or grep reads it whole)."""
+    if sys.stderr.isatty():
+        import shutil
+
+        return shutil.get_terminal_size().columns
+    return width() if os.environ.get("COLUMNS", "").strip().isdigit() else None
 
 
 def no_color() -> bool:
@@ -56,17 +77,23 @@ class Output:
         document carries them)."""
         if self.quiet:
             return
+        columns = warning_width()
         for line in dict.fromkeys(lines):
-            print(f"warning: {line}", file=sys.stderr)
+            text = f"warning: {line}"
+            if columns is not None:
+                from advisor.cli.tables import wrap
+
+                text = wrap(text, columns, hanging="  ")
+            print(text, file=sys.stderr)
 
     def console(self, stderr: bool = False):
-        """rich Console for tables: NO_COLOR honoured; wide when piped (rich would wrap at 80
-        columns and truncate cells); on stderr, silent under -q."""
+        """rich Console for tables: NO_COLOR honoured; the terminal's width, or piped `width()`
+        (COLUMNS, default 100); on stderr, silent under -q."""
         from rich.console import Console
 
         stream = sys.stderr if stderr else sys.stdout
-        width = None if stream.isatty() else 200
-        return Console(file=stream, width=width, no_color=no_color() or None, quiet=stderr and self.quiet)
+        columns = None if stream.isatty() else width()
+        return Console(file=stream, width=columns, no_color=no_color() or None, quiet=stderr and self.quiet)
 
 
 def strict_json(value: Any) -> Any:
@@ -82,6 +109,13 @@ def strict_json(value: Any) -> Any:
 
 
 _current = Output()
+
+
+def command_line() -> str | None:
+    """The command as typed (`advisor recommend ...`), for provenance; None when not run from a shell."""
+    import shlex
+
+    return shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
 
 
 def current() -> Output:

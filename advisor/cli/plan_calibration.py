@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import JsonOpt, WorkloadArg
+from advisor.cli.options import JsonOpt, WorkloadArg, quantity
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
 
@@ -19,15 +19,24 @@ from advisor.cli.output import current
 MAX_STARTUP_SECONDS = 7 * 86400
 
 
+def usd(x: float) -> str:
+    """Dollars as a reader compares them: cents under $10 ("0.49"), whole dollars above ("1,234")."""
+    return f"{x:,.2f}" if abs(x) < 10 else f"{x:,.0f}"
+
+
+def _band(b) -> str:
+    return f"{b.low / b.median - 1:+.0%}/{b.high / b.median - 1:+.0%}"
+
+
 @app.command(name="plan-calibration")
 def plan_calibration_command(
     workload: WorkloadArg,
     budget: Annotated[
-        float | None,
+        str | None,
         typer.Option(
             "--budget",
-            min=0,
-            help="Most USD to spend on calibration runs (default: only the runs needed to identify every term).",
+            help="Most USD to spend on calibration runs (300, 1.5k, '$1,500'; default: only the runs needed to "
+            "identify every term).",
         ),
     ] = None,
     max_nodes: Annotated[
@@ -61,7 +70,7 @@ def plan_calibration_command(
     from advisor.placement import parse_placements
     from advisor.planning.limits import MAX_BUDGET_USD, limit_value
     from advisor.spec import load_workload
-    from advisor.units import parse_duration
+    from advisor.units import parse_duration, parse_money
 
     w = load_workload(workload)
     place = None
@@ -76,11 +85,19 @@ def plan_calibration_command(
         raise InputError.at("--startup", "", f"expected a duration such as '10 min' ({exc})", startup) from None
     if not 0 <= startup_s <= MAX_STARTUP_SECONDS:  # a negative start-up priced runs at $0
         raise InputError.at("--startup", "", "must be between 0 and 7 days per run", startup)
-    limit_value("--budget", budget, MAX_BUDGET_USD, "USD")
-    plan = plan_calibration(w, budget, max_nodes, tier, place, startup_s)
+    usd = quantity("--budget", budget, parse_money)
+    limit_value("--budget", usd, MAX_BUDGET_USD, "USD")
+    plan = plan_calibration(w, usd, max_nodes, tier, place, startup_s)
     if as_json:
         current().result(plan_dict(plan))
         return
+    _print_plan(w, plan)
+    for line in commands(plan):
+        _console().print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _print_plan(w, plan) -> None:
+    """The runs as a table, the total and the interval at the target, the skipped counts."""
     from rich.table import Table
 
     t = Table(
@@ -97,18 +114,19 @@ def plan_calibration_command(
             f"{r.step_seconds:.3g}",
             f"{r.hours:.2f}",
             f"{r.gpu_hours:.1f}",
-            f"{r.usd:,.0f}",
+            usd(r.usd),
         )
     con = _console()
     con.print(t)
-    budget_text = f" of ${plan.budget:,.0f}" if plan.budget is not None else ""
+    budget_text = f" of ${usd(plan.budget)}" if plan.budget is not None else ""
+    now, after = plan.band_now, plan.band_after
     con.print(
-        f"total ${plan.usd:,.0f}{budget_text} over node counts {plan.node_counts}; 90% interval at "
-        f"{plan.target[0]} GPUs ({plan.target[1]} nodes): ±{plan.interval_now:.0%} now -> ±{plan.interval_after:.0%} "
-        "with these runs (design-time estimate)",
+        f"total ${usd(plan.usd)}{budget_text} over node counts {plan.node_counts}; 90% interval of the step at "
+        f"{plan.target[0]} GPUs ({plan.target[1]} nodes), as predict gives it: {_band(now)} now -> {_band(after)} "
+        "with these runs (simulated at today's prediction)",
         highlight=False,
         markup=False,
         soft_wrap=True,
     )
-    for line in commands(plan):
-        con.print(line, highlight=False, markup=False, soft_wrap=True)
+    for g, n in plan.skipped:
+        con.print(f"left out {g}@{n}: its timed steps alone would run over an hour", highlight=False, markup=False)

@@ -19,10 +19,22 @@ from typing import Annotated
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.options import CalibrationOpt, JsonOpt, MeasurementsOpt, OptionalWorkloadArg, PlotOpt
-from advisor.cli.output import console, current, warn
+from advisor.cli.options import (
+    CalibrationOpt,
+    HtmlOpt,
+    JsonOpt,
+    MeasurementsOpt,
+    OptionalWorkloadArg,
+    PlotOpt,
+    WideOpt,
+    complete_tier,
+    quantity,
+)
+from advisor.cli.output import command_line, console, current, warn
+from advisor.cli.tables import Column, build, say, show
 from advisor.errors import InputError
 from advisor.planning.limits import Limits, free_objective
+from advisor.units import parse_fraction, parse_hours, parse_money
 
 LayoutsOpt = Annotated[
     str | None,
@@ -34,18 +46,25 @@ LayoutsOpt = Annotated[
     ),
 ]
 BudgetOpt = Annotated[
-    float | None, typer.Option("--budget", help="USD: the fastest plan that costs at most this.", show_default=False)
+    str | None,
+    typer.Option("--budget", help="USD (20000, 20k, '$20,000'): the fastest plan that costs at most this.",
+                 show_default=False),
 ]
 DeadlineOpt = Annotated[
-    float | None,
-    typer.Option("--deadline", help="Hours: the cheapest plan that finishes in time.", show_default=False),
+    str | None,
+    typer.Option("--deadline", help="Hours, or a duration with its unit ('3 days', '36 h'): the cheapest plan "
+                 "that finishes in time.", show_default=False),
 ]
-TierOpt = Annotated[str | None, typer.Option("--tier", help="Consider only this billing tier.", show_default=False)]
+TierOpt = Annotated[
+    str | None,
+    typer.Option("--tier", help="Consider only this billing tier.", show_default=False, autocompletion=complete_tier),
+]
 ConfidenceOpt = Annotated[
-    float | None,
+    str | None,
     typer.Option(
         "--confidence",
-        help="Require this probability (0-1) of meeting --budget/--deadline (default: the median plan meets them).",
+        help="Require this probability (0-1, or 90%) of meeting --budget/--deadline (default: the median plan "
+        "meets them).",
         show_default=False,
     ),
 ]
@@ -79,18 +98,21 @@ def recommend(
     as_json: JsonOpt = False,
     plot: PlotOpt = None,
     layouts: LayoutsOpt = None,
+    wide: WideOpt = False,
+    html: HtmlOpt = None,
 ) -> None:
     """Recommend a GPU count and billing tier: the count past which more GPUs stop being worth their cost, or
     the fastest plan within --budget, or the cheapest within --deadline, or the cheapest meeting both."""
     from advisor.planning.recommend import recommend as recommend_plan
     from advisor.planning.recommend import select_tiers
 
-    limits = Limits(budget, deadline, confidence)
+    limits = Limits(quantity("--budget", budget, parse_money), quantity("--deadline", deadline, parse_hours),
+                    quantity("--confidence", confidence, parse_fraction))
     free = free_objective(objective)
     limits.objective(free)  # a bad or conflicting --objective fails before any fitting
     if workload is None and (calibration is not None or measurements is not None):
         raise InputError.at("--calibration" if calibration else "--measurements", "", "needs a WORKLOAD argument")
-    recs, measured = [], {}
+    recs, measured, fitted = [], {}, []
     if layouts not in (None, "auto", "spec"):
         raise InputError.at("--layouts", "", "choose auto (try every layout that fits) or spec (the spec's own)",
                             layouts)
@@ -102,12 +124,15 @@ def recommend(
         select_tiers(w, tier)  # an unknown --tier fails before any fitting
         model = build_step_time_model(w, calibration, measurements)
         recs.append(recommend_plan(w, model, tier=tier, limits=limits, objective=free))
-        measured[w.name] = model.describe()["measured"]["gpus"] if plot is not None else []  # drawn on top
+        fitted.append((w.source, w, model))
+        measured[w.name] = model.describe()["measured"]["gpus"] if plot or html else []  # drawn on top
     _plot(recs, plot, measured)
+    if html is not None and recs:
+        _html(html, recs, fitted, calibration, measurements, measured)
     if as_json:
         current().result(_document(recs))
     else:
-        _print(recs)
+        _print(recs, wide)
     warn([f"{rec.workload}: {line}" for rec in recs for line in rec.warnings])
     unmet = [rec.workload for rec in recs if rec.chosen is None]
     if unmet:
@@ -154,13 +179,13 @@ def _document(recs) -> dict:
     return {"recommendations": recommendations, "candidates": candidates, "workloads": workloads}
 
 
-def _print(recs) -> None:
+def _print(recs, wide: bool = False) -> None:
     out = console()
     for rec in recs:
-        out.print(_table(rec))
-        out.print(rec.message, markup=False, highlight=False, soft_wrap=True)
+        show(out, *_table(rec, wide))
+        say(out, rec.message)
         for line in rec.why:
-            out.print(f"  - {line}", markup=False, highlight=False, soft_wrap=True)
+            say(out, line, indent="  - ")
         out.print()
 
 
@@ -177,11 +202,18 @@ def _shown(rec) -> list[tuple[int, int]]:
     return [(t, c) for t, c in rec.candidates() if c in keep]
 
 
-def _table(rec):
-    from rich.table import Table
+#: Columns of the recommend table: the compact set fits 80 columns, the rest needs --wide.
+COLUMNS = (
+    Column("GPUs"), Column("nodes"), Column("tier", left=True), Column("batch", wide=True),
+    Column("step s", wide=True), Column("hours"), Column("$"), Column("speedup", wide=True),
+    Column("efficiency"), Column("P(meet)"), Column("", left=True),
+)
+LAYOUT = Column("layout", wide=True, left=True)
 
-    from advisor.planning.explain import fmt_hours, fmt_pct, fmt_usd
-    from advisor.text import number
+
+def _cells(rec):
+    """(title, columns, cells, bold) of a recommendation's rows, every column (build keeps the compact ones)."""
+    from advisor.text import count, hours, number, percent, times, usd
 
     sw = rec.sweep
     p = rec.probabilities["both"]
@@ -189,41 +221,59 @@ def _table(rec):
     title = f"{rec.workload}: {rec.objective}" + (
         "" if rec.calibrated else " (UNCALIBRATED: prior only, no measurements)"
     )
-    table = Table(
-        title=title, caption=f"{len(rows)} of {len(rec.candidates())} plans ({ROW_NOTE}); • on the cost-time frontier"
-    )
     auto = sw.layouts is not None and sw.layouts.seconds is not None  # strategy auto: the layout differs per count
-    for col in (
-        "GPUs",
-        "nodes",
-        "tier",
-        "batch",
-        "step s",
-        "hours",
-        "$",
-        "speedup",
-        "efficiency",
-        "P(meet)",
-        "frontier",
-        "chosen",
-        *(("layout",) if auto else ()),
-    ):
-        table.add_column(col, justify="left" if col in ("tier", "layout") else "right")
+    cells = []
     for t, c in rows:
-        table.add_row(
-            f"{int(sw.gpus[c]):,}",
-            f"{int(sw.nodes[c]):,}",
-            sw.tiers[t].name,
-            f"{sw.global_batch[c]:,.0f}",
-            f"{sw.step_seconds[0, c]:.3g}",
-            fmt_hours(sw.wall_hours[0, t, c]),
-            fmt_usd(sw.cost_usd[0, t, c]),
-            f"{number(sw.speedup[t, c])}x",
-            fmt_pct(sw.efficiency[t, c]),
-            "-" if p is None else fmt_pct(p[t, c]),
-            "•" if (t, c) in rec.frontier_set else "",
-            "✔" if rec.chosen == (t, c) else "",
+        mark = "✔" if rec.chosen == (t, c) else "•" if (t, c) in rec.frontier_set else ""
+        cells.append([
+            count(int(sw.gpus[c])), count(int(sw.nodes[c])), sw.tiers[t].name, count(float(sw.global_batch[c])),
+            number(sw.step_seconds[0, c]), hours(sw.wall_hours[0, t, c], days=False), usd(sw.cost_usd[0, t, c]),
+            times(sw.speedup[t, c]), percent(sw.efficiency[t, c]), "-" if p is None else percent(p[t, c]), mark,
             *((f"{sw.layouts.strategy(c)}: {sw.layouts.label(c)}",) if auto else ()),
-            style="bold" if rec.chosen == (t, c) else None,
-        )
-    return table
+        ])
+    return title, COLUMNS + ((LAYOUT,) if auto else ()), cells, [rec.chosen == row for row in rows]
+
+
+def _table(rec, wide: bool = False):
+    title, columns, cells, bold = _cells(rec)
+    note = (f"{len(cells)} of {len(rec.candidates())} plans ({ROW_NOTE}); ✔ chosen, • on the cost-time frontier"
+            + ("" if wide else "; --wide adds batch, step s, speedup" + (", layout" if LAYOUT in columns else "")))
+    return build(title, columns, cells, wide=wide, bold=bold), note
+
+
+def _html(path, recs, fitted, calibration, measurements, measured) -> None:
+    """The report to share (advisor.report): per workload its table, sentences and scaling curve with its
+    band, the cost-time frontier of all of them with the chosen plans, spec and calibration provenance."""
+    from advisor.cli.app import package_version
+    from advisor.planning.plot import frontier_png
+    from advisor.planning.runnable import runs
+    from advisor.report import Report, Table, breakdown_table, calibration_files, write
+    from advisor.scaling.plot import scaling_png
+
+    report = Report(f"advisor recommend: {', '.join(rec.workload for rec in recs)}", command=command_line() or "",
+                    version=package_version())
+    report.figures.append(("Cost against time for every plan; the cost-time frontier and the chosen plan marked",
+                           frontier_png(recs, measured)))
+    for rec, (spec, w, model) in zip(recs, fitted, strict=True):
+        title, columns, cells, bold = _cells(rec)
+        report.tables.append(Table(title, [col.name for col in columns], cells, bold))
+        report.sentences += [*([rec.message] if len(recs) > 1 else []), *rec.why]  # one workload: the headline
+        curve = _curve(model, rec)
+        base = (rec.sweep.baseline_gpus, int(w.nodes(rec.sweep.baseline_gpus)))
+        report.figures.append((f"{w.name}: predicted throughput with its 90% band, and efficiency",
+                               scaling_png(model, curve, base, runs(w, model.peaks))))
+        report.breakdown = report.breakdown or breakdown_table(curve.rows())
+        report.warnings += [f"{rec.workload}: {line}" for line in rec.warnings]
+        report.specs.append(spec)
+        report.calibrations += calibration_files(w.name, spec, calibration, measurements)
+    report.headline = recs[0].message if len(recs) == 1 else ""
+    write(path, report)
+    current().note(f"wrote {path}")
+
+
+def _curve(model, rec):
+    """The model's prediction at the counts the table shows (the layout each count runs)."""
+    from advisor.planning.layout_choice import predict
+
+    counts = sorted({int(rec.sweep.gpus[c]) for _, c in _shown(rec)})
+    return predict(model, counts, None, model.peaks)[0]

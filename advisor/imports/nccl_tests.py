@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from advisor.errors import InputError
+from advisor.imports.algorithm import algorithm_from_text, busbw_ceiling_factor, expected_algorithm
 from advisor.imports.common import (
     build,
     check_collective,
@@ -84,6 +85,8 @@ class Table:
     first_line: int
     header: list[str] = field(default_factory=list)
     program: str | None = None
+    algorithm: str | None = None
+    """NCCL_ALGO as the log sets it before or in this table (advisor.imports.algorithm), else None."""
     ranks: dict[int, str] = field(default_factory=dict)
     columns: list[str] | None = None
     redops: set[str] = field(default_factory=set)
@@ -171,10 +174,15 @@ def read_tables(text: str, file: str) -> list[Table]:
     current: Table | None = None
     pending_program: str | None = None
     pending_header: list[str] = []
+    algorithm: str | None = None
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = _TAG.sub("", raw).strip()
         if not line:
             continue
+        if "NCCL_ALGO" in line and (named := algorithm_from_text(line)) is not None:
+            algorithm = named
+            if current is not None and not current.rows:
+                current.algorithm = algorithm
         if m := _STARTING.match(line):
             pending_program = m.group(1)
             pending_header.append(line)
@@ -183,7 +191,7 @@ def read_tables(text: str, file: str) -> list[Table]:
             pending_header.append(line)
             continue
         if _NTHREAD.match(line):
-            current = Table(lineno, [*pending_header, line], pending_program)
+            current = Table(lineno, [*pending_header, line], pending_program, algorithm)
             tables.append(current)
             pending_program, pending_header = None, []
             continue
@@ -374,23 +382,32 @@ def collectives_from_log(
                     bytes=r.bytes,
                     seconds=r.seconds,
                     busbw=r.busbw,
+                    algorithm=table.algorithm,
                     source=f"{where}; row at line {r.line}, out-of-place",
                 )
             )
-        top = max(r.busbw for r in table.rows)
-        notes.append(
-            f"{file}: {kind} on {plural(table.gpus, 'GPU')} over {plural(n_nodes, 'node')} ({', '.join(table.hosts)}): "
-            f"{plural(len(table.rows), 'size')}, largest busbw {top:.4g} GB/s"
-        )
-        declared = float(bus_bandwidth(workload, np.array([float(n_nodes)]))[0]) / 1e9
-        if top > 1.5 * declared:
-            link = "inter-node" if n_nodes > 1 else "intra-node"
-            notes.append(
-                f"warning: {file}: busbw {top:.4g} GB/s is {top / declared:.1f}x the workload's declared {link} "
-                f"bus bandwidth ({declared:.4g} GB/s): is this log from this workload's cluster?"
-            )
+        notes.extend(_table_notes(file, table, kind, n_nodes, workload))
         notes.extend(f"{file}: {d}" for d in table.dropped)
     return found, notes
+
+
+def _table_notes(file: str, table: Table, kind: str, n_nodes: int, workload: "Workload") -> list[str]:
+    """What was read, with the algorithm, and a warning when the largest busbw is far above what that
+    algorithm reaches on the declared link (advisor.imports.algorithm): the log is from elsewhere."""
+    top = max(r.busbw for r in table.rows)
+    algo = table.algorithm or expected_algorithm(kind, n_nodes)
+    said = "NCCL_ALGO" if table.algorithm else f"expected on {plural(n_nodes, 'node')}; NCCL_ALGO not in the log"
+    where = f"{plural(table.gpus, 'GPU')} over {plural(n_nodes, 'node')} ({', '.join(table.hosts)})"
+    notes = [f"{file}: {kind} on {where}, {algo} ({said}): {plural(len(table.rows), 'size')}, "
+             f"largest busbw {top:.4g} GB/s"]
+    declared = float(bus_bandwidth(workload, np.array([float(n_nodes)]))[0]) / 1e9
+    ceiling = busbw_ceiling_factor(table.algorithm, kind, table.gpus, n_nodes) * declared
+    if top > 1.5 * ceiling:
+        link = "inter-node" if n_nodes > 1 else "intra-node"
+        notes.append(f"warning: {file}: busbw {top:.4g} GB/s is {top / ceiling:.1f}x what {algo} reaches on the "
+                     f"workload's declared {link} bus bandwidth ({declared:.4g} GB/s, at most {ceiling:.4g} GB/s "
+                     "busbw): is this log from this workload's cluster?")
+    return notes
 
 
 def import_nccl_tests(

@@ -418,6 +418,7 @@ def _baseline_hours(w: "Workload", model: StepTimeModel, baseline_gpus: int) -> 
     from advisor.batch import global_batch
 
     base = np.array([baseline_gpus], dtype=np.int64)
-    base_nodes = np.array([model.baseline_nodes or w.nodes(baseline_gpus)], dtype=np.int64)
+    own = model.baseline_nodes if baseline_gpus == model.baseline_gpus else None
+    base_nodes = np.array([own or w.nodes(baseline_gpus)], dtype=np.int64)
     base_step = float(_step_times(model, base, base_nodes, global_batch(w, base))[0, 0])
     return float(job_steps(w, base, baseline_gpus)[0]) * base_step / 3600

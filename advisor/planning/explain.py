@@ -14,7 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from advisor.planning.limits import LIKELY, Objective
-from advisor.text import interval, number, plural
+from advisor.planning.runnable import LAYOUT, RANKS, UNEVEN
+from advisor.text import above, count, interval, number, plural, span, times
+from advisor.text import gigabytes as fmt_bytes
+from advisor.text import hours as fmt_hours
+from advisor.text import percent as fmt_pct
+from advisor.text import usd as fmt_usd
 
 if TYPE_CHECKING:
     from advisor.planning.recommend import Recommendation, SpotPayoff
@@ -29,24 +34,6 @@ HEADLINES = {
     Objective.CHEAPEST_WITHIN_DEADLINE: "Cheapest plan that finishes {limits}",
     Objective.CHEAPEST_WITHIN_BOTH: "Cheapest plan {limits}",
 }
-
-
-def fmt_usd(x: float) -> str:
-    return f"${x:,.0f}" if x >= 100 else f"${x:,.2f}"
-
-
-def fmt_hours(h: float) -> str:
-    if h >= 72:
-        return f"{h:,.0f} h ({h / 24:.1f} days)"
-    return f"{h:.3g} h" if h >= 0.1 else f"{h * 60:.2g} min"
-
-
-def fmt_pct(p: float) -> str:
-    return f"{100 * p:.0f}%"
-
-
-def fmt_bytes(b: float) -> str:
-    return f"{b / 1e9:,.1f} GB"
 
 
 def describe(rec: "Recommendation", t: int, c: int) -> str:
@@ -140,10 +127,7 @@ def _stop(rec: "Recommendation") -> str:
     if stop is None:
         return ""
     cheapest_first = rec.frontier[::-1]
-    walked = (
-        f"from the cheapest plan it took {plural(stop.steps, 'step')} along the cost-time frontier, each saving at "
-        f"least as large a share of the time as it added to the cost"
-    )
+    walked = _walked(stop.steps)
     if stop.next is None:
         t, c = cheapest_first[stop.at]
         return (
@@ -159,6 +143,15 @@ def _stop(rec: "Recommendation") -> str:
     )
 
 
+def _walked(steps: int) -> str:
+    """The worth-the-cost walk in words: no step, one step, or several (each saving ...)."""
+    if steps == 0:
+        return "from the cheapest plan it took no step along the cost-time frontier"
+    saving = "saving" if steps == 1 else "each saving"
+    return (f"from the cheapest plan it took {plural(steps, 'step')} along the cost-time frontier, {saving} at "
+            f"least as large a share of the time as it added to the cost")
+
+
 def _doubling(rec: "Recommendation", t: int, c: int) -> str:
     """What twice the GPUs on the same tier would buy (or the most there is, when 2N is not a plan)."""
     import numpy as np
@@ -171,13 +164,13 @@ def _doubling(rec: "Recommendation", t: int, c: int) -> str:
     k = int(double[0]) if double.size else int(larger[-1])
     faster = sw.wall_hours[0, t, c] / sw.wall_hours[0, t, k]
     dearer = sw.cost_usd[0, t, k] / sw.cost_usd[0, t, c]
-    speed = f"finish {faster:.2f}x sooner" if faster > 1 else f"not finish sooner ({faster:.2f}x the speed)"
+    speed = f"finish {times(faster, 2)} sooner" if faster > 1 else f"not finish sooner ({times(faster, 2)} the speed)"
     going = (
         f"Doubling to {int(sw.gpus[k])} GPUs"
         if double.size
         else f"Going to {int(sw.gpus[k])} GPUs (the most on this tier)"
     )
-    return f"{going} on {sw.tiers[t].name} would {speed} for {dearer:.2f}x the cost."
+    return f"{going} on {sw.tiers[t].name} would {speed} for {times(dearer, 2)} the cost."
 
 
 def _knee(rec: "Recommendation", t: int) -> str:
@@ -200,7 +193,7 @@ def _knee(rec: "Recommendation", t: int) -> str:
     cost_ratio = sw.cost_usd[0, t, doubled[idx[first:]]] / sw.cost_usd[0, t, idx[first:]]
     return (
         f"On {sw.tiers[t].name}, beyond {plural(int(sw.gpus[idx[first]]), 'GPU')} each doubling adds under "
-        f"{fmt_pct(SMALL_GAIN)} speed for {interval(cost_ratio.min(), cost_ratio.max(), 2)}x the cost."
+        f"{fmt_pct(SMALL_GAIN)} speed for {interval(cost_ratio.min(), cost_ratio.max(), 2, 'x')} the cost."
     )
 
 
@@ -223,8 +216,9 @@ def _preemption(rec: "Recommendation", c: int) -> list[str]:
         if pre.exposure[t, c] > SMALL_EXPOSURE:
             out.append(
                 f"On {tier.name} Λ·(τ + restart) = {pre.exposure[t, c]:.2g} at {plural(n, 'node')}: not small, so "
-                f"first-order Young/Daly ({pre.first_order_factor[t, c]:.2f}x the compute time) would understate it; "
-                f"the exponential model (Daly 2006, failures during restarts too) gives {sw.factor[t, c]:.2f}x."
+                f"first-order Young/Daly ({times(pre.first_order_factor[t, c], 2)} the compute time) would understate "
+                f"it; the exponential model (Daly 2006, failures during restarts too) gives "
+                f"{times(sw.factor[t, c], 2)}."
             )
     out += [spot_sentence(payoff) for payoff in rec.spot]
     return out
@@ -237,8 +231,9 @@ def _reserved(rec: "Recommendation", c: int) -> list[str]:
         hours = sw.wall_hours[0, t, c]
         if tier.min_hours > hours and sw.available[t, c]:
             out.append(
-                f"{tier.name} bills at least {tier.min_hours:g} h: at {plural(int(sw.gpus[c]), 'GPU')} the job takes "
-                f"{fmt_hours(hours)}, so {fmt_pct(1 - hours / tier.min_hours)} of what it bills would be idle."
+                f"{tier.name} bills at least {fmt_hours(tier.min_hours)}: at {plural(int(sw.gpus[c]), 'GPU')} the "
+                f"job takes {fmt_hours(hours)}, so {fmt_pct(1 - hours / tier.min_hours)} of what it bills would be "
+                "idle."
             )
     return out
 
@@ -268,9 +263,9 @@ def _knife_edge(rec: "Recommendation") -> str:
     pct = lambda x: f"{'+' if x >= 0 else ''}{fmt_pct(x)}"  # noqa: E731
     return (
         f"The budget does not discriminate: {len(edge.plans)} plans on the frontier "
-        f"({counts[0]:,}-{counts[-1]:,} GPUs) "
-        f"cost {fmt_usd(min(costs))}-{fmt_usd(max(costs))}, each with the budget inside its 90% cost interval "
-        f"(P(within budget) {fmt_pct(min(odds))}-{fmt_pct(max(odds))}): the model cannot say which of them "
+        f"({span(count(counts[0]), count(counts[-1]))} GPUs) "
+        f"cost {span(fmt_usd(min(costs)), fmt_usd(max(costs)))}, each with the budget inside its 90% cost interval "
+        f"(P(within budget) {span(fmt_pct(min(odds)), fmt_pct(max(odds)))}): the model cannot say which of them "
         f"stays within "
         f"it. A little more buys the fastest, {describe(rec, *edge.fastest)}: {fmt_usd(median)} "
         f"({pct(median / rec.limits.budget - 1)}) on its median, {fmt_usd(edge.budget_for_fastest)} "
@@ -286,9 +281,9 @@ def _batch(rec: "Recommendation", c: int) -> str:
     if rec.measured_batch is None or abs(batch - rec.measured_batch) < 0.5:
         return ""
     return (
-        f"It trains with a global batch of {batch:,.0f} samples ({per_gpu:g} per GPU; "
+        f"It trains with a global batch of {count(batch)} samples ({number(per_gpu)} per GPU; "
         f"{'largest measured' if rec.calibrated else 'at the baseline count'}: "
-        f"{rec.measured_batch:,.0f})."
+        f"{count(rec.measured_batch)})."
     )
 
 
@@ -314,6 +309,8 @@ def _frontier(rec: "Recommendation") -> str:
     if not rec.frontier:
         return ""
     (t0, c0), (t1, c1) = rec.frontier[0], rec.frontier[-1]
+    if len(rec.frontier) == 1:
+        return f"Cost-time frontier: one plan, {describe(rec, t0, c0)}, both the fastest and the cheapest."
     return (
         f"Cost-time frontier: {len(rec.frontier)} plans, from the fastest, {describe(rec, t0, c0)}, "
         f"to the cheapest, {describe(rec, t1, c1)}."
@@ -321,35 +318,74 @@ def _frontier(rec: "Recommendation") -> str:
 
 
 def _left_out(rec: "Recommendation") -> list[str]:
-    """Counts ruled out before pricing: memory, the batch, whole instances."""
+    """Counts ruled out before pricing, each sentence naming its own cause: GPU memory, the layout's
+    degrees, the batch (under one sample per rank, or a fixed global batch that does not divide)."""
     sw = rec.sweep
-    out = []
-    if not sw.fits_memory.all():
-        out.append(_memory_sentence(rec))
-    if not sw.fits_batch.all():
-        bad = sw.gpus[~sw.fits_batch]
-        example = ", ".join(f"{int(g):,}" for g in bad[:3]) + (", ..." if bad.size > 3 else "")
-        out.append(
-            f"Left out {plural(int(bad.size), 'count')} ({example}): under one sample per GPU, or not dividing the "
-            f"fixed global batch evenly (the remainder would change the recipe)."
-        )
+    over = _over_memory(sw)
+    out = [_memory_sentence(rec, over)] if over.any() else []
+    run = rec.runnable
+    if run is not None and not sw.fits_batch.all():
+        out += [_batch_sentence(rec, cause, ~sw.fits_batch & ~ok) for cause, ok in
+                ((LAYOUT, run.splits), (RANKS, run.whole), (UNEVEN, run.even))]
+    elif not sw.fits_batch.all():
+        out.append(f"Left out {_counts(sw.gpus[~sw.fits_batch])}: under one sample per GPU, or not dividing the "
+                   f"fixed global batch evenly (the remainder would change the recipe).")
     for t, tier in enumerate(sw.tiers):
         if tier.instance_gpus and tier.instance_gpus > 1 and not sw.offered[t].all():
             out.append(
                 f"{tier.name} rents whole {tier.instance_gpus}-GPU instances: only multiples of {tier.instance_gpus} "
                 f"are priced there."
             )
-    return out
+    return [line for line in out if line]
 
 
-def _memory_sentence(rec: "Recommendation") -> str:
+def _counts(gpus) -> str:
+    """"3 counts (1, 2, 4)", "505 counts (1, 2, 4, ...)", "1 count (24)"."""
+    shown = ", ".join(count(int(g)) for g in gpus[:3]) + (", ..." if len(gpus) > 3 else "")
+    return f"{plural(len(gpus), 'count')} ({shown})"
+
+
+def _batch_sentence(rec: "Recommendation", cause: str, mask) -> str:
+    """One left-out cause of the layout or the batch over the counts it rules out (`mask`), or ""."""
+    if not mask.any():
+        return ""
+    run, gpus = rec.runnable, rec.sweep.gpus[mask]
+    if cause == LAYOUT:
+        why = (f"not a multiple of the tensor x pipeline x context parallel degrees ({run.model_parallel}), "
+               f"so the layout cannot split them")
+    elif cause == RANKS:
+        why = "under one sample per data-parallel rank"
+    else:
+        why = (f"the fixed global batch of {count(float(run.global_batch[0]))} samples does not divide evenly "
+               f"over their data-parallel ranks (the remainder would change the recipe)")
+    return f"Left out {_counts(gpus)}: {why}."
+
+
+def _over_memory(sw):
+    """Counts whose footprint per GPU is above the GPU's memory (none when it is unknown)."""
+    import numpy as np
+
+    if sw.gpu_memory is None:
+        return np.zeros(sw.gpus.shape, dtype=bool)
+    return np.asarray(sw.memory_bytes, dtype=float) > sw.gpu_memory
+
+
+def _memory_where(sw, over) -> str:
+    """Which counts memory rules out: "below 8 GPUs" when they are exactly the smaller ones, "at every
+    count", else how many and which."""
+    if over.all():
+        return "at every count"
+    first = int((~over).argmax())
+    if over[:first].all() and not over[first:].any():
+        return f"below {plural(int(sw.gpus[first]), 'GPU')}"
+    return _counts(sw.gpus[over])
+
+
+def _memory_sentence(rec: "Recommendation", over) -> str:
     from advisor.topology.memory import STATE_BYTES_PER_PARAM
 
     sw = rec.sweep
-    fits = sw.fits_memory
-    smallest = int(sw.gpus[fits][0]) if fits.any() else None
-    where = f"below {plural(smallest, 'GPU')}" if smallest else "at every count"
-    c = int((~fits).nonzero()[0][-1])  # the largest count left out: the nearest to fitting
+    c = int(over.nonzero()[0][-1])  # the largest count over memory: the nearest to fitting, above it by construction
     measured = ", moved to the calibration's measured peak" if rec.peaks else ""
     hints = [f'with activation_checkpoint = "{mode}" the smallest count that fits would be {plural(n, "GPU")}'
              if n else f'activation_checkpoint = "{mode}" would not fit at any count either'
@@ -358,9 +394,10 @@ def _memory_sentence(rec: "Recommendation") -> str:
     hint = f" {joined[:1].upper()}{joined[1:]}." if hints else ""
     if hints and not any(rec.recompute.values()):
         hint = hint[:-1] + " (tensor or pipeline parallelism would be needed)."
+    used, capacity = above(sw.memory_bytes[c], sw.gpu_memory)
     return (
-        f"Left out {where}: the footprint per GPU exceeds the {fmt_bytes(sw.gpu_memory)} of GPU memory; at "
-        f"{plural(int(sw.gpus[c]), 'GPU')} it is {fmt_bytes(sw.memory_bytes[c])} (model state {STATE_BYTES_PER_PARAM} "
-        f"bytes per parameter, {fmt_bytes(STATE_BYTES_PER_PARAM * rec.params)} for the whole model, split where the "
-        f"layout shards it, plus activations{measured}; advisor.topology.memory).{hint}"
+        f"Left out {_memory_where(sw, over)}: the footprint per GPU exceeds the {capacity} of GPU "
+        f"memory; at {plural(int(sw.gpus[c]), 'GPU')} it is {used} (model state "
+        f"{STATE_BYTES_PER_PARAM} bytes per parameter, {fmt_bytes(STATE_BYTES_PER_PARAM * rec.params)} for the whole "
+        f"model, split where the layout shards it, plus activations{measured}; advisor.topology.memory).{hint}"
     )

@@ -26,6 +26,11 @@ def plot_frontier(recs: Sequence["Recommendation"], path: str | Path,
                   measured: Mapping[str, Sequence[int]] | None = None) -> None:
     """Write the plot of one or more recommendations to `path` (PNG); `measured` (workload name ->
     GPU counts with measured step times) marks the plans whose step time was measured, not predicted."""
+    atomic_write_bytes(path, frontier_png(recs, measured))
+
+
+def frontier_png(recs: Sequence["Recommendation"], measured: Mapping[str, Sequence[int]] | None = None) -> bytes:
+    """`plot_frontier`'s figure as PNG bytes (the HTML report embeds them)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,7 +47,7 @@ def plot_frontier(recs: Sequence["Recommendation"], path: str | Path,
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+    return buffer.getvalue()
 
 
 def _panel(ax, rec: "Recommendation", measured: Sequence[int] = ()) -> None:
@@ -106,7 +111,8 @@ def _measured(ax, rec, measured: Sequence[int], hours, cost) -> None:
 def _limit(ax, name: str, value, span: tuple[float, float], horizontal: bool) -> None:
     """Budget (a horizontal line) or deadline (vertical), drawn only inside the data's span: a limit
     far beyond every plan would squash the plans into a corner, so it is named in the legend instead."""
-    from advisor.planning.explain import fmt_hours, fmt_usd
+    from advisor.text import hours as fmt_hours
+    from advisor.text import usd as fmt_usd
 
     if value is None:
         return

@@ -46,8 +46,10 @@ from advisor.errors import InputError
 from advisor.planning.billing import Sweep
 from advisor.planning.explain import explain
 from advisor.planning.limits import LIKELY, Limits, Objective
+from advisor.planning.runnable import Runnable, baseline
+from advisor.planning.runnable import of as runnable_of
 from advisor.step_model import Z90, StepTimeModel
-from advisor.text import plural
+from advisor.text import count, gigabytes, percent, plural, times
 
 if TYPE_CHECKING:
     import numpy as np
@@ -233,6 +235,7 @@ class Recommendation:
     peaks: list = field(default_factory=list)  # advisor.topology.memory.MeasuredPeak used for the footprint
     gradient_noise_scale: float | None = None
     params: float = 0.0
+    runnable: Runnable | None = None  # why each count can or cannot run (the left-out sentences name it)
     message: str = ""
     why: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -495,10 +498,9 @@ def recommend(
         peaks = model.peaks
     limits = limits if limits is not None else Limits(budget, deadline, confidence)
     chosen_objective = limits.objective(objective)
-    from advisor.planning.layout_choice import (
-        sweep as layout_sweep,  # the layout per count; strategy auto: the fastest that fits
-    )
+    from advisor.planning.layout_choice import sweep as layout_sweep  # strategy auto: the fastest that fits
 
+    baseline_gpus = baseline(w, model, peaks)[0] if baseline_gpus is None else baseline_gpus  # as predict's
     sw = layout_sweep(w, model, select_tiers(w, tier), baseline_gpus, gpus, peaks)
     probabilities = limit_probabilities(sw, limits)
     frontier = frontier_of(sw)
@@ -524,6 +526,7 @@ def recommend(
     if chosen is not None and p is not None and p[chosen] < LIKELY:
         rec.safer, _, _ = choose(sw, chosen_objective, Limits(limits.budget, limits.deadline, 0.9), probabilities)
     rec.recompute = recompute_alternatives(w, sw)
+    rec.runnable = runnable_of(w, sw.gpus, sw.nodes, peaks)
     rec.knife_edge = knife_edge(sw, probabilities, chosen or (closest[0] if closest else None), frontier)
     rec.message, rec.why = explain(rec)
     rec.warnings = model_warnings(model, rec, chosen or (closest[0] if closest else None))
@@ -576,7 +579,7 @@ def model_warnings(model: StepTimeModel, rec: Recommendation, plan: Plan | None)
         out.append(
             f"{plural(int(sw.gpus[c]), 'GPU')} is below the smallest measured count ({sw.baseline_gpus}): "
             "the step time there "
-            f"is extrapolated downwards (efficiency {sw.efficiency[t, c]:.0%} of the baseline); "
+            f"is extrapolated downwards (efficiency {percent(sw.efficiency[t, c])} of the baseline); "
             "measure it before trusting it"
         )
     out += _batch_warning(rec, plan) + _memory_warnings(rec)
@@ -592,8 +595,8 @@ def _batch_warning(rec: Recommendation, plan: Plan | None) -> list[str]:
         return []
     reference = "the largest measured" if rec.calibrated else "the one at the baseline count, nothing measured"
     return [
-        f"{int(sw.gpus[plan[1]]):,} GPUs train with a global batch of {batch:,.0f} samples, "
-        f"{batch / rec.measured_batch:.1f}x {reference} ({rec.measured_batch:,.0f}): "
+        f"{plural(int(sw.gpus[plan[1]]), 'GPU')} train with a global batch of {count(batch)} samples, "
+        f"{times(batch / rec.measured_batch, 1)} {reference} ({count(rec.measured_batch)}): "
         f"without batch.gradient_noise_scale the plan assumes the same "
         f"samples reach the same quality at any batch, which fails past the critical batch (McCandlish et al. 2018); "
         f"declare gradient_noise_scale or cap the batch with batch.max_global_samples"
@@ -605,8 +608,8 @@ def _memory_warnings(rec: Recommendation) -> list[str]:
     if sw.gpu_memory is None:
         return []
     return [
-        f"{p.where} measured a peak of {p.peak_bytes / 1e9:.1f} GB per GPU at {p.gpus} GPUs, more than the "
-        f"{sw.gpu_memory / 1e9:.0f} GB per GPU this spec's GPU has: plans are sized for the smaller memory; "
+        f"{p.where} measured a peak of {gigabytes(p.peak_bytes)} per GPU at {plural(p.gpus, 'GPU')}, more than the "
+        f"{gigabytes(sw.gpu_memory)} per GPU this spec's GPU has: plans are sized for the smaller memory; "
         f"if your GPUs "
         f"have more, set [cluster] gpu_memory"
         for p in rec.peaks

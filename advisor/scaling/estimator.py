@@ -382,6 +382,12 @@ class OverlapModel:
         self.n_features_in_ = X.shape[1]
         return self._fit_arrays(X, y, sample_weight, comm, probe_X, probe_y, init)
 
+    def fit_probes(self, n_features: int, probe_X, probe_y) -> "OverlapModel":
+        """Fit on collective probes and the priors alone (no step row): the communication columns the
+        probes reach move, the rest stay at their priors; `cov_` is the Laplace covariance as in `fit`."""
+        self.n_features_in_ = int(n_features)
+        return self._fit_arrays(np.zeros((0, n_features)), np.zeros(0), None, None, probe_X, probe_y, None)
+
     def _fit_arrays(self, X, y, sample_weight, comm, probe_X, probe_y, init):
         w = self._weights(sample_weight, X)
         pb = self._problem(X, y, w, comm, probe_X, probe_y)
@@ -424,6 +430,27 @@ class OverlapModel:
         self.bounds_ = (pb.lo, pb.hi)
         self.n_features_in_ = n_features
         return self
+
+    def joined(self, other: "OverlapModel") -> "OverlapModel":
+        """This fit with the coefficients `other` fitted (its free ones, a subset of this fit's, the
+        rest held at this fit's values) taken from `other`: a staged fit. `other`'s curvature, data
+        and prior, replaces this fit's in its block; `cov_` follows."""
+        import copy
+
+        out = copy.copy(self)
+        out.coef_ = self.coef_.copy()
+        out.coef_[other.free_] = other.coef_[other.free_]
+        pos = np.searchsorted(self.free_, other.free_)
+        Hd, Hp = (h.copy() for h in self.hessians_)
+        k2 = other.free_.size
+        Hd[np.ix_(pos, pos)] = other.hessians_[0][:k2, :k2]
+        Hp[np.ix_(pos, pos)] = other.hessians_[1][:k2, :k2]
+        out.hessians_ = (Hd, Hp)
+        have = {(q[0], q[1]) for q in self.prior}
+        out.prior = tuple(self.prior) + tuple(q for q in other.prior if q[0] in set(other.free_.tolist())
+                                              and (q[0], q[1]) not in have)
+        out.cov_ = out.covariance(1.0)
+        return out
 
     def _laplace(self, pb: _Problem, v) -> np.ndarray:
         """Posterior covariance of the free parameters (and γ when fitted): noise² (JᵀJ)⁻¹ at the optimum.

@@ -90,10 +90,17 @@ def fit_warnings(fitted: "FittedFamily", noise: "NoiseModel", calibrated: bool) 
     """The fit's own caveats (module docstring), in the order the output has always shown them."""
     problem = fitted.problem
     w = problem.workload
-    if not calibrated:
+    if not calibrated and not problem.probes:
         return [(f"uncalibrated: no measurement of {w.name}; every number is the prior's first estimate "
                  "from the spec (MFU, achieved bandwidth and overlap as seen across published jobs), "
                  "with wide intervals; run `advisor calibrate` or pass --calibration/--measurements")]
+    if not calibrated:
+        measured = ", ".join(sorted(k for k, v in term_sources(fitted).items() if v != "prior")) or "nothing"
+        return [(f"uncalibrated: no step of {w.name} measured, only "
+                 f"{plural(len(problem.probes), 'collective probe')}: they measure {measured}; compute "
+                 "(MFU), per-step constants and overlap are the prior's, with wide intervals; add step times "
+                 "(`advisor calibrate`, `advisor import torchtitan`, --measurements FILE.csv) to pin them"),
+                *bound_warnings(fitted), *busbw_warnings(w, problem.probes)]
     out = []
     crossed = problem.coverage.steps_crossed_nodes or problem.coverage.probes_crossed_nodes
     if fitted.family.has_overlap and not crossed:
@@ -106,8 +113,9 @@ def fit_warnings(fitted: "FittedFamily", noise: "NoiseModel", calibrated: bool) 
         out.append(f"{plural(n_counts, 'measured GPU count')}: the prior carries what the data cannot pin; "
                    "3+ counts across 2+ nodes narrow the interval")
     if noise.prior_dominated:
-        out.append(f"only {plural(noise.n_residuals, 'out-of-sample residual')}: intervals lean on an assumed "
-                   f"{noise.prior_noise:.0%} run-to-run noise")
+        few = ("no out-of-sample residual" if noise.n_residuals == 0
+               else f"only {plural(noise.n_residuals, 'out-of-sample residual')}")
+        out.append(f"{few}: intervals lean on an assumed {noise.prior_noise:.0%} run-to-run noise")
     return out + bound_warnings(fitted) + busbw_warnings(w, problem.probes)
 
 
@@ -130,23 +138,57 @@ def bound_warnings(fitted: "FittedFamily") -> list[str]:
 
 
 def busbw_warnings(w, probes) -> list[str]:
-    """Collective probes (the largest message per op and placement) far below or above the declared link."""
+    """A probe (the largest message per op, placement and algorithm) far below its declared link (a
+    misconfiguration) or above what its algorithm can reach on it (the declaration is wrong): busbw
+    against the algorithm's ceiling (advisor.imports.algorithm; a 2-node tree all-reduce reports up to
+    2(N-1)/N x the NICs' rate, NVIDIA/nccl#946)."""
+    from advisor.imports.algorithm import busbw_ceiling_factor, expected_algorithm
+
     out = []
     largest: dict[tuple, object] = {}
     for p in probes:
-        key = (p.op, p.gpus, p.nodes)
+        key = (p.op, p.gpus, p.nodes, getattr(p, "algorithm", None))
         if key not in largest or p.bytes > largest[key].bytes:
             largest[key] = p
-    for (op, gpus, nodes), p in sorted(largest.items()):
+    for (op, gpus, nodes, algo), p in sorted(largest.items(), key=lambda kv: str(kv[0])):
         declared = float(bus_bandwidth(w, np.array([nodes]))[0]) / 1e9
+        ceiling = busbw_ceiling_factor(algo, op, gpus, nodes) * declared
         link = "inter-node" if nodes > 1 else "intra-node"
-        where = f"{op} on {plural(gpus, 'GPU')} over {plural(nodes, 'node')}"
-        if p.busbw < BUSBW_WARN_FRACTION * declared:
-            out.append(f"{where} reached {p.busbw:.3g} GB/s bus bandwidth, {p.busbw / declared:.0%} of the declared "
-                       f"{link} {declared:.3g} GB/s: likely a misconfiguration (e.g. NCCL falling back to TCP) "
-                       "or a wrong declared bandwidth")
-        elif p.busbw > (1 + LINK_TOLERANCE) * declared:
-            out.append(f"{where} measured {p.busbw:.3g} GB/s bus bandwidth, above the declared {link} "
-                       f"{declared:.3g} GB/s: the declaration contradicts the measurement; "
-                       "raise the declared bandwidth")
+        where = f"{op} ({algo or expected_algorithm(op, nodes)}) on {plural(gpus, 'GPU')} over {plural(nodes, 'node')}"
+        if p.busbw < BUSBW_WARN_FRACTION * ceiling:
+            out.append(f"{where} reached {p.busbw:.3g} GB/s bus bandwidth, {p.busbw / ceiling:.0%} of the "
+                       f"{ceiling:.3g} GB/s it reaches on the declared {link} {declared:.3g} GB/s: likely a "
+                       "misconfiguration (e.g. NCCL falling back to TCP) or a wrong declared bandwidth")
+        elif p.busbw > (1 + LINK_TOLERANCE) * ceiling:
+            out.append(f"{where} measured {p.busbw:.3g} GB/s bus bandwidth, above the {ceiling:.3g} GB/s it "
+                       f"reaches on the declared {link} {declared:.3g} GB/s: the declaration contradicts the "
+                       "measurement; raise the declared bandwidth")
+    return out
+
+
+def term_sources(fitted: "FittedFamily") -> dict[str, str]:
+    """Per fitted column (and `gamma`): what pinned it, "steps", "probes", "steps+probes" or "prior".
+    A column is measured when a measured step's or probe's design row reaches it (non-zero); in a
+    staged fit (advisor.scaling.fitting.fit_staged) only one-node rows and probes reach the one-node
+    columns; γ when a step mixed compute with communication. The rest is the prior's (docs/model.md)."""
+    from advisor.scaling.fitting import INTER_COLUMNS, staged
+
+    problem, fam, cols = fitted.problem, fitted.family, fitted.columns
+    d, probes = problem.data, list(problem.probes)
+    steps = problem.data_design(fam, d.gpus, d.nodes, d.batch).X if not d.empty else np.zeros((0, len(cols)))
+    probe_X, _ = fam.probe_design(problem.workload, probes, problem.coverage)
+    probe_X = probe_X if probe_X.size else np.zeros((0, len(cols)))
+    if staged(fam, problem):
+        local = np.array([c.name not in INTER_COLUMNS for c in cols])
+        steps, probe_X = steps.copy(), probe_X.copy()
+        steps[np.ix_(d.nodes > 1, local)] = 0.0
+        probe_X[np.ix_(np.array([p.nodes > 1 for p in probes], bool), local)] = 0.0
+    out = {}
+    for j, c in enumerate(cols):
+        by = [k for k, X in (("steps", steps), ("probes", probe_X)) if X.shape[0] and np.any(X[:, j] != 0)]
+        out[c.name] = "+".join(by) or "prior"
+    if fam.has_overlap:
+        nc = fitted.estimator.n_compute
+        mixed = steps.shape[0] and np.any((steps[:, :nc] != 0).any(axis=1) & (steps[:, nc:] != 0).any(axis=1))
+        out["gamma"] = "steps" if mixed else "prior"
     return out

@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from advisor.errors import InputError
+from advisor.imports.algorithm import busbw_ceiling_factor
 from advisor.scaling import features as F
+from advisor.scaling.small_batch import small_batch_penalty, tokens_per_micro_batch
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
@@ -83,8 +85,13 @@ class Family:
         for i, p in enumerate(probes):
             links = F.probe_link_seconds(workload, p.op, gpus[i:i + 1], nodes[i:i + 1], np.array([p.bytes]),
                                          _INTER_HOPS.get(self.name, "tree"))
+            # read with its algorithm: the crossing rule prices the expected one (the 2-node tree, else a
+            # ring); a log that forced another moved that one's bytes (advisor.imports.algorithm)
+            algo = getattr(p, "algorithm", None)
+            ratio = (busbw_ceiling_factor(algo, p.op, p.gpus, p.nodes)
+                     / busbw_ceiling_factor(None, p.op, p.gpus, p.nodes))
             for col in ("intra_bandwidth", "inter_bandwidth", "intra_latency", "inter_latency"):
-                X[i, names.index(col)] = getattr(links, col)[0]
+                X[i, names.index(col)] = getattr(links, col)[0] / (ratio if col.endswith("bandwidth") else 1.0)
         return X, np.array([p.seconds for p in probes], float)
 
 
@@ -112,8 +119,11 @@ def _topology(inter_hops: str):
                 Column("compute", _compute_unit(w), "per-GPU FLOPs per step at peak"),
                 Column("contention", "x peak-time per extra GPU on a node",
                        "per micro-batch host sharing (CPU, PCIe, memory, clocks): compute x (GPUs per node - 1)"),
-                Column("contention_step", "s per extra GPU on a node", "per-step host sharing: GPUs per node - 1")]
-        arrays = [np.ones_like(gpus), compute, compute * extra, extra]
+                Column("contention_step", "s per extra GPU on a node", "per-step host sharing: GPUs per node - 1"),
+                Column("small_batch", "x peak-time at the roofline penalty",
+                       "weights read per micro-batch: compute x R / tokens per micro-batch (scaling.small_batch)")]
+        penalty = small_batch_penalty(tokens_per_micro_batch(w, gpus, batch))
+        arrays = [np.ones_like(gpus), compute, compute * extra, extra, compute * penalty]
         n_compute = len(cols)
 
         multi = nodes > 1

@@ -40,7 +40,7 @@ import numpy as np
 
 from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration
-from advisor.scaling.evidence import Extent, extrapolation_warnings, fit_warnings
+from advisor.scaling.evidence import Extent, extrapolation_warnings, fit_warnings, term_sources
 from advisor.scaling.families import family_named
 from advisor.scaling.features import compute_seconds, flops_per_gpu
 from advisor.scaling.fitting import FIT_NOISE, FitData, FittedFamily, Problem, fit_family, naive_step
@@ -163,12 +163,13 @@ def fit_record(workload: "Workload", measurements: Measurements | None, requeste
     cv = leave_one_count_out(fam, problem, init=(est.coef_, est.gamma_))
     in_sample = _log_residuals(fitted, problem.data)
     noise = NoiseModel.from_residuals(cv.log_residuals, priors.widening, priors.noise, in_sample)
-    if measurements is not None:  # the posterior at the data's own noise (the fit weighed them at FIT_NOISE)
+    calibrated = measurements is not None and bool(measurements.runs)  # probes alone leave compute to the prior
+    if calibrated:  # the posterior at the data's own noise (the fit weighed them at FIT_NOISE)
         est.cov_ = est.covariance((FIT_NOISE / pooled_noise(in_sample, priors.noise)) ** 2)
     return FitRecord(fitted=fitted, requested_family=requested, cv=cv, naive_cv_mape=_naive_cv(problem.data),
                      anchor=_anchor(problem.data, in_sample), noise=noise, draws=posterior_draws(est, n_draws, seed),
-                     extent=Extent.of(problem.data) if measurements is not None else Extent(),
-                     warnings=tuple(fit_warnings(fitted, noise, calibrated=measurements is not None)))
+                     extent=Extent.of(problem.data) if calibrated else Extent(),
+                     warnings=tuple(fit_warnings(fitted, noise, calibrated=calibrated)))
 
 
 def _anchor(d: FitData, in_sample: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -195,7 +196,7 @@ def _naive_cv(d: FitData) -> float | None:
 def _log_residuals(fitted: FittedFamily, d: FitData) -> np.ndarray:
     if d.empty:
         return np.zeros(0)
-    return np.log(d.step / np.maximum(fitted.predict(d.gpus, d.nodes, d.batch), 1e-300))
+    return np.log(d.step / np.maximum(fitted.predict_measured(d.gpus, d.nodes, d.batch), 1e-300))
 
 
 class ScalingModel(StepTimeModel):
@@ -226,7 +227,8 @@ class ScalingModel(StepTimeModel):
 
     @property
     def calibrated(self) -> bool:
-        return self.measurements is not None
+        """Step times were measured (a file of collective probes alone leaves compute to the prior)."""
+        return self.measurements is not None and bool(self.measurements.runs)
 
     @property
     def peaks(self) -> list:
@@ -352,7 +354,7 @@ class ScalingModel(StepTimeModel):
         d = self.record.problem.data
         if d.empty:
             return []
-        fitted = self.record.fitted.predict(d.gpus, d.nodes, d.batch)
+        fitted = self.record.fitted.predict_measured(d.gpus, d.nodes, d.batch)
         return [{"gpus": int(g), "nodes": int(n), "global_batch": float(b), "measured": float(m), "fitted": float(f),
                  "error": float((f - m) / m)}
                 for g, n, b, m, f in zip(d.gpus, d.nodes, d.batch, d.step, fitted, strict=True)]
@@ -364,13 +366,16 @@ class ScalingModel(StepTimeModel):
         lo, hi = (np.quantile(r.draws.coefs, [0.05, 0.95], axis=0) if len(r.draws.coefs) >= 2
                   else (est.coef_, est.coef_))
         fixed = dict(est.fixed)
+        sources = term_sources(r.fitted)
         coefficients = [{"name": c.name, "value": float(est.coef_[j]), "unit": c.unit, "meaning": c.meaning,
-                         "low": float(lo[j]), "high": float(hi[j]), "fixed": j in fixed}
+                         "low": float(lo[j]), "high": float(hi[j]), "fixed": j in fixed, "measured_by": sources[c.name]}
                         for j, c in enumerate(r.fitted.columns)]
         m = self.measurements
         out = {
             "name": fam.name,
             "calibrated": self.calibrated,
+            "terms": {"measured": sorted(k for k, v in sources.items() if v != "prior"),
+                      "prior": sorted(k for k, v in sources.items() if v == "prior"), "by": sources},
             "requested": r.requested_family,
             "summary": fam.summary,
             "cv_mape": r.cv.mape,

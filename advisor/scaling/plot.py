@@ -23,23 +23,42 @@ if TYPE_CHECKING:
     from advisor.scaling.model import Prediction, ScalingModel
 
 
-def plot_scaling(model: "ScalingModel", requested: "Prediction", path: str | Path) -> None:
+def plot_scaling(model: "ScalingModel", requested: "Prediction", path: str | Path,
+                 baseline: tuple[int, int] | None = None, runs=None) -> None:
+    """Write the scaling curve with its 90% band and efficiency to `path` (PNG). `baseline` (GPUs,
+    nodes; default the model's) is where the curve starts and what efficiency is against, and
+    `runs(gpus) -> bool array` keeps the curve to counts that can run (both from
+    advisor.planning.runnable in the CLI): no curve is drawn where the job cannot run."""
+    atomic_write_bytes(path, scaling_png(model, requested, baseline, runs))
+
+
+def scaling_png(model: "ScalingModel", requested: "Prediction", baseline: tuple[int, int] | None = None,
+                runs=None) -> bytes:
+    """`plot_scaling`'s figure as PNG bytes (the HTML report embeds them)."""
+    from dataclasses import replace
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    top = max(float(requested.gpus.max()), float(model.record.extent.max_gpus))
-    grid = np.unique(np.round(np.geomspace(model.baseline_gpus, top, 200)))
+    b, bn = baseline or (model.baseline_gpus, model.baseline_nodes)
+    top = max(float(requested.gpus.max()), float(model.record.extent.max_gpus), float(b))
+    grid = np.unique(np.round(np.geomspace(b, top, 200)))
+    if runs is not None and runs(grid.astype(np.int64)).any():
+        grid = grid[runs(grid.astype(np.int64))]
     curve = model.predict(grid)
+    if b != model.baseline_gpus:
+        speedup = curve.throughput / float(model.predict(np.array([b]), np.array([bn])).throughput[0])
+        curve = replace(curve, speedup=speedup, efficiency=speedup * b / grid)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
     _throughput_panel(ax, model, requested, grid, curve)
-    _efficiency_panel(ax2, model, grid, curve)
+    _efficiency_panel(ax2, model, grid, curve, b)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    return buf.getvalue()
 
 
 def _measured(model: "ScalingModel") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -60,7 +79,8 @@ def _gpu_axis(a, model: "ScalingModel", top: float) -> None:
     per_node = model.workload.cluster.gpus_per_node
     a.axvline(per_node, color="k", ls=":", lw=0.8, label=f"one node full ({plural(per_node, 'GPU')})")
     largest = model.record.extent.max_gpus
-    a.axvline(largest, color="C3", ls="--", lw=0.8, label=f"largest measured ({plural(largest, 'GPU')})")
+    if largest:
+        a.axvline(largest, color="C3", ls="--", lw=0.8, label=f"largest measured ({plural(largest, 'GPU')})")
     a.set_xscale("log", base=2)
     low = min(model.baseline_gpus, per_node)
     ticks = [2.0**k for k in range(int(np.floor(np.log2(low))), int(np.ceil(np.log2(top))) + 1)]
@@ -93,12 +113,12 @@ def _throughput_panel(ax, model, requested, grid, curve) -> None:
     ax.legend(fontsize=7, loc="upper left")
 
 
-def _efficiency_panel(ax2, model, grid, curve) -> None:
+def _efficiency_panel(ax2, model, grid, curve, base: int | None = None) -> None:
     from advisor.plot_axes import percent_axis
     from advisor.text import plural
 
     gpus, _, efficiency = _measured(model)
-    ax2.plot(grid, curve.efficiency, label=f"efficiency vs {plural(model.baseline_gpus, 'GPU')} (model)")
+    ax2.plot(grid, curve.efficiency, label=f"efficiency vs {plural(base or model.baseline_gpus, 'GPU')} (model)")
     ax2.scatter(gpus, efficiency, s=28, color="C3", edgecolors="black", linewidths=0.6, zorder=6,
                 label="efficiency measured")
     if curve.mfu is not None:

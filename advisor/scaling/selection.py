@@ -34,7 +34,7 @@ def leave_one_count_out(family: Family, problem: Problem, init=None) -> CrossVal
     for held in counts[1:]:
         test = data.gpus == held
         fitted = fit_family(family, problem.take(~test), init)
-        pred = fitted.predict(data.gpus[test], data.nodes[test], data.batch[test])
+        pred = fitted.predict_measured(data.gpus[test], data.nodes[test], data.batch[test])
         residuals.append(np.log(data.step[test] / np.maximum(pred, 1e-300)))
     r = np.concatenate(residuals)
     mape = float(np.mean(np.abs(np.expm1(-r))) * 100)  # |pred - y| / y = |exp(-r) - 1|

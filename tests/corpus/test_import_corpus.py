@@ -308,3 +308,12 @@ def test_an_integer_of_5000_digits_in_toml_or_json_is_one_line(tmp_path, kind):
                                 "--out", tmp_path / "o.toml")
         prefix = str(folder / "result.json")
     _clean(code, out, err, prefix, "4,300 digits")
+
+
+def test_an_uneven_calibration_count_in_the_spec_is_not_emitted(tmp_path):
+    text = RENTAL.read_text()
+    spec = tmp_path / "rental-ethernet.toml"
+    spec.write_text(re.sub(r"(?m)^gpus = \[.*\]$", "gpus = [8, 12, 20]", text, count=1))
+    assert "gpus = [8, 12, 20]" in spec.read_text()
+    code, out, err = invoke("calibrate", spec, "--emit", "torchrun")
+    _clean(code, out, err, f"{spec}: calibration.gpus", "20 GPUs do not split evenly over 3 nodes")

@@ -116,7 +116,7 @@ def test_a_killed_writers_temporary_copy_is_removed_by_the_next_write(tmp_path, 
 
 def test_temporary_copies_of_live_writers_and_other_hosts_are_kept(tmp_path):
     out = tmp_path / "cal.toml"
-    host = socket.gethostname()
+    host = (socket.gethostname().replace("/", "_").replace(".", "_") or "host")[:32]
     live = tmp_path / f".cal.toml.{host}.{os.getppid()}.abc123.tmp"   # a process that is running
     other = tmp_path / ".cal.toml.other-host.1.abc123.tmp"  # another machine's writer (shared folder)
     foreign = tmp_path / ".other.toml.x.1.abc.tmp"  # another file's

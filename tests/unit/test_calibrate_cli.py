@@ -50,3 +50,16 @@ def test_calibrate_command_is_under_60_lines_besides_its_options():
     source = inspect.getsource(calibrate_command)
     body = source[source.index('    """'):]
     assert len(body.splitlines()) <= 45, len(body.splitlines())
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--warmup", "0"], "--warmup: a CUDA calibration needs at least 1 warm-up step"),
+])
+def test_emitted_cuda_runs_need_a_warmup(args, named):
+    """An emitted GPU calibration with no warm-up would time NCCL's and cuBLAS's set-up: refused as
+    locally (advisor.calibrate.session.check_warmup); on CPU ranks 0 stays allowed."""
+    code, _, err = invoke("calibrate", WORKLOADS / "llm7b.toml", "--emit", "slurm", "--gpus", "16@2", *args)
+    assert code == 2 and named in err
+    code, _, err = invoke("calibrate", WORKLOADS / "tiny-cpu.toml", "--emit", "torchrun", "--gpus", "2@2",
+                          "--device", "cpu", *args)
+    assert code == 0, err

@@ -41,11 +41,22 @@ def test_calibration_probes_with_measurement_csv_runs(tmp_path):
     assert str(probes_only) in measured["source"] and str(csv) in measured["source"]
 
 
-def test_a_probe_only_file_alone_has_nothing_to_fit(tmp_path):
+def test_a_probe_only_file_alone_predicts_from_the_prior_with_measured_links(tmp_path):
     probes_only = tmp_path / "nccl.toml"
     assert invoke("import", "nccl-tests", RENTAL, LOG, "--out", probes_only)[0] == 0
-    code, _, err = invoke("predict", RENTAL, "--calibration", probes_only, "--gpus", "16@2")
-    assert code == 2 and "no measured runs" in err
+    code, out, err = invoke("predict", RENTAL, "--calibration", probes_only, "--gpus", "16@2", "--json")
+    assert code == 0, err
+    model = json.loads(out)["model"]
+    assert model["calibrated"] is False and model["measured"]["probes"] == 31
+    assert "no step of rental-ethernet measured" in err
+
+
+def test_a_file_with_neither_runs_nor_probes_has_nothing_to_fit(tmp_path):
+    empty = tmp_path / "empty.toml"
+    empty.write_text('schema = 1\nworkload = "rental-ethernet"\n[provenance]\nsource = "measured"\n'
+                     'created = "2026-12-01T10:00:00Z"\n')
+    code, _, err = invoke("predict", RENTAL, "--calibration", empty, "--gpus", "16@2")
+    assert code == 2 and "no measured runs or collective probes" in err
 
 
 def test_files_of_another_workload_are_refused(tmp_path):

@@ -104,3 +104,49 @@ def test_commands_run_exactly_the_planned_placements():
 def test_bad_options_exit_2(args, message):
     code, _, err = invoke("plan-calibration", LLM7B, *args)
     assert code == 2 and message in err
+
+
+def test_the_interval_now_is_predicts_at_the_target():
+    """plan-calibration's "now" is predict's 90% interval at the same placement (the bar: within 10%
+    of its relative width), and the promised one comes from the same model code with the runs added."""
+    plan = _plan(LLM7B)
+    code, out, err = invoke("predict", LLM7B, "--gpus", "1024@128", "--json")
+    assert code == 0, err
+    p = json.loads(out)["predictions"][0]
+    width = (p["step_seconds_high"] - p["step_seconds_low"]) / p["step_seconds"]
+    now = plan["interval_90"]["now_band"]
+    assert now["relative_width"] == pytest.approx(width, rel=0.10)
+    assert now["low"] < 0 < now["high"] and now["high"] > -now["low"]  # predict's band is skewed here
+    after = plan["interval_90"]["after_band"]
+    assert after["relative_width"] < now["relative_width"]
+    assert plan["interval_90"]["now"] == pytest.approx(now["relative_width"] / 2)
+
+
+def test_money_under_ten_dollars_keeps_its_cents():
+    code, out, err = invoke("plan-calibration", LLM7B)
+    assert code == 0, err
+    plan = _plan(LLM7B)
+    cheap = [r for r in plan["runs"] if r["usd"] < 10]
+    assert cheap
+    for r in cheap:
+        assert f"{r['usd']:.2f}" in out
+
+
+def test_counts_whose_steps_alone_run_for_hours_are_left_out(tmp_path):
+    """A 13B job at a 1,024-sample global batch: on 1-4 GPUs the full batch takes hours per run."""
+    text = LLM7B.read_text()
+    for old, new in (('name = "llm7b"', 'name = "llm13b"'), ('params = "8.0B"', 'params = "13B"'),
+                     ("layers = 32", "layers = 40"), ("hidden = 4096", "hidden = 5120"), ("heads = 32", "heads = 40"),
+                     ("seq_len = 8192", "seq_len = 4096")):
+        text = text.replace(old, new)
+    text = re.sub(r'(?m)^policy = "fixed-per-gpu".*$', 'policy = "fixed-global"\nglobal_samples = 1024', text)
+    text = re.sub(r"(?m)^per_gpu_samples.*$", "", text)
+    spec = tmp_path / "llm13b.toml"
+    spec.write_text(text)
+    plan = _plan(spec)
+    from advisor.calibrate.design import MAX_RUN_SECONDS
+
+    for r in plan["runs"]:
+        assert 2 * 13 * r["step_seconds"] <= MAX_RUN_SECONDS
+    assert {(s["gpus"], s["nodes"]) for s in plan["skipped"]} >= {(1, 1)}
+    assert len({r["nodes"] for r in plan["runs"]}) >= 3

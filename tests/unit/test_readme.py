@@ -21,8 +21,19 @@ USAGE = ROOT / "docs" / "usage.md"
 
 
 def blocks(path, language: str) -> list[str]:
-    """The fenced code blocks of one language in a Markdown file, in order."""
-    return re.findall(rf"```{language}\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S)
+    """The fenced code blocks of one language ("" for a bare fence) in a Markdown file, in order."""
+    found, current, fence = [], [], None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        stripped = line.strip()
+        if fence is None and stripped.startswith("```"):
+            fence, current = stripped[3:].strip(), []
+        elif fence is not None and stripped == "```":
+            if fence == language:
+                found.append("\n".join(current) + "\n")
+            fence = None
+        elif fence is not None:
+            current.append(line)
+    return found
 
 
 def test_readme_is_a_door_not_a_manual():
@@ -130,3 +141,15 @@ def test_usage_commands_run(args, monkeypatch):
         pytest.skip(f"needs a file a user makes first: {missing}")
     code, _, err = invoke(*args)
     assert code in (0, 3), err
+
+
+def test_readme_output_is_what_the_main_command_prints(monkeypatch):
+    """Every line of the README's abridged output (but the `...`) is a line `recommend` prints now."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("COLUMNS", "100")
+    (shown,) = [b for b in blocks(README, "") if "fastest-within-budget" in b]
+    code, out, err = invoke("recommend", "workloads/llm7b.toml", "--budget", "20000")
+    assert code == 0, err
+    printed = {line.rstrip() for line in (out + err).splitlines()}
+    stale = [line for line in shown.splitlines() if line.strip() not in ("", "...") and line.rstrip() not in printed]
+    assert not stale, "README output differs from what recommend prints:\n" + "\n".join(stale)

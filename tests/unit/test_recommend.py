@@ -409,7 +409,7 @@ def test_a_measured_peak_above_the_spec_gpu_memory_is_noticed():
     peaks = measured_peaks(load_workload_calibration("llm7b", WORKLOADS / "llm7b.toml"))
     rec = recommend(w, Amdahl(serial=0.5, parallel=60.0, baseline_gpus=8), peaks=peaks)
     assert min(int(rec.sweep.gpus[c]) for _, c in rec.candidates()) == 24
-    assert any("measured a peak of 88.5 GB per GPU at 8 GPUs, more than the 80 GB" in x for x in rec.warnings)
+    assert any("measured a peak of 88.5 GB per GPU at 8 GPUs, more than the 80.0 GB" in x for x in rec.warnings)
     assert any(x.startswith("Left out below 24 GPUs") for x in rec.why)
 
 

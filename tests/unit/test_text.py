@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.text import count, interval, number, plural
+from advisor.text import above, count, gigabytes, hours, interval, number, percent, plural, span, times, usd
 
 
 @pytest.mark.parametrize("n, noun, text", [(1, "run", "1 run"), (2, "run", "2 runs"), (0, "node", "0 nodes"),
@@ -78,3 +78,37 @@ def test_json_output_is_strict():
         Output(json=True).result({"a": math.nan, "b": [1.5, math.inf, {"c": -math.inf}], "d": "x"})
     assert json.loads(buffer.getvalue(), parse_constant=lambda c: 1 / 0) == {"a": None, "b": [1.5, None, {"c": None}],
                                                                               "d": "x"}
+
+
+def test_equal_range_ends_collapse_to_one_value():
+    """ "1.9-1.9x the cost" read as a range of one value: equal ends print once."""
+    assert interval(1.91, 1.94, 2, "x") == "1.9x"
+    assert interval(1.8, 2.2, 2, "x") == "1.8–2.2x"
+    assert span("$12,019", "$12,019") == "$12,019" and span("5%", "94%") == "5%–94%"
+
+
+@pytest.mark.parametrize("h, text", [(29062.0, "29,062 h (1,210.9 days)"), (963.4, "963 h (40.1 days)"),
+                                     (61.83, "61.8 h"), (0.05, "3 min")])
+def test_hours_have_thousands_separators_in_days(h, text):
+    assert hours(h) == text
+
+
+def test_hours_in_a_table_cell_are_hours_only():
+    assert hours(1029.4, days=False) == "1,029 h" and hours(24.12, days=False) == "24.1 h"
+
+
+@pytest.mark.parametrize("x, decimals, text", [(13196.78, 2, "13,197x"), (1.194, 2, "1.19x"), (19.1, None, "19.1x"),
+                                               (0.9362, None, "0.936x"), (2420.4, None, "2,420x")])
+def test_multipliers_are_whole_with_separators_from_a_thousand(x, decimals, text):
+    assert times(x, decimals) == text
+
+
+def test_money_percent_and_bytes():
+    assert usd(20331.4) == "$20,331" and usd(9.876) == "$9.88"
+    assert percent(0.471) == "47%" and percent(0.3551, 1) == "35.5%"
+    assert gigabytes(1.045e11) == "104.5 GB"
+
+
+def test_a_value_above_its_limit_reads_above_it():
+    assert above(8.004e10, 8e10) == ("80.04 GB", "80.00 GB")
+    assert above(1.045e11, 9.6e10) == ("104.5 GB", "96.0 GB")

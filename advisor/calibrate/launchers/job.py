@@ -16,7 +16,7 @@ from pathlib import Path
 from advisor.calibrate.launchers.quoting import Word, check_text, join_words, relative_path
 from advisor.calibrate.settings import SETTINGS
 from advisor.errors import InputError
-from advisor.placement import parse_placements
+from advisor.placement import check_placement, parse_placements
 from advisor.spec import Workload
 from advisor.text import plural
 
@@ -97,11 +97,10 @@ def emit_placements(w: Workload, gpus: str | None) -> list[tuple[int, int]]:
                 w.source or "<spec>", "calibration.gpus",
                 f"every count fits in one node of {w.cluster.gpus_per_node} GPUs: calibrate locally, "
                 "or pass --gpus N@NODES", list(w.calibration.gpus))
+        for n, nodes in placements:  # the one placement rule, as --gpus gets it from parse_placements
+            check_placement(n, nodes, w.cluster.gpus_per_node, f"{w.source or '<spec>'}: calibration.gpus", n)
         return placements
-    placements = parse_placements(gpus, w.cluster.gpus_per_node)
-    for n, nodes in placements:
-        if n % nodes:
-            raise InputError.at("--gpus", "", f"{n}@{nodes}: every node must run the same number of ranks", gpus)
+    placements = parse_placements(gpus, w.cluster.gpus_per_node)  # refuses uneven placements (8@3)
     if len(set(placements)) != len(placements):
         raise InputError.at("--gpus", "", "placements must be unique (each writes its own result folder)", gpus)
     return placements

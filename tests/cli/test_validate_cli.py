@@ -128,7 +128,8 @@ BAD = {
     ),
     "wrong type": (
         mutate("layers = 32", 'layers = "many"'),
-        ["model.layers: Input should be a valid integer, unable to parse string as an integer (got 'many')"],
+        # the spec's count grammar, never pydantic's "Input should be a valid integer" (issue 22)
+        ["model.layers: expected a count like '6.7B', '13 billion', '250M', '32K' or a number (got 'many')"],
     ),
     "unknown gpu without bandwidth": (
         mutate('gpu = "H100-SXM"', 'gpu = "Z9000"').replace('intra_node_bandwidth = "450 GB/s"\n', ""),

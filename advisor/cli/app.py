@@ -24,7 +24,7 @@ from typing import Annotated
 import typer
 
 from advisor.cli import output
-from advisor.errors import EXIT_INPUT, InputError
+from advisor.errors import EXIT_INPUT, InputError, printable
 
 QuietOpt = Annotated[
     bool,
@@ -131,9 +131,38 @@ def fail(error: InputError) -> None:
     raise SystemExit(EXIT_INPUT)
 
 
+# click's exception base, wherever this typer keeps click (its own `typer._click` from typer 0.2x on,
+# the `click` package before): found through a class typer exports, so no private import is needed.
+ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def usage_line(error: Exception) -> str:
+    """A usage error (unknown option, missing or malformed value, typer's own range checks) as the
+    one line every other bad input gets, `--option: message`: click's standalone form prints a
+    usage block, a hint and a blank line around it, which scripts and the promise of one line per
+    problem cannot read."""
+    param = getattr(error, "param", None)
+    name = param.opts[0] if param is not None and getattr(param, "opts", None) else None
+    plain = isinstance(error, typer.BadParameter) and error.message and type(error).__name__ == "BadParameter"
+    message = error.message if name is not None and plain else error.format_message()
+    ctx = getattr(error, "ctx", None)
+    where = name or (ctx.command_path if ctx is not None else "advisor")
+    return printable(f"{where}: {' '.join(str(message).split())}")
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point. Usage errors exit 2 (click's convention, same as bad input)."""
+    """Console-script entry point. Bad input and usage errors exit 2 (click's convention) with one
+    line each; typer.Exit codes (--help, --version) pass through."""
     try:
-        app(args=argv, prog_name="advisor")
+        code = app(args=argv, prog_name="advisor", standalone_mode=False)
     except InputError as error:
         fail(error)
+    except ClickException as error:
+        # `advisor` alone: click answers with the help text as its "error"; show it whole
+        help_only = type(error).__name__ == "NoArgsIsHelpError"
+        print(error.format_message() if help_only else usage_line(error), file=sys.stderr)
+        raise SystemExit(error.exit_code) from None
+    except typer.Abort:
+        raise SystemExit(130) from None
+    if isinstance(code, int) and code:
+        raise SystemExit(code)

@@ -201,12 +201,29 @@ def check_setup(cal: Calibration, setup: dict, file: Path) -> Calibration:
     return cal.model_copy(update={"setup": {**recorded, **setup}})
 
 
-def _open_calibration(out: Path, w: Workload, resume: bool, setup: dict, new: Callable[[], Calibration]) -> Calibration:
+def _open_calibration(out: Path, w: Workload, resume: bool, setup: dict | None,
+                      new: Callable[[], Calibration]) -> Calibration:
+    """The file a calibration continues (`resume`: refused when the spec changed since, unless
+    `setup` is None: not known yet) or starts; an existing file without `resume` is refused."""
     if out.exists():
         if not resume:
             raise InputError.at(out, "", "exists; pass --resume to add the missing counts, or choose another --out")
-        return check_setup(load_calibration(out, w.name), setup, out)
+        cal = load_calibration(out, w.name)
+        return check_setup(cal, setup, out) if setup is not None else cal
     return new().model_copy(update={"setup": setup})
+
+
+def check_out(w: Workload, out: str | Path, resume: bool, device: str) -> None:
+    """The checks of an explicit --out that need no torch, for the CLI to run before it looks for
+    torch (a planner's install has none, and "install torch" would hide the real mistake): a
+    target no file can be written to, a folder where no lock can be taken (read-only), an existing
+    file without --resume, and with --resume a spec that changed since (when --device names the
+    kind; under "auto" that check waits for the device). `calibrate` repeats them under its lock."""
+    out = Path(out)
+    _prepare_out(out)
+    setup = measurement_setup(w, device) if device in ("cpu", "cuda") else None
+    with exclusive_lock(out):
+        _open_calibration(out, w, resume, setup, lambda: Calibration.model_construct())
 
 
 def _sweep(event: Callable[[str, str], None]) -> None:

@@ -126,24 +126,25 @@ def calibrate_command(
                                     on_event=lambda kind, text: current().quiet or _say(err, text))
         _summary(workload, cal, path, err)
         return
-    _check_local(workload, gpus, device, out)
+    _check_local(workload, gpus, device, out, resume)
     cal, path = _run_local(err, workload, gpus, device.value, steps, warmup, out, resume, timeout, notes, command)
     _summary(workload, cal, path, err)
 
 
-def _check_local(workload: Path, gpus: str | None, device: Device, out: Path | None) -> None:
+def _check_local(workload: Path, gpus: str | None, device: Device, out: Path | None, resume: bool) -> None:
     """The options of a local run, checked before looking for torch (a planner's install has none):
-    the spec, --gpus as counts on this machine, --out; then torch, or how to install it."""
+    the spec, --gpus as counts on this machine, --out (advisor.calibrate.session.check_out); then
+    torch, or how to install it."""
     import importlib.util
 
-    from advisor.calibrate.session import local_counts
+    from advisor.calibrate.session import check_out, local_counts
     from advisor.errors import InputError
-    from advisor.fileio import check_output_target
     from advisor.spec import load_workload
 
-    local_counts(load_workload(workload), gpus, "cpu" if device == Device.cpu else "cuda", None)
+    w = load_workload(workload)
+    local_counts(w, gpus, "cpu" if device == Device.cpu else "cuda", None)
     if out is not None:
-        check_output_target(out)
+        check_out(w, out, resume, device.value)
     if importlib.util.find_spec("torch") is None:
         raise InputError.at("calibrate", "", "needs torch, which is not installed: pip install -e '.[calibrate]' "
                             "(from the advisor checkout) "

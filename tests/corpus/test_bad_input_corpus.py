@@ -79,7 +79,8 @@ def test_bad_calibration_through_a_subprocess(tmp_path):
     (["predict", LLM7B, "--gpus", "0"], "--gpus: GPU and node counts must be >= 1 (got '0')"),
     (["predict", LLM7B, "--gpus", "8@0"], "--gpus: GPU and node counts must be >= 1 (got '8@0')"),
     (["recommend", LLM7B, "--budget", "-5"], "--budget: must be a positive number (got -5.0)"),
-    (["recommend", LLM7B, "--budget", "nan"], "--budget: must be a positive number (got nan)"),
+    (["recommend", LLM7B, "--budget", "nan"],
+     "--budget: expected an amount in USD like '20000', '20k', '$20,000' or '1.5M USD' (got 'nan')"),
     (["fit", LLM7B, "--model", "magic"], None),
 ])
 def test_bad_options(args, expected):

@@ -62,7 +62,7 @@ SPEC_VALUES = {
     "gpus_per_node 1e30": ("cluster.gpus_per_node", 10**30, "must be <= 1024"),
     "gpus_per_node true": ("cluster.gpus_per_node", True,
                            "cluster.gpus_per_node: must be a whole number, not true/false"),
-    "gpus_per_node 8.5": ("cluster.gpus_per_node", 8.5, "cluster.gpus_per_node: Input should be a valid integer"),
+    "gpus_per_node 8.5": ("cluster.gpus_per_node", 8.5, "cluster.gpus_per_node: must be a whole number (got 8.5)"),
     "max_gpus true": ("cluster.max_gpus", True, "cluster.max_gpus: must be a whole number, not true/false"),
     "layers true": ("model.layers", True, "model.layers: must be a whole number, not true/false"),
     "micro_samples true": ("batch.micro_samples", True, "batch.micro_samples: must be a whole number, not true/false"),

@@ -115,3 +115,13 @@ def test_calculon_in_process_answers_what_its_own_llm_command_answers(tmp_path):
         stats = json.loads((tmp_path / "stats.json").read_text())
         assert row["step"] == pytest.approx(stats["total_time"], rel=1e-9)
         assert row["error"] == pytest.approx(row["step"] / case["published"] - 1)
+
+
+def test_peers_with_a_folder_that_is_no_checkout_exits_2_with_one_line(tmp_path, capsys):
+    import peers
+
+    if not peers.PUBLISHED.is_dir():
+        pytest.skip(f"no published cases at {peers.PUBLISHED} (../shared/data/published)")
+    assert peers.main(["--calculon", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("peers.py: --calculon ") and err.count("\n") == 1

@@ -8,25 +8,18 @@ Every expectation below is written by hand from the value under test, not comput
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
-from cli_inprocess import invoke, run_in_process
+from cli_inprocess import assert_refused, invoke, run_in_process
 from conftest import ROOT, WORKLOADS
 
 LLM7B, TINY, RENTAL = WORKLOADS / "llm7b.toml", WORKLOADS / "tiny-cpu.toml", WORKLOADS / "rental-ethernet.toml"
 TWO_NODE = (ROOT / "tests" / "fixtures" / "nccl-tests" / "a100_2node_oci_all_reduce.log").read_text()
 ONE_NODE = ROOT / "tests" / "fixtures" / "nccl-tests" / "a100_1node_oci_all_reduce.log"
 SECOND_HOST = "inst-wyzi7-ao-ub24"  # node 1 of the two-node fixture
-
-
-def _refused(code: int, out: str, err: str, prefix: str, *needles: str) -> None:
-    assert code == 2, (code, err)
-    assert out == "" and "Traceback" not in err and "Warning" not in err, err
-    assert len(err.strip().splitlines()) == 1 and err.startswith(prefix), err
-    for needle in needles:
-        assert needle in err, err
 
 
 def _raw_controls(text: str) -> list[str]:
@@ -64,7 +57,7 @@ def test_a_written_path_is_one_escaped_line(tmp_path, name, shown):
 @pytest.mark.parametrize("char", ["\u2028", "\u2029", "\u202e", "\u2066", "\u0085"])
 @pytest.mark.parametrize("field, old", [("tiers[1].name", 'name = "spot"'),
                                         ("description", 'description = "Llama')])
-def test_a_name_with_a_line_separator_or_override_is_refused(tmp_path, char, field, old):
+def test_a_name_with_a_line_separator_or_override_isassert_refused(tmp_path, char, field, old):
     """U+2028/U+2029 end a line in YAML and many terminals, U+202E prints the rest of a table row
     backwards; only C0/C1 controls were refused (U+0085 is one: the case that passed before)."""
     text = LLM7B.read_text()
@@ -72,14 +65,14 @@ def test_a_name_with_a_line_separator_or_override_is_refused(tmp_path, char, fie
     new = old.replace('"spot"', f'"sp{escaped}ot"') if "spot" in old else old.replace('"Llama', f'"Ll{escaped}ama')
     spec = tmp_path / "llm7b.toml"
     spec.write_text(text.replace(old, new, 1))
-    _refused(*invoke("validate", spec), f"{spec}: {field}: must not contain control characters")
+    assert_refused(*invoke("validate", spec), f"{spec}: {field}: must not contain control characters")
 
 
-def test_an_emitted_word_with_a_bidirectional_override_is_refused(tmp_path):
+def test_an_emitted_word_with_a_bidirectional_override_isassert_refused(tmp_path):
     """The emitters' check is the spec's one test (advisor.errors.control_character)."""
     code, out, err = invoke("calibrate", TINY, "--emit", "slurm", "--gpus", "8@2", "--env", "A=b\u202ec",
                             "--out-dir", tmp_path / "emit")
-    _refused(code, out, err, "--env: ", "U+202E")
+    assert_refused(code, out, err, "--env: ", "U+202E")
     assert not (tmp_path / "emit").exists()
 
 
@@ -95,7 +88,7 @@ def test_an_emitted_word_with_a_bidirectional_override_is_refused(tmp_path):
 def test_a_subnormal_limit_is_refused_naming_the_option(command, flag, value, needle):
     """5e-324 is positive and finite: it passed, and cost / budget overflowed numpy with a
     RuntimeWarning printing the install path (then every plan 'missed' a budget of 5e-324 dollars)."""
-    _refused(*invoke(command, LLM7B, flag, value), f"{flag}: ", needle)
+    assert_refused(*invoke(command, LLM7B, flag, value), f"{flag}: ", needle)
 
 
 @pytest.mark.parametrize("flag, value", [("--budget", "0.01"), ("--deadline", "1 s")])
@@ -105,11 +98,11 @@ def test_the_smallest_limits_still_answer(flag, value):
     assert code == 3 and "Traceback" not in err and "Warning" not in err, err
 
 
-def test_a_subnormal_price_is_refused(tmp_path):
+def test_a_subnormal_price_isassert_refused(tmp_path):
     spec = tmp_path / "llm7b.toml"
     spec.write_text(LLM7B.read_text().replace("usd_per_gpu_hour = 2.64", "usd_per_gpu_hour = 5e-324"))
-    _refused(*invoke("validate", spec), f"{spec}: tiers[0].usd_per_gpu_hour: must be 0 (free) or at least")
-    _refused(*invoke("recommend", spec, "--budget", "20000"), f"{spec}: tiers[0].usd_per_gpu_hour: ")
+    assert_refused(*invoke("validate", spec), f"{spec}: tiers[0].usd_per_gpu_hour: must be 0 (free) or at least")
+    assert_refused(*invoke("recommend", spec, "--budget", "20000"), f"{spec}: tiers[0].usd_per_gpu_hour: ")
 
 
 def test_a_free_tier_is_still_valid(tmp_path):
@@ -129,7 +122,7 @@ def test_emit_above_max_gpus_is_refused_at_once(tmp_path, launcher, gpus, shown)
     start = time.monotonic()
     code, out, err = invoke("calibrate", TINY, "--emit", launcher, "--gpus", gpus, "--out-dir", tmp_path / "emit")
     assert time.monotonic() - start < 30
-    _refused(code, out, err, "--gpus: ", f"{shown} exceeds cluster.max_gpus (64)")
+    assert_refused(code, out, err, "--gpus: ", f"{shown} exceeds cluster.max_gpus (64)")
     assert not (tmp_path / "emit").exists()
 
 
@@ -142,18 +135,56 @@ def test_emit_at_max_gpus_is_written(tmp_path):
 
 @pytest.mark.parametrize("option", ["--out-dir", "--results"])
 @pytest.mark.parametrize("value", ["", "  "])
-def test_an_empty_folder_option_is_refused(tmp_path, option, value):
+def test_an_empty_folder_option_isassert_refused(tmp_path, option, value):
     """typer reads '' as '.': `--out-dir ''` wrote the launchers into the current folder and
     `--results ''` sent every rank's results there, silently."""
     extra = [] if option == "--out-dir" else ["--out-dir", str(tmp_path / "emit")]
     r = run_in_process("calibrate", TINY, "--emit", "torchrun", "--gpus", "8@2", *extra, option, value, cwd=tmp_path)
-    _refused(r.returncode, r.stdout, r.stderr, f"{option}: ", "empty value")
+    assert_refused(r.returncode, r.stdout, r.stderr, f"{option}: ", "empty value")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("command", [["predict", str(LLM7B), "--gpus", "8,16"], ["recommend", str(LLM7B)]])
-def test_a_blank_html_path_is_refused(tmp_path, command):
+def test_a_blank_html_path_isassert_refused(tmp_path, command):
     """`--html ' '` wrote a report named ' ' into the current folder (--plot and --out refuse it)."""
     r = run_in_process(*command, "--html", " ", cwd=tmp_path)
-    _refused(r.returncode, r.stdout, r.stderr, ".: is a directory", "empty --html")
+    assert_refused(r.returncode, r.stdout, r.stderr, ".: is a directory", "empty --html")
     assert list(tmp_path.iterdir()) == []
+
+
+# -- 6. a calibration file given twice counts once ----------------------------------------------------
+
+LLM7B_CAL = ROOT / "calibrations" / "llm7b_published_torchtitan.toml"
+
+
+@pytest.mark.parametrize("second", ["same", "symlink", "dot-slash"])
+def test_a_calibration_file_given_twice_counts_once(tmp_path, second):
+    """`--calibration A --calibration A` doubled every run and probe (`fit` said 4 runs of the 2):
+    the bootstrap read the copies as repeated measurements that agree to every digit and narrowed
+    the intervals. Imported logs were already read once (advisor.fileio.distinct_files)."""
+    other = {"same": LLM7B_CAL, "symlink": tmp_path / "link.toml",
+             "dot-slash": f"{LLM7B_CAL.parent}/./{LLM7B_CAL.name}"}[second]
+    if second == "symlink":
+        (tmp_path / "link.toml").symlink_to(LLM7B_CAL)
+    once = invoke("predict", LLM7B, "--gpus", "8,64,256", "--calibration", LLM7B_CAL, "--json")
+    twice = invoke("predict", LLM7B, "--gpus", "8,64,256", "--calibration", LLM7B_CAL, "--calibration", other, "--json")
+    assert once[0] == twice[0] == 0, twice[2]
+    assert twice[1] == once[1]
+    code, out, err = invoke("fit", LLM7B, "--calibration", LLM7B_CAL, "--calibration", other)
+    assert code == 0 and out.startswith("llm7b: 2 runs (2 steps) at GPUs [8, 128]"), (out, err)
+
+
+# -- found, and left to the model's owners (advisor/scaling is being rewritten) ---------------------
+
+@pytest.mark.xfail(strict=True, reason="superlinear measurements reach the model as they are: whether the CSV "
+                   "reader refuses them beyond noise or the model caps efficiency is the model owners' call")
+def test_a_superlinear_csv_is_not_predicted_above_full_efficiency(tmp_path):
+    """tiny-cpu's global batch is fixed: 8 GPUs doing the work 33x faster than 1 is 4x past linear,
+    beyond any measurement noise; predict answered with 365% efficiency."""
+    csv = tmp_path / "m.csv"
+    csv.write_text("gpus,step_seconds\n1,1.0\n2,0.3\n4,0.1\n8,0.03\n")
+    code, out, err = invoke("predict", TINY, "--measurements", csv, "--gpus", "1,2,4,8", "--json")
+    if code == 2:
+        return  # refused: also an answer
+    assert code == 0, err
+    assert max(p["efficiency"] for p in json.loads(out)["predictions"]) <= 1.1

@@ -396,6 +396,19 @@ class Workload(_Section):
         """Nodes needed for `gpus` GPUs when nodes are filled: ceil(gpus / gpus_per_node)."""
         return -(-gpus // self.cluster.gpus_per_node)
 
+    def tier_named(self, name: str) -> "Tier":
+        """The tier called `name` (`--tier` of recommend and plan-calibration); InputError naming
+        the spec's `tiers`, with the closest name (difflib) or the list, when there is none."""
+        import difflib
+
+        for t in self.tiers:
+            if t.name == name:
+                return t
+        names = [t.name for t in self.tiers]
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else f"; tiers: {', '.join(names)}"
+        raise InputError.at(self.source or self.name, "tiers", f"no tier named {name!r}{hint}", name)
+
 
 def _like(gpus: Any, values: Any) -> Any:
     """A scalar (int when whole) for a scalar count, else the array."""

@@ -188,3 +188,13 @@ def test_a_superlinear_csv_is_not_predicted_above_full_efficiency(tmp_path):
         return  # refused: also an answer
     assert code == 0, err
     assert max(p["efficiency"] for p in json.loads(out)["predictions"]) <= 1.1
+
+
+# -- 7. one tier lookup: plan-calibration's --tier had no did-you-mean -----------------------------
+
+@pytest.mark.parametrize("command", [["recommend", str(LLM7B)], ["plan-calibration", str(LLM7B)]])
+def test_an_unknown_tier_gets_the_same_did_you_mean(command):
+    """recommend suggested 'spot' for 'spto'; plan-calibration listed the tiers without a suggestion
+    (two lookups of one concept; now Workload.tier_named)."""
+    assert_refused(*invoke(*command, "--tier", "spto"),
+                   f"{LLM7B}: tiers: no tier named 'spto'; did you mean 'spot'? (got 'spto')")

@@ -14,6 +14,7 @@ from advisor.cli.app import app
 from advisor.cli.options import JsonOpt, WorkloadArg, quantity
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
+from advisor.cli.tables import plain
 
 #: Longest start-up per rented run (provisioning, image, init): a week is past any provider's.
 MAX_STARTUP_SECONDS = 7 * 86400
@@ -101,8 +102,8 @@ def _print_plan(w, plan) -> None:
     from rich.table import Table
 
     t = Table(
-        title=f"{w.name}: calibration runs on '{plan.tier.name}' at ${plan.tier.usd_per_gpu_hour:g}/GPU-h "
-        f"(step times from {plan.step_source})"
+        title=plain(f"{w.name}: calibration runs on '{plan.tier.name}' at ${plan.tier.usd_per_gpu_hour:g}/GPU-h "
+                    f"(step times from {plan.step_source})")
     )
     for col in ("GPUs", "nodes", "billed GPUs", "step s", "hours", "GPU-hours", "$"):
         t.add_column(col, justify="right")

@@ -198,3 +198,47 @@ def test_an_unknown_tier_gets_the_same_did_you_mean(command):
     (two lookups of one concept; now Workload.tier_named)."""
     assert_refused(*invoke(*command, "--tier", "spto"),
                    f"{LLM7B}: tiers: no tier named 'spto'; did you mean 'spot'? (got 'spto')")
+
+
+# -- 8. tables and result lines show names literally: no rich markup, no raw escapes ---------------
+
+MARKUP_TIER = "[red]sp[/]ot"
+
+
+def _markup_spec(tmp_path):
+    spec = tmp_path / "llm7b.toml"
+    spec.write_text(LLM7B.read_text().replace('name = "spot"', f'name = "{MARKUP_TIER}"'))
+    return spec
+
+
+def test_a_tier_name_with_brackets_is_shown_as_written_in_the_table(tmp_path):
+    """rich read table cells as markup: a tier named '[red]sp[/]ot' was listed as 'spot', a name
+    the spec does not have (and '--tier spot' then fails)."""
+    code, out, err = invoke("recommend", _markup_spec(tmp_path), "--budget", "20000")
+    assert code in (0, 3), err
+    assert f"   {MARKUP_TIER}   " in out and "   spot   " not in out, out
+
+
+def test_a_tier_name_with_brackets_is_shown_as_written_in_the_plan_title(tmp_path):
+    code, out, err = invoke("plan-calibration", _markup_spec(tmp_path), "--tier", MARKUP_TIER)
+    assert code == 0, err
+    assert f"'{MARKUP_TIER}'" in out, out
+
+
+def test_a_calibration_path_is_shown_literally_by_fit(tmp_path):
+    """fit's first line names the calibration file: '[red]' vanished as markup, ESC reached the terminal."""
+    cal = tmp_path / "x[red]y\x1b[2Jz.toml"
+    cal.write_bytes(LLM7B_CAL.read_bytes())
+    code, out, err = invoke("fit", LLM7B, "--calibration", cal)
+    assert code == 0, err
+    assert "x[red]y\\x1b[2Jz.toml" in "".join(out.split()) and "\x1b" not in out, out
+
+
+@pytest.mark.parametrize("name, shown", [("a\x85b.toml", "a\\x85b.toml"), ("a\x1b[2Jb.toml", "a\\x1b[2Jb.toml")])
+def test_paths_on_stdout_are_escaped(tmp_path, name, shown):
+    """init prints the file it wrote and validate the file it read: the path went to stdout raw."""
+    spec = tmp_path / name
+    code, out, err = invoke("init", "--out", spec)
+    assert code == 0 and out == f"{tmp_path}/{shown}\n", (out, err)
+    code, out, err = invoke("validate", spec)
+    assert code == 0 and out.startswith(f"{tmp_path}/{shown}: valid: my-job: "), (out, err)

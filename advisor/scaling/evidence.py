@@ -40,8 +40,8 @@ BOUND_WARN = 1.02
 
 @dataclass(frozen=True, kw_only=True)
 class Extent:
-    """What the measured runs span: the smallest count with its node count (the reference of
-    speedup and efficiency), the largest count and the largest node count. Nothing measured: a
+    """What the measured runs span: the reference count of speedup and efficiency with its node
+    count (the smallest measured, see `of`), the largest count and the largest node count. Nothing measured: a
     baseline of 1 GPU on 1 node and largest counts of 0."""
 
     baseline_gpus: int = 1
@@ -51,9 +51,14 @@ class Extent:
 
     @classmethod
     def of(cls, data: "FitData") -> "Extent":
+        """The baseline is the smallest count unless a measurement is superlinear beyond the noise
+        (advisor.scaling.ceiling.Ceiling.reference_count): then the count with the best per-GPU
+        throughput, so that no efficiency reads above 100% against a slowed small run."""
+        from advisor.scaling.ceiling import Ceiling
+
         if data.empty:
             return cls()
-        baseline = int(data.gpus.min())
+        baseline = Ceiling.of(data).reference_count() or int(data.gpus.min())
         return cls(baseline_gpus=baseline, baseline_nodes=int(data.nodes[data.gpus == baseline].min()),
                    max_gpus=int(data.gpus.max()), max_nodes=int(data.nodes.max()))
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration
+from advisor.scaling.ceiling import Ceiling
 from advisor.scaling.evidence import Extent, extrapolation_warnings, fit_warnings, term_sources
 from advisor.scaling.families import family_named
 from advisor.scaling.features import compute_seconds, flops_per_gpu
@@ -145,6 +146,7 @@ class FitRecord:
     noise: NoiseModel
     draws: Draws
     extent: Extent
+    ceiling: Ceiling
     warnings: tuple[str, ...]
 
     @property
@@ -166,10 +168,12 @@ def fit_record(workload: "Workload", measurements: Measurements | None, requeste
     calibrated = measurements is not None and bool(measurements.runs)  # probes alone leave compute to the prior
     if calibrated:  # the posterior at the data's own noise (the fit weighed them at FIT_NOISE)
         est.cov_ = est.covariance((FIT_NOISE / pooled_noise(in_sample, priors.noise)) ** 2)
+    ceiling = Ceiling.of(problem.data)
     return FitRecord(fitted=fitted, requested_family=requested, cv=cv, naive_cv_mape=_naive_cv(problem.data),
                      anchor=_anchor(problem.data, in_sample), noise=noise, draws=posterior_draws(est, n_draws, seed),
-                     extent=Extent.of(problem.data) if calibrated else Extent(),
-                     warnings=tuple(fit_warnings(fitted, noise, calibrated=calibrated)))
+                     extent=Extent.of(problem.data) if calibrated else Extent(), ceiling=ceiling,
+                     warnings=tuple(fit_warnings(fitted, noise, calibrated=calibrated)
+                                    + ceiling.superlinear_warnings()))
 
 
 def _anchor(d: FitData, in_sample: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -293,10 +297,13 @@ class ScalingModel(StepTimeModel):
         median = fitted.estimator.predict(d.X) * self.anchoring(gpus)
         spread = sigma_spread(d.X, fitted.estimator)
         low, high = interval(median, spread, self.record.noise, self.record.extent.distance(gpus, nodes))
-        if self.workload.peak_flops:  # neither anchoring nor the band lifts achieved FLOP/s above the peak
-            floor = compute_seconds(self.workload, gpus, batch)
-            median, low, high = np.maximum(median, floor), np.maximum(low, floor), np.maximum(high, floor)
-        return median, low, high
+        # The limits (docs/model.md, "Limits"): neither the fit, anchoring nor the band lifts achieved
+        # FLOP/s above the peak; the median never has per-GPU throughput above the best measured at or
+        # below N beyond the noise (advisor.scaling.ceiling). The band's low end is a future measurement,
+        # noise included, so only the peak bounds it.
+        peak = compute_seconds(self.workload, gpus, batch) if self.workload.peak_flops else np.zeros(gpus.shape)
+        median = np.maximum(median, np.maximum(peak, self.record.ceiling.step_floor(gpus, batch)))
+        return median, np.maximum(low, peak), np.maximum(high, median)
 
     def anchoring(self, gpus) -> np.ndarray:
         """Factor on the fitted step: exp of the fit's median log residual at the largest measured

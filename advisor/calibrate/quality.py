@@ -18,6 +18,7 @@ import statistics
 
 from advisor.calibration_data import Calibration, Run
 from advisor.scaling.ceiling import NOISE, superlinear_ratio
+from advisor.scaling.evidence import MEMORY_NEAR
 from advisor.spec import Workload
 
 #: Largest (max - min) / median of a run's timed steps accepted without a warning.
@@ -25,8 +26,8 @@ SPREAD_LIMIT = 0.25
 #: Smallest noise assumed when comparing two runs' throughput (a run's spread can be ~0 by luck): the
 #: model's own allowance (advisor.scaling.ceiling.NOISE), so a calibration warns where predict does.
 NOISE_FLOOR = NOISE
-#: Share of device memory above which a peak is "near capacity".
-MEMORY_LIMIT = 0.9
+#: Share of device memory above which a peak is "near capacity": the model's (advisor.scaling.evidence).
+MEMORY_LIMIT = MEMORY_NEAR
 
 
 def spread(run: Run) -> float:

@@ -37,6 +37,12 @@ BUSBW_WARN_FRACTION = 0.25
 #: Warn when a fitted coefficient sits within this factor of its physical bound (the fit leans on it).
 BOUND_WARN = 1.02
 
+#: Share of the GPU's memory above which a measured peak is "near capacity": the caching allocator
+#: starts to free and retry (cudaMalloc retries, `num_alloc_retries` in torch.cuda.memory_stats) and
+#: steps slow. A judgement: PyTorch's fragmentation typically leaves 5-10% of the device unusable.
+#: advisor.calibrate.quality warns at the same share.
+MEMORY_NEAR = 0.9
+
 
 @dataclass(frozen=True, kw_only=True)
 class Extent:
@@ -197,3 +203,33 @@ def term_sources(fitted: "FittedFamily") -> dict[str, str]:
         mixed = steps.shape[0] and np.any((steps[:, :nc] != 0).any(axis=1) & (steps[:, nc:] != 0).any(axis=1))
         out["gamma"] = "steps" if mixed else "prior"
     return out
+
+
+def memory_pressed(data: "FitData", peaks, w) -> np.ndarray:
+    """Per grouped row: whether its count measured a full-model peak (advisor.topology.memory.MeasuredPeak)
+    above MEMORY_NEAR of the GPU's memory (the spec's or the catalog's). Such a row runs slower than
+    its count would with memory to spare: its efficiency is a lower bound, not the level of the counts
+    where sharding frees memory (issue 21: a series whose only small row ran memory-bound was
+    projected at that rate to every scale, -34%)."""
+    from advisor.topology.memory import gpu_memory_bytes
+
+    capacity = gpu_memory_bytes(w)
+    if data.empty or not peaks or not capacity:
+        return np.zeros(data.gpus.shape, bool)
+    near = sorted({p.gpus for p in peaks if p.peak_bytes > MEMORY_NEAR * capacity})
+    return np.isin(data.gpus, near)
+
+
+def memory_warnings(data: "FitData", pressed: np.ndarray, set_aside: bool) -> list[str]:
+    """Say which counts ran near memory capacity and what the fit did with them (`set_aside`: other
+    counts set the level instead, advisor.scaling.model.fit_record)."""
+    if not pressed.any():
+        return []
+    counts = ", ".join(f"N={int(g)}" for g in np.unique(data.gpus[pressed]))
+    if set_aside:
+        return [f"{counts} ran with peak memory near capacity (> {MEMORY_NEAR:.0%}), where the allocator frees and "
+                "retries: their efficiency is read as a lower bound, and the other counts set the level and the "
+                "per-GPU ceiling of the counts above them"]
+    return [f"every measured count ({counts}) ran with peak memory near capacity (> {MEMORY_NEAR:.0%}): the "
+            "fitted MFU is a lower bound, and counts whose sharding frees memory may run faster than predicted; "
+            "measure a count with memory to spare"]

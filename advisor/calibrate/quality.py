@@ -8,6 +8,7 @@ baseline is the usual cause), and a memory peak near the device's capacity (the 
 to retry and free, and the step slows). Each becomes a warning in the output and a note in the
 file's `[provenance] notes`, so a reader of the file sees what the person at the terminal saw
 (issue #21: a 4-rank CPU calibration at load 7.6 on 2 cores recorded a 112% point without a word).
+An imported torchtitan log is checked the same way when it is added (advisor.imports.torchtitan).
 Pure Python: no torch.
 """
 
@@ -16,14 +17,17 @@ from __future__ import annotations
 import statistics
 
 from advisor.calibration_data import Calibration, Run
+from advisor.scaling.ceiling import NOISE, superlinear_ratio
+from advisor.scaling.evidence import MEMORY_NEAR
 from advisor.spec import Workload
 
 #: Largest (max - min) / median of a run's timed steps accepted without a warning.
 SPREAD_LIMIT = 0.25
-#: Smallest noise assumed when comparing two runs' throughput (a run's spread can be ~0 by luck).
-NOISE_FLOOR = 0.05
-#: Share of device memory above which a peak is "near capacity".
-MEMORY_LIMIT = 0.9
+#: Smallest noise assumed when comparing two runs' throughput (a run's spread can be ~0 by luck): the
+#: model's own allowance (advisor.scaling.ceiling.NOISE), so a calibration warns where predict does.
+NOISE_FLOOR = NOISE
+#: Share of device memory above which a peak is "near capacity": the model's (advisor.scaling.evidence).
+MEMORY_LIMIT = MEMORY_NEAR
 
 
 def spread(run: Run) -> float:
@@ -60,13 +64,14 @@ def superlinear_warning(cal: Calibration, w: Workload, run: Run) -> str | None:
     base = min(cal.runs, key=lambda r: (r.gpus, r.nodes))
     if run is base or run.gpus == base.gpus:
         return None
-    ratio = per_gpu_throughput(run, w) / per_gpu_throughput(base, w)
     noise = max(spread(run), spread(base), NOISE_FLOOR)
-    if ratio <= 1 + noise:
+    ratio = superlinear_ratio(per_gpu_throughput(run, w), per_gpu_throughput(base, w), noise)
+    if ratio is None:
         return None
     return (f"N={run.gpus}: per-GPU throughput {ratio:.0%} of N={base.gpus}'s, above the runs' noise ({noise:.0%}): "
-            f"superlinear scaling the proxy cannot earn; the N={base.gpus} baseline was probably slowed by other "
-            "work: remeasure it (--resume after removing it, or a new --out)")
+            f"superlinear scaling data parallelism cannot earn; the N={base.gpus} baseline was probably slowed "
+            "(other work on the host, memory near capacity): remeasure it (a calibration: --resume after "
+            "removing it, or a new --out)")
 
 
 def memory_warning(cal: Calibration, run: Run) -> str | None:

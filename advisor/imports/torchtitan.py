@@ -183,4 +183,10 @@ def import_torchtitan(
                                 "combine)", f"{gpus}@{nodes}")
         return cal.model_copy(update={"runs": sorted([*cal.runs, run], key=lambda r: (r.gpus, r.nodes))})
 
-    return update_calibration_file(out, w.name, new, change), out, notes
+    cal = update_calibration_file(out, w.name, new, change)
+    # What a calibration checks after each count (advisor.calibrate.quality) holds for an imported run
+    # too: a log whose per-GPU throughput beats the file's smallest count beyond the noise, a spread of
+    # steps or a peak near capacity is said here, not first at predict time.
+    from advisor.calibrate.quality import run_warnings
+
+    return cal, out, notes + [f"warning: {text}" for text in run_warnings(cal, w, gpus, nodes)]

@@ -37,11 +37,17 @@ BUSBW_WARN_FRACTION = 0.25
 #: Warn when a fitted coefficient sits within this factor of its physical bound (the fit leans on it).
 BOUND_WARN = 1.02
 
+#: Share of the GPU's memory above which a measured peak is "near capacity": the caching allocator
+#: starts to free and retry (cudaMalloc retries, `num_alloc_retries` in torch.cuda.memory_stats) and
+#: steps slow. A judgement: PyTorch's fragmentation typically leaves 5-10% of the device unusable.
+#: advisor.calibrate.quality warns at the same share.
+MEMORY_NEAR = 0.9
+
 
 @dataclass(frozen=True, kw_only=True)
 class Extent:
-    """What the measured runs span: the smallest count with its node count (the reference of
-    speedup and efficiency), the largest count and the largest node count. Nothing measured: a
+    """What the measured runs span: the reference count of speedup and efficiency with its node
+    count (the smallest measured, see `of`), the largest count and the largest node count. Nothing measured: a
     baseline of 1 GPU on 1 node and largest counts of 0."""
 
     baseline_gpus: int = 1
@@ -51,9 +57,14 @@ class Extent:
 
     @classmethod
     def of(cls, data: "FitData") -> "Extent":
+        """The baseline is the smallest count unless a measurement is superlinear beyond the noise
+        (advisor.scaling.ceiling.Ceiling.reference_count): then the count with the best per-GPU
+        throughput, so that no efficiency reads above 100% against a slowed small run."""
+        from advisor.scaling.ceiling import Ceiling
+
         if data.empty:
             return cls()
-        baseline = int(data.gpus.min())
+        baseline = Ceiling.of(data).reference_count() or int(data.gpus.min())
         return cls(baseline_gpus=baseline, baseline_nodes=int(data.nodes[data.gpus == baseline].min()),
                    max_gpus=int(data.gpus.max()), max_nodes=int(data.nodes.max()))
 
@@ -192,3 +203,33 @@ def term_sources(fitted: "FittedFamily") -> dict[str, str]:
         mixed = steps.shape[0] and np.any((steps[:, :nc] != 0).any(axis=1) & (steps[:, nc:] != 0).any(axis=1))
         out["gamma"] = "steps" if mixed else "prior"
     return out
+
+
+def memory_pressed(data: "FitData", peaks, w) -> np.ndarray:
+    """Per grouped row: whether its count measured a full-model peak (advisor.topology.memory.MeasuredPeak)
+    above MEMORY_NEAR of the GPU's memory (the spec's or the catalog's). Such a row runs slower than
+    its count would with memory to spare: its efficiency is a lower bound, not the level of the counts
+    where sharding frees memory (issue 21: a series whose only small row ran memory-bound was
+    projected at that rate to every scale, -34%)."""
+    from advisor.topology.memory import gpu_memory_bytes
+
+    capacity = gpu_memory_bytes(w)
+    if data.empty or not peaks or not capacity:
+        return np.zeros(data.gpus.shape, bool)
+    near = sorted({p.gpus for p in peaks if p.peak_bytes > MEMORY_NEAR * capacity})
+    return np.isin(data.gpus, near)
+
+
+def memory_warnings(data: "FitData", pressed: np.ndarray, set_aside: bool) -> list[str]:
+    """Say which counts ran near memory capacity and what the fit did with them (`set_aside`: other
+    counts set the level instead, advisor.scaling.model.fit_record)."""
+    if not pressed.any():
+        return []
+    counts = ", ".join(f"N={int(g)}" for g in np.unique(data.gpus[pressed]))
+    if set_aside:
+        return [f"{counts} ran with peak memory near capacity (> {MEMORY_NEAR:.0%}), where the allocator frees and "
+                "retries: their efficiency is read as a lower bound, and the other counts set the level and the "
+                "per-GPU ceiling of the counts above them"]
+    return [f"every measured count ({counts}) ran with peak memory near capacity (> {MEMORY_NEAR:.0%}): the "
+            "fitted MFU is a lower bound, and counts whose sharding frees memory may run faster than predicted; "
+            "measure a count with memory to spare"]

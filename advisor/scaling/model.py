@@ -40,7 +40,15 @@ import numpy as np
 
 from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration
-from advisor.scaling.evidence import Extent, extrapolation_warnings, fit_warnings, term_sources
+from advisor.scaling.ceiling import Ceiling
+from advisor.scaling.evidence import (
+    Extent,
+    extrapolation_warnings,
+    fit_warnings,
+    memory_pressed,
+    memory_warnings,
+    term_sources,
+)
 from advisor.scaling.families import family_named
 from advisor.scaling.features import compute_seconds, flops_per_gpu
 from advisor.scaling.fitting import FIT_NOISE, FitData, FittedFamily, Problem, fit_family, naive_step
@@ -133,18 +141,20 @@ class FitRecord:
 
     `fitted` holds the family, the problem (workload, grouped runs, probes, coverage, priors) and
     the estimator; `cv` the leave-one-count-out errors and residuals behind `noise`; `anchor` the
-    median log residual per measured count (ScalingModel.anchoring); `draws` the posterior draws
-    behind describe()'s ranges; `extent` what the runs span; `warnings` the fit's own caveats
-    (advisor.scaling.evidence)."""
+    median log residual per measured count and whether it ran near memory capacity
+    (ScalingModel.anchoring); `draws` the posterior draws behind describe()'s ranges; `extent` what
+    the runs span; `ceiling` the measured per-GPU throughput no prediction may exceed
+    (advisor.scaling.ceiling); `warnings` the fit's own caveats (advisor.scaling.evidence)."""
 
     fitted: FittedFamily
     requested_family: str
     cv: CrossValidation
     naive_cv_mape: float | None
-    anchor: tuple[np.ndarray, np.ndarray]
+    anchor: tuple[np.ndarray, np.ndarray, np.ndarray]
     noise: NoiseModel
     draws: Draws
     extent: Extent
+    ceiling: Ceiling
     warnings: tuple[str, ...]
 
     @property
@@ -158,6 +168,11 @@ def fit_record(workload: "Workload", measurements: Measurements | None, requeste
     (None: the prior alone), cross-validate it, set its interval noise and draw its posterior."""
     fam = family_named(requested)
     problem = Problem.of(workload, measurements, priors.for_workload(workload))
+    # Rows near memory capacity ran slower than their count would with memory to spare (evidence.
+    # memory_pressed): with other rows beside them they stay in the fit, where they pin compute, but
+    # neither anchor the level nor cap the per-GPU throughput of the counts above them.
+    pressed = memory_pressed(problem.data, measurements.peaks if measurements is not None else [], workload)
+    spare = ~pressed if pressed.any() and not pressed.all() else np.ones(pressed.shape, bool)
     fitted = fit_family(fam, problem)
     est = fitted.estimator
     cv = leave_one_count_out(fam, problem, init=(est.coef_, est.gamma_))
@@ -166,18 +181,24 @@ def fit_record(workload: "Workload", measurements: Measurements | None, requeste
     calibrated = measurements is not None and bool(measurements.runs)  # probes alone leave compute to the prior
     if calibrated:  # the posterior at the data's own noise (the fit weighed them at FIT_NOISE)
         est.cov_ = est.covariance((FIT_NOISE / pooled_noise(in_sample, priors.noise)) ** 2)
+    ceiling = Ceiling.of(problem.data.take(spare))
     return FitRecord(fitted=fitted, requested_family=requested, cv=cv, naive_cv_mape=_naive_cv(problem.data),
-                     anchor=_anchor(problem.data, in_sample), noise=noise, draws=posterior_draws(est, n_draws, seed),
-                     extent=Extent.of(problem.data) if calibrated else Extent(),
-                     warnings=tuple(fit_warnings(fitted, noise, calibrated=calibrated)))
+                     anchor=_anchor(problem.data, in_sample, ~spare), noise=noise,
+                     draws=posterior_draws(est, n_draws, seed),
+                     extent=Extent.of(problem.data) if calibrated else Extent(), ceiling=ceiling,
+                     warnings=tuple(fit_warnings(fitted, noise, calibrated=calibrated)
+                                    + ceiling.superlinear_warnings()
+                                    + memory_warnings(problem.data, pressed, bool((~spare).any()))))
 
 
-def _anchor(d: FitData, in_sample: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(log2 count, median log residual) per measured count: what the fit misses where it was measured."""
+def _anchor(d: FitData, in_sample: np.ndarray, pressed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log2 count, median log residual, near memory capacity) per measured count: what the fit misses
+    where it was measured, and whether that count's level is one memory pressure set (ScalingModel.anchoring)."""
     if d.empty:
-        return np.zeros(0), np.zeros(0)
+        return np.zeros(0), np.zeros(0), np.zeros(0, bool)
     counts = np.unique(d.gpus)
-    return np.log2(counts), np.array([float(np.median(in_sample[d.gpus == c])) for c in counts])
+    return (np.log2(counts), np.array([float(np.median(in_sample[d.gpus == c])) for c in counts]),
+            np.array([bool(pressed[d.gpus == c].all()) for c in counts]))
 
 
 def _naive_cv(d: FitData) -> float | None:
@@ -293,10 +314,13 @@ class ScalingModel(StepTimeModel):
         median = fitted.estimator.predict(d.X) * self.anchoring(gpus)
         spread = sigma_spread(d.X, fitted.estimator)
         low, high = interval(median, spread, self.record.noise, self.record.extent.distance(gpus, nodes))
-        if self.workload.peak_flops:  # neither anchoring nor the band lifts achieved FLOP/s above the peak
-            floor = compute_seconds(self.workload, gpus, batch)
-            median, low, high = np.maximum(median, floor), np.maximum(low, floor), np.maximum(high, floor)
-        return median, low, high
+        # The limits (docs/model.md, "Limits"): neither the fit, anchoring nor the band lifts achieved
+        # FLOP/s above the peak; the median never has per-GPU throughput above the best measured at or
+        # below N beyond the noise (advisor.scaling.ceiling). The band's low end is a future measurement,
+        # noise included, so only the peak bounds it.
+        peak = compute_seconds(self.workload, gpus, batch) if self.workload.peak_flops else np.zeros(gpus.shape)
+        median = np.maximum(median, np.maximum(peak, self.record.ceiling.step_floor(gpus, batch)))
+        return median, np.maximum(low, peak), np.maximum(high, median)
 
     def anchoring(self, gpus) -> np.ndarray:
         """Factor on the fitted step: exp of the fit's median log residual at the largest measured
@@ -310,12 +334,24 @@ class ScalingModel(StepTimeModel):
         Held, not interpolated in log2 N between counts: interpolating mixed a multi-node count's
         residual, which carries the inter-node declaration's misfit, into the counts below it, so a
         faster declared link predicted a slower step (bert-large at 16 GPUs, declared 10 then 20
-        Gbit/s: 10.98 -> 11.29 s) and a one-node fit's level moved with the declaration."""
-        x, r = self.record.anchor
+        Gbit/s: 10.98 -> 11.29 s) and a one-node fit's level moved with the declaration. A count that
+        ran near memory capacity (evidence.memory_pressed) sets the level at itself (and below the
+        smallest count) only: above it, where memory is freed, the largest count with memory to spare
+        at or below N does, else nothing (the fit's own level; never a larger count's, which would
+        carry its links' misfit down)."""
+        x, r, pressed = self.record.anchor
         if x.size == 0:
             return np.ones_like(np.asarray(gpus, float))
-        at = np.searchsorted(x, np.log2(np.asarray(gpus, float)) + 1e-9, side="right") - 1
-        return np.exp(r[np.maximum(at, 0)])
+        lg = np.log2(np.asarray(gpus, float))
+        at = np.searchsorted(x, lg + 1e-9, side="right") - 1
+        held = r[np.maximum(at, 0)]
+        if pressed.any():
+            spare_x, spare_r = x[~pressed], r[~pressed]
+            at_spare = np.searchsorted(spare_x, lg + 1e-9, side="right") - 1
+            spare = np.where(at_spare >= 0, spare_r[np.maximum(at_spare, 0)] if spare_r.size else 0.0, 0.0)
+            exact = (at >= 0) & np.isclose(x[np.maximum(at, 0)], lg)
+            held = np.where((at >= 0) & pressed[np.maximum(at, 0)] & ~exact, spare, held)
+        return np.exp(held)
 
     def predict(self, gpus, nodes=None, global_batch=None) -> Prediction:
         """Step time, throughput (samples/s), speedup and efficiency vs `baseline_gpus`, MFU, naive guess.

@@ -8,7 +8,6 @@ Every expectation below is written by hand from the value under test, not comput
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -172,22 +171,6 @@ def test_a_calibration_file_given_twice_counts_once(tmp_path, second):
     assert twice[1] == once[1]
     code, out, err = invoke("fit", LLM7B, "--calibration", LLM7B_CAL, "--calibration", other)
     assert code == 0 and out.startswith("llm7b: 2 runs (2 steps) at GPUs [8, 128]"), (out, err)
-
-
-# -- found, and left to the model's owners (advisor/scaling is being rewritten) ---------------------
-
-@pytest.mark.xfail(strict=True, reason="superlinear measurements reach the model as they are: whether the CSV "
-                   "reader refuses them beyond noise or the model caps efficiency is the model owners' call")
-def test_a_superlinear_csv_is_not_predicted_above_full_efficiency(tmp_path):
-    """tiny-cpu's global batch is fixed: 8 GPUs doing the work 33x faster than 1 is 4x past linear,
-    beyond any measurement noise; predict answered with 365% efficiency."""
-    csv = tmp_path / "m.csv"
-    csv.write_text("gpus,step_seconds\n1,1.0\n2,0.3\n4,0.1\n8,0.03\n")
-    code, out, err = invoke("predict", TINY, "--measurements", csv, "--gpus", "1,2,4,8", "--json")
-    if code == 2:
-        return  # refused: also an answer
-    assert code == 0, err
-    assert max(p["efficiency"] for p in json.loads(out)["predictions"]) <= 1.1
 
 
 # -- 7. one tier lookup: plan-calibration's --tier had no did-you-mean -----------------------------

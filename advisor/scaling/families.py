@@ -4,7 +4,9 @@
   plus per-micro-batch host contention (both scale with the work per GPU), per-step constants
   (overhead, host sharing, sync), overlapped with communication on the bottleneck link: bus volume
   over declared bandwidth and latency hops, with separate coefficients for one node and across
-  nodes (the bottleneck link changes), inter-node hops of NCCL's tree (2·log2 N).
+  nodes (the bottleneck link changes), inter-node hops of NCCL's tree (2·log2 N); then the exposed
+  block, added outside the overlap at its sources' coefficients: the pipeline bubble's share of each
+  per-micro-batch term (`bubble_*`) and the traffic no compute hides (`exposed_*`, `features.link_parts`).
 - `topology-ring`: the same with ring hops 2(N-1) across nodes (NCCL's ring algorithm).
 - `amdahl`: t0 + c·W. Per-step overhead plus compute; communication is ignored (the naive view).
 - `ernest`: θ0 + θ1·W + θ2·log N + θ3·N (Venkataraman et al., NSDI'16), W = per-GPU compute in

@@ -11,7 +11,8 @@ Formulas (docs/model.md):
   communication happens once per step.
 - communication: each link's seconds at the declared speeds, from the layout's own traffic
   (advisor.topology.layouts, `link_seconds_at_declared`) and the collectives' bus-bandwidth and
-  hop rules (advisor.topology.collectives).
+  hop rules (advisor.topology.collectives); `link_parts` splits them into what compute can hide and
+  what adds to the step (`Traffic.exposed_share`).
 - contention: GPUs on one host share its CPU, PCIe, memory bandwidth and power; a term in (GPUs per
   node - 1), per micro-batch (times the compute) and per step (the Pollux traces: yolov3 compute
   0.41 s alone, 0.53 s with 4 GPUs per node).

@@ -57,7 +57,9 @@ Latency per call: DDP per 25 MB bucket, FSDP per wrapped block, per-layer ones (
 Recipe switches (advisor.spec, docs/formats.md): gradients at `reduce_dtype`'s bytes, parameters
 gathered at the compute dtype's; `distributed_optimizer` (ZeRO-1: reduce-scatter + all-gather in place
 of DDP's all-reduce); `reshard_after_forward`; `sequence_parallel` (TP's all-reduces as reduce-scatter
-+ all-gather); `tp_comm_overlap` and the overlap switches set `Traffic.overlappable`.
++ all-gather); `tp_comm_overlap` and the overlap switches set `Traffic.overlappable`, and
+`Traffic.exposed_share` says how much of each collective no compute hides (`link_seconds(part=...)`
+splits the seconds so; the step model adds the exposed part outside the overlap, docs/model.md).
 
 Memory: advisor.topology.memory's formulas (ZeRO states, Korthikanti et al. 2022 activations) at
 this layout's degrees, each strategy saying how many ranks share the model state

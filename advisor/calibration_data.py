@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from advisor.errors import InputError, Problem
-from advisor.fileio import atomic_write_text, exclusive_lock
+from advisor.fileio import atomic_write_text, distinct_files, exclusive_lock
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
 from advisor.text import plural
 from advisor.validation import validation_error
@@ -232,8 +232,10 @@ def merge_calibrations(cals: list[Calibration]) -> Calibration:
 
 
 def load_calibrations(paths: list[str | Path], workload: str | None = None) -> Calibration:
-    """Read several calibration files (each checked to belong to `workload`) and merge them."""
-    return merge_calibrations([load_calibration(p, workload) for p in paths])
+    """Read several calibration files (each checked to belong to `workload`) and merge them; a file
+    given twice (a symlink to it among the checked-in ones) is read once (advisor.fileio.distinct_files)."""
+    kept, _notes = distinct_files(list(paths))
+    return merge_calibrations([load_calibration(p, workload) for p in kept])
 
 
 def update_calibration_file(path: str | Path, workload: str, new: Callable[[], Calibration],

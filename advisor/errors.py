@@ -7,9 +7,19 @@ Anything else that escapes is a bug in advisor.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 EXIT_INPUT = 2
+
+#: Unicode categories of characters that end a line or drive a terminal: C0/C1 controls and DEL
+#: (Cc, which holds U+0085 NEL), U+2028 LINE SEPARATOR and U+2029 PARAGRAPH SEPARATOR (Zl, Zp).
+#: A shell, sbatch and YAML 1.1 end a line at each (YAML 1.1 spec, 5.4 "Line Break Characters").
+CONTROL_CATEGORIES = ("Cc", "Zl", "Zp")
+#: The bidirectional embedding, override and isolate controls (Unicode UAX #9, Table 1: LRE RLE PDF
+#: LRO RLO, LRI RLI FSI PDI): a terminal shows the rest of the line reordered ("Trojan Source",
+#: CVE-2021-42574), so a tier name holding U+202E would print its table row backwards.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,12 @@ def printable(text: str) -> str:
     """`text` with every character that is not printable (a newline, a control character, U+2028)
     escaped as Python writes it (`\\n`, `\\x01`, `\\u2028`): safe in one line of a message or a comment."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def control_character(text: str) -> str | None:
+    """The first character of `text` that ends a line or drives a terminal (CONTROL_CATEGORIES,
+    BIDI_CONTROLS), or None: the one test for names a spec prints and words an emitter writes."""
+    return next((c for c in text if c in BIDI_CONTROLS or unicodedata.category(c) in CONTROL_CATEGORIES), None)
 
 
 def _show(value: object) -> str:

@@ -119,6 +119,27 @@ def read_input_text(path: str | Path, what: str = "a text file", max_bytes: int 
         raise InputError.at(path, "", f"not UTF-8 text (byte {exc.start})") from None
 
 
+def distinct_files(paths: list) -> tuple[list, list[str]]:
+    """`paths` with a file given twice (the same file by device and inode, under any name: a
+    symlink, `./x`, a shell glob that overlaps another) kept once, and a note for each one left
+    out. Every command that reads several files of measurements (imported logs, `--calibration`
+    files) passes them through here: one file's rows must not count twice (doubled runs halved the
+    bootstrap's spread and narrowed every interval)."""
+    kept, notes, seen = [], [], {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+            key: tuple = (st.st_dev, st.st_ino)
+        except OSError:  # the reader names the problem
+            key = ("unreadable", str(path))
+        if key in seen:
+            notes.append(f"{path}: the same file as {seen[key]}, given twice; read once")
+            continue
+        seen[key] = path
+        kept.append(path)
+    return kept, notes
+
+
 def nesting_depth(value: Any) -> int:
     """How deep tables and arrays nest in a parsed document (a scalar is 0), without recursion."""
     deepest, stack = 0, [(value, 0)]

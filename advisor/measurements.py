@@ -423,11 +423,18 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
 
 def combine_sources(workload: "Workload", calibration=None, measurements=None) -> Measurements:
     """What --calibration (a file, a Calibration, or a list of either: merged) and --measurements
-    (a CSV path or Measurements) name, as one set of measurements (combine_measurements)."""
+    (a CSV path or Measurements) name, as one set of measurements (combine_measurements). A file
+    named twice, under any name, is read once (advisor.fileio.distinct_files): `--calibration A
+    --calibration A` doubled every run, and the bootstrap read the copies as repeated measurements
+    agreeing to every digit, narrowing the intervals."""
     from advisor.calibration_data import Calibration, load_calibration, merge_calibrations
+    from advisor.fileio import distinct_files
 
     items = calibration if isinstance(calibration, (list, tuple)) else [] if calibration is None else [calibration]
-    cals = [c if isinstance(c, Calibration) else load_calibration(c, workload.name) for c in items]
+    files, _notes = distinct_files([c for c in items if not isinstance(c, Calibration)])
+    kept = {id(f) for f in files}
+    cals = [c if isinstance(c, Calibration) else load_calibration(c, workload.name)
+            for c in items if isinstance(c, Calibration) or id(c) in kept]
     csv = measurements if measurements is None or isinstance(measurements, Measurements) else \
         read_measurements_csv(measurements, workload)
     return combine_measurements(workload, merge_calibrations(cals) if cals else None, csv)

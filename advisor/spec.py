@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from advisor.catalog import find_gpu, suggest_gpus
-from advisor.errors import InputError, Problem
+from advisor.errors import InputError, Problem, control_character
 from advisor.fileio import load_toml
 from advisor.text import plural
 from advisor.units import parse_bandwidth, parse_count, parse_duration, parse_size
@@ -42,9 +42,11 @@ def _whole(value: object) -> object:
 
 def _plain_text(value: object) -> object:
     """Names and descriptions are printed in tables and messages: a control character (an ANSI
-    escape, a carriage return) would rewrite the user's terminal, so none is accepted."""
-    if isinstance(value, str) and any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
-        raise ValueError("must not contain control characters (escapes, newlines, tabs)")
+    escape, a carriage return, U+2028 LINE SEPARATOR, a bidirectional override) would end the line
+    or rewrite the user's terminal, so none is accepted (advisor.errors.control_character)."""
+    if isinstance(value, str) and control_character(value) is not None:
+        raise ValueError("must not contain control characters (escapes, newlines, tabs, line separators, "
+                         "bidirectional overrides)")
     return value
 
 
@@ -102,6 +104,10 @@ MAX_LATENCY = 60.0
 MAX_PEAK_FLOPS = 1e17
 #: USD per GPU-hour (cloud list prices are ~1-15) and other tier bounds.
 MAX_USD_PER_GPU_HOUR = 1e4
+#: Smallest positive price: a hundredth of a cent per GPU-hour, 150x below the cheapest price in the
+#: examples (tiny-cpu's spot vCPU at $0.015). 0 means free; a positive price below it (5e-324) is a
+#: typo that overflowed budget / price to infinity, with numpy RuntimeWarnings.
+MIN_USD_PER_GPU_HOUR = 1e-4
 MAX_PREEMPTIONS_PER_NODE_HOUR = 60.0
 MAX_TIER_DURATION = 7 * 86400.0
 MAX_MIN_HOURS = 1e5
@@ -390,6 +396,19 @@ class Workload(_Section):
         """Nodes needed for `gpus` GPUs when nodes are filled: ceil(gpus / gpus_per_node)."""
         return -(-gpus // self.cluster.gpus_per_node)
 
+    def tier_named(self, name: str) -> "Tier":
+        """The tier called `name` (`--tier` of recommend and plan-calibration); InputError naming
+        the spec's `tiers`, with the closest name (difflib) or the list, when there is none."""
+        import difflib
+
+        for t in self.tiers:
+            if t.name == name:
+                return t
+        names = [t.name for t in self.tiers]
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else f"; tiers: {', '.join(names)}"
+        raise InputError.at(self.source or self.name, "tiers", f"no tier named {name!r}{hint}", name)
+
 
 def _like(gpus: Any, values: Any) -> Any:
     """A scalar (int when whole) for a scalar count, else the array."""
@@ -443,6 +462,9 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
         if t.name in seen:
             out.append((f"tiers[{i}].name", "duplicate tier name", t.name))
         seen.add(t.name)
+        if 0 < t.usd_per_gpu_hour < MIN_USD_PER_GPU_HOUR:
+            out.append((f"tiers[{i}].usd_per_gpu_hour", f"must be 0 (free) or at least {MIN_USD_PER_GPU_HOUR:g} USD",
+                        t.usd_per_gpu_hour))
 
     out += _parallelism_problems(w)
 

@@ -145,18 +145,27 @@ def main(argv=None) -> int:
     if args.calculon is None:
         result["calculon"] = "skipped: no --calculon checkout given"
     else:
-        result["calculon"] = "skipped: running Calculon from a checkout is not implemented yet"
+        import calculon_peer
+
+        try:
+            result["calculon"] = calculon_peer.compare(args.calculon, cases)
+        except calculon_peer.Unavailable as e:
+            print(f"peers.py: {e}", file=sys.stderr)
+            return 2
+    peer = result["calculon"] if isinstance(result["calculon"], dict) else None
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{'case':38} {'published s':>11} {'advisor s':>10} {'error':>7} {'90% interval':>17} inside  hi/lo")
-    for r in rows:
+    print(f"{'case':38} {'published s':>11} {'advisor s':>10} {'error':>7} {'90% interval':>17} inside  hi/lo"
+          + (calculon_peer.HEADER if peer else ""))
+    for i, r in enumerate(rows):
         print(f"{r['case']:38} {r['published']:11.4g} {r['step']:10.4g} {r['error']:+7.1%} "
-              f"{r['low']:8.3g}-{r['high']:<8.3g} {'yes' if r['inside'] else 'NO ':>5} {r['ratio']:6.2f}")
+              f"{r['low']:8.3g}-{r['high']:<8.3g} {'yes' if r['inside'] else 'NO ':>5} {r['ratio']:6.2f}"
+              + (calculon_peer.cells(peer["rows"][i]) if peer else ""))
     s = result["advisor"]
     print(f"advisor prior: mean |error| {s['mean_abs_error']:.1%}, within 25% {s['within_25']}/{s['cases']}, "
           f"inside the 90% interval {s['inside_90']}/{s['cases']}, median high/low {s['median_high_over_low']:.2f}")
-    print(f"Calculon: {result['calculon']}")
+    print(calculon_peer.summary_line(peer) if peer else f"Calculon: {result['calculon']}")
     return 0
 
 

@@ -119,10 +119,7 @@ class CalibrationPlan:
 def default_tier(w: "Workload", name: str | None) -> "Tier":
     """--tier NAME, else the first tier without a minimum billing period or preemptions."""
     if name is not None:
-        for t in w.tiers:
-            if t.name == name:
-                return t
-        raise InputError.at("--tier", "", f"no such tier; the spec has {', '.join(t.name for t in w.tiers)}", name)
+        return w.tier_named(name)
     plain = [t for t in w.tiers if t.min_hours == 0 and t.preemptions_per_node_hour == 0]
     return (plain or list(w.tiers))[0]
 

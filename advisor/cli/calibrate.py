@@ -23,6 +23,7 @@ from advisor.calibrate.settings import SETTINGS
 from advisor.cli.app import app
 from advisor.cli.options import GpusOpt, JsonOpt, WorkloadArg, output_path
 from advisor.cli.output import current
+from advisor.errors import printable
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -39,8 +40,9 @@ Emit = Enum("Emit", {name: name for name in LAUNCHERS}, type=str)
 
 
 def _say(console, text: str) -> None:
-    """One plain line on stderr: no rich markup (paths and errors hold brackets), no wrapping."""
-    console.print(text, highlight=False, markup=False, soft_wrap=True)
+    """One plain line on stderr: no rich markup (paths and errors hold brackets), no wrapping, what it
+    quotes escaped (advisor.errors.printable: a path or host name cannot split it or drive the terminal)."""
+    console.print(printable(text), highlight=False, markup=False, soft_wrap=True)
 
 
 def _terminate_as_interrupt(signum, frame):  # SIGTERM: stop like Ctrl-C, cleaning up the ranks
@@ -67,11 +69,11 @@ def calibrate_command(
              f"{SETTINGS.max_collective_timeout:g} s).")] = None,
     emit: Annotated[Emit | None, typer.Option("--emit", help="Write launchers for multi-node counts: " + "; ".join(
         f"{e.name}: {e.help}" for e in LAUNCHERS.values()) + ".")] = None,
-    out_dir: Annotated[Path | None, typer.Option("--out-dir",
+    out_dir: Annotated[Path | None, typer.Option("--out-dir", parser=output_path("--out-dir", folder=True),
         help="With --emit: write the emitted files into DIR (needed for skypilot's one file per task).")] = None,
     collect: Annotated[Path | None, typer.Option("--collect",
         help="Merge the results of emitted runs under DIR into the calibration file.")] = None,
-    results: Annotated[Path | None, typer.Option("--results",
+    results: Annotated[Path | None, typer.Option("--results", parser=output_path("--results", folder=True),
         help="With --emit: folder the ranks write results to (default: advisor-results/NAME).")] = None,
     rdzv_host: Annotated[str | None, typer.Option("--rdzv-host",
         help="With --emit torchrun: node 0's address (default: this host's name).")] = None,

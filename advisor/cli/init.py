@@ -19,7 +19,7 @@ import typer
 from advisor.cli.app import app
 from advisor.cli.options import JsonOpt, output_path
 from advisor.cli.output import current
-from advisor.errors import InputError
+from advisor.errors import InputError, printable
 
 #: Published transformer shapes (layers, hidden, heads), by parameter count. GPT-2: Radford et al.
 #: 2019, Table 2 (HF configs gpt2..gpt2-xl); Llama 2: Touvron et al. 2023 (HF configs
@@ -69,7 +69,6 @@ def _lines(rows: list) -> str:
 def spec_text(path: Path, name: str, gpu: str, params: str, nodes_link: str, gpus_per_node: int, max_gpus: int,
               strategy: str, seq_len: int, price: float | None, intra: str | None) -> str:
     """The commented spec. Values stay as the user typed them (units included)."""
-    from advisor.errors import printable
     from advisor.text import plural
     from advisor.units import format_count, parse_count
 
@@ -199,7 +198,6 @@ def init(
     as_json: JsonOpt = False,
 ) -> None:
     """Write a commented workload spec to edit, validated before it is written."""
-    from advisor.errors import printable
 
     path = out if out is not None else Path(f"{name}.toml")
     if path.exists():
@@ -209,7 +207,7 @@ def init(
     workload = _validated(text, path)  # nothing is written unless the real loader accepts it
     write_new(path, text)
     output = current()
-    output.result({"file": str(path), "workload": workload.model_dump(mode="json")}, lambda: print(path))
+    shown = printable(str(path))  # a newline or escape in --out is written out, never sent to the terminal
+    output.result({"file": str(path), "workload": workload.model_dump(mode="json")}, lambda: print(shown))
     placeholder = "" if price is not None else "the price is a placeholder; "
-    shown = printable(str(path))
     output.note(f"wrote {shown}: {placeholder}edit the model shape and job size too, then `advisor validate {shown}`")

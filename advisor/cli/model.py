@@ -27,7 +27,7 @@ from advisor.cli.options import (
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
 from advisor.cli.output import warn as _warn
-from advisor.cli.tables import Column, build, say, show
+from advisor.cli.tables import Column, build, plain, say, show
 from advisor.text import count, interval, number, plural
 
 
@@ -66,9 +66,9 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
     con = _console()
     meas = desc["measured"]
     if m.calibrated:
-        con.print(f"{m.workload.name}: {plural(meas['runs'], 'run')} ({plural(meas['steps'], 'step')}) "
-                  f"at GPUs {meas['gpus']}, up to {plural(meas['max_nodes'], 'node')}, "
-                  f"{plural(meas['probes'], 'collective probe')}, from {meas['source']}")
+        con.print(plain(f"{m.workload.name}: {plural(meas['runs'], 'run')} ({plural(meas['steps'], 'step')}) "
+                        f"at GPUs {meas['gpus']}, up to {plural(meas['max_nodes'], 'node')}, "
+                        f"{plural(meas['probes'], 'collective probe')}, from {meas['source']}"))
     else:
         con.print(f"{m.workload.name}: no measurement; the prior alone (docs/model.md, \"The prior\")")
     t = Table(title=_uncal(m) + "leave-one-count-out CV (mean abs. % error on held-out counts)")

@@ -50,17 +50,22 @@ def complete_tier(ctx: typer.Context, incomplete: str) -> list[str]:
             continue
     return [n for n in dict.fromkeys(names) if n.startswith(incomplete)]
 
-def output_path(option: str) -> Callable[[str], Path]:
-    """The parser of an option naming a file to write: an empty value is refused naming the
-    option (typer reads '' as '.', and the writer said only `.: is a directory`)."""
+def output_path(option: str, folder: bool = False) -> Callable[[str], Path]:
+    """The parser of an option naming a file (or with `folder`, a folder) to write: an empty or
+    blank value is refused naming the option. typer reads '' as '.': the writer said only `.: is a
+    directory`, and a folder option (`--out-dir ''`, `--results ''`) silently wrote into the
+    current folder; check_option_values never sees the text, only the Path."""
 
     def parse(text: str) -> Path:
         from advisor.errors import InputError
 
-        if not text.strip():
-            raise InputError.at(".", "", f"is a directory: an empty {option} reads as '.', the current folder; "
-                                f"give {option} the path of a file to write, or leave it out for its default")
-        return Path(text)
+        if text.strip():
+            return Path(text)
+        if folder:
+            raise InputError.at(option, "", "empty value: an empty folder reads as '.', the current folder; give "
+                                "one (`.` if you mean it), or leave the option out for its default", text)
+        raise InputError.at(".", "", f"is a directory: an empty {option} reads as '.', the current folder; "
+                            f"give {option} the path of a file to write, or leave it out for its default")
 
     return parse
 
@@ -106,5 +111,5 @@ WideOpt = Annotated[
 HtmlOpt = Annotated[
     Path | None,
     typer.Option("--html", help="Write a self-contained HTML report (figures, table, sentences, spec and "
-                 "calibration provenance) to this path.", show_default=False),
+                 "calibration provenance) to this path.", show_default=False, parser=output_path("--html")),
 ]

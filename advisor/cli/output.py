@@ -8,7 +8,10 @@ Conventions (those of the `hf` CLI and of Unix tools):
   (errors still print; warnings stay inside the `--json` document);
 - colour follows the NO_COLOR convention (https://no-color.org): set and non-empty, no colour;
 - width: the terminal's; piped, `COLUMNS` (default 100, `DEFAULT_WIDTH`); tables and sentences fit
-  it (advisor.cli.tables), `--wide` adds the columns that do not.
+  it (advisor.cli.tables), `--wide` adds the columns that do not;
+- a note or warning is one line of printable text: what it quotes from the user (a path with a
+  newline, a host name with an ANSI escape read from a log) is escaped (`advisor.errors.printable`)
+  as error lines are, so it can neither split the line nor drive the terminal.
 
 `app.py` configures `current()` from each command's `--json` and `-q` options before the command
 runs; commands call `current().result(...)`, `.note(...)`, `.warn(...)` and `.console()`.
@@ -24,6 +27,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from advisor.errors import printable
 
 #: Console width when stdout is not a terminal and COLUMNS is unset.
 DEFAULT_WIDTH = 100
@@ -70,7 +75,7 @@ class Output:
     def note(self, text: str) -> None:
         """An informational line on stderr (`wrote FILE`); silenced by -q."""
         if not self.quiet:
-            print(text, file=sys.stderr)
+            print(printable(text), file=sys.stderr)
 
     def warn(self, lines: list[str]) -> None:
         """Each distinct warning once, as `warning: ...` on stderr; silenced by -q (the --json
@@ -79,7 +84,7 @@ class Output:
             return
         columns = warning_width()
         for line in dict.fromkeys(lines):
-            text = f"warning: {line}"
+            text = printable(f"warning: {line}")
             if columns is not None:
                 from advisor.cli.tables import wrap
 

@@ -14,6 +14,7 @@ from advisor.cli.app import app
 from advisor.cli.options import JsonOpt, WorkloadArg, quantity
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
+from advisor.cli.tables import plain
 
 #: Longest start-up per rented run (provisioning, image, init): a week is past any provider's.
 MAX_STARTUP_SECONDS = 7 * 86400
@@ -68,7 +69,7 @@ def plan_calibration_command(
     from advisor.calibrate.design import commands, plan_calibration, plan_dict
     from advisor.errors import InputError
     from advisor.placement import parse_placements
-    from advisor.planning.limits import MAX_BUDGET_USD, limit_value
+    from advisor.planning.limits import MAX_BUDGET_USD, MIN_BUDGET_USD, limit_value
     from advisor.spec import load_workload
     from advisor.units import parse_duration, parse_money
 
@@ -86,7 +87,7 @@ def plan_calibration_command(
     if not 0 <= startup_s <= MAX_STARTUP_SECONDS:  # a negative start-up priced runs at $0
         raise InputError.at("--startup", "", "must be between 0 and 7 days per run", startup)
     usd = quantity("--budget", budget, parse_money)
-    limit_value("--budget", usd, MAX_BUDGET_USD, "USD")
+    limit_value("--budget", usd, (MIN_BUDGET_USD, MAX_BUDGET_USD), "USD")
     plan = plan_calibration(w, usd, max_nodes, tier, place, startup_s)
     if as_json:
         current().result(plan_dict(plan))
@@ -101,8 +102,8 @@ def _print_plan(w, plan) -> None:
     from rich.table import Table
 
     t = Table(
-        title=f"{w.name}: calibration runs on '{plan.tier.name}' at ${plan.tier.usd_per_gpu_hour:g}/GPU-h "
-        f"(step times from {plan.step_source})"
+        title=plain(f"{w.name}: calibration runs on '{plan.tier.name}' at ${plan.tier.usd_per_gpu_hour:g}/GPU-h "
+                    f"(step times from {plan.step_source})")
     )
     for col in ("GPUs", "nodes", "billed GPUs", "step s", "hours", "GPU-hours", "$"):
         t.add_column(col, justify="right")

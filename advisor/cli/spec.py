@@ -7,6 +7,7 @@ import math
 from advisor.cli.app import app
 from advisor.cli.options import JsonOpt, WorkloadArg
 from advisor.cli.output import current
+from advisor.errors import printable
 
 
 @app.command()
@@ -22,7 +23,7 @@ def validate(workload: WorkloadArg, as_json: JsonOpt = False) -> None:
         if as_json:  # the problems as data too; the lines still go to stderr, exit 2
             out.result({"file": str(workload), "valid": False, "problems": [_problem(p) for p in error.problems]})
         raise
-    out.result(_validated(workload, w), lambda: print(f"{workload}: valid: {_summary(w)}"))
+    out.result(_validated(workload, w), lambda: print(printable(f"{workload}: valid: {_summary(w)}")))
 
 
 def _summary(w) -> str:

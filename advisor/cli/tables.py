@@ -26,19 +26,32 @@ class Column:
     left: bool = False
 
 
+def plain(text: str) -> str:
+    """`text` as rich shows it literally: rich reads a string given to a table or `print` as markup,
+    so a tier named '[red]sp[/]ot' printed as 'spot', and a path's ANSI escape reached the terminal;
+    the brackets are escaped (rich.markup.escape) and what is not printable is written out
+    (advisor.errors.printable), as in error lines."""
+    from rich.markup import escape
+
+    from advisor.errors import printable
+
+    return escape(printable(text))
+
+
 def build(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]], *, wide: bool = False,
           bold: Sequence[bool] | None = None):
     """A rich Table of `rows` (one string per column in `columns`), keeping the wide columns only
-    with `wide`; `bold` marks rows to emphasise (the chosen plan). A note under it goes to `show`."""
+    with `wide`; `bold` marks rows to emphasise (the chosen plan). A note under it goes to `show`.
+    The title and cells are shown literally (`plain`): they quote tier names and file names."""
     from rich import box
     from rich.table import Table
 
     keep = [i for i, col in enumerate(columns) if wide or not col.wide]
-    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table = Table(title=plain(title), box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for i in keep:
         table.add_column(columns[i].name, justify="left" if columns[i].left else "right", no_wrap=True)
     for r, row in enumerate(rows):
-        table.add_row(*(row[i] for i in keep), style="bold" if bold is not None and bold[r] else None)
+        table.add_row(*(plain(row[i]) for i in keep), style="bold" if bold is not None and bold[r] else None)
     return table
 
 

@@ -11,7 +11,6 @@ decimal point, an optional exponent, and optional thousands separators where the
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -90,24 +89,6 @@ def check_collective(op: str, gpus: int, nbytes: float, seconds: float, busbw: f
         raise InputError.at(file, where, f"busbw disagrees with size / time x {factor:.3f} ({op} on "
                             f"{gpus} ranks: {nbytes:.6g} bytes in {seconds:.6g} s is {expected:.3g} GB/s): wrong "
                             "rank count, collective or time", busbw)
-
-
-def distinct_logs(logs: list) -> tuple[list, list[str]]:
-    """The logs of one command with a file given twice (the same file by device and inode, under
-    any name) kept once, and a note for each one left out: its rows must not count twice."""
-    kept, notes, seen = [], [], {}
-    for log in logs:
-        try:
-            st = os.stat(log)
-            key: tuple = (st.st_dev, st.st_ino)
-        except OSError:  # the reader names the problem
-            key = ("unreadable", str(log))
-        if key in seen:
-            notes.append(f"{log}: the same file as {seen[key]}, given twice; read once")
-            continue
-        seen[key] = log
-        kept.append(log)
-    return kept, notes
 
 
 def not_this_format(file: str, text: str, message: str) -> InputError:

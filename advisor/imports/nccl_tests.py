@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from advisor.errors import InputError
+from advisor.fileio import distinct_files
 from advisor.imports.algorithm import algorithm_from_text, busbw_ceiling_factor, expected_algorithm
 from advisor.imports.common import (
     build,
     check_collective,
     decimal,
-    distinct_logs,
     not_this_format,
     read_log,
     target_file,
@@ -428,7 +428,7 @@ def import_nccl_tests(
         raise InputError.at("--op", "", f"choose from {', '.join(PROGRAMS.values())}", op)
     if nodes is not None and nodes < 1:
         raise InputError.at("--nodes", "", "must be >= 1", nodes)
-    logs, notes = distinct_logs(logs)
+    logs, notes = distinct_files(logs)
     found = []
     for log in logs:
         rows, more = collectives_from_log(log, w, nodes, op)

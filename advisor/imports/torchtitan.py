@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from advisor.errors import InputError
-from advisor.imports.common import build, decimal, distinct_logs, not_this_format, read_log, target_file, whole_number
+from advisor.fileio import distinct_files
+from advisor.imports.common import build, decimal, not_this_format, read_log, target_file, whole_number
 from advisor.text import plural
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ def import_torchtitan(
     if len(places) != 1:
         raise InputError.at("--gpus", "", "give one placement N@M (the GPUs the logged job ran on)", placement)
     gpus, nodes = places[0]
-    logs, notes = distinct_logs(logs)
+    logs, notes = distinct_files(logs)
     runs = [run_from_log(p, w, gpus, nodes) for p in logs]
     notes += [
         f"{p}: {plural(len(r.step_seconds), 'step')} at {plural(gpus, 'GPU')} over {plural(nodes, 'node')}, "

@@ -41,16 +41,24 @@ FREE_OBJECTIVES = (Objective.WORTH_THE_COST, Objective.SPEEDUP_PER_DOLLAR)
 #: deadline / step time stay finite (1e308 overflowed numpy with RuntimeWarnings).
 MAX_BUDGET_USD = 1e12
 MAX_DEADLINE_HOURS = 1e6
+#: Smallest budget and deadline: a cent (no bill is smaller) and a second (no job starts sooner).
+#: Positive but tiny limits overflowed the same divisions from below: cost / 5e-324 is infinite, with
+#: numpy RuntimeWarnings printing advisor's install path.
+MIN_BUDGET_USD = 0.01
+MIN_DEADLINE_HOURS = 1 / 3600
 
 
-def limit_value(flag: str, value: float | None, maximum: float, unit: str) -> None:
-    """InputError naming `flag` unless `value` is None or a positive finite number up to `maximum`."""
+def limit_value(flag: str, value: float | None, bounds: tuple[float, float], unit: str) -> None:
+    """InputError naming `flag` unless `value` is None or a finite number within `bounds` (low, high)."""
     if value is None:
         return
+    low, high = bounds
     if not (math.isfinite(value) and value > 0):
         raise InputError.at(flag, "", "must be a positive number", value)
-    if value > maximum:
-        raise InputError.at(flag, "", f"must be at most {maximum:,.0f} {unit}", value)
+    if value < low:
+        raise InputError.at(flag, "", f"must be at least {low:.3g} {unit}", value)
+    if value > high:
+        raise InputError.at(flag, "", f"must be at most {high:,.0f} {unit}", value)
 
 
 @dataclass(frozen=True)
@@ -63,8 +71,8 @@ class Limits:
     confidence: float | None = None
 
     def __post_init__(self) -> None:
-        limit_value("--budget", self.budget, MAX_BUDGET_USD, "USD")
-        limit_value("--deadline", self.deadline, MAX_DEADLINE_HOURS, "hours")
+        limit_value("--budget", self.budget, (MIN_BUDGET_USD, MAX_BUDGET_USD), "USD")
+        limit_value("--deadline", self.deadline, (MIN_DEADLINE_HOURS, MAX_DEADLINE_HOURS), "hours")
         if self.confidence is not None and not (0 < self.confidence < 1):
             raise InputError.at("--confidence", "", "must be between 0 and 1 (exclusive)", self.confidence)
         if self.confidence is not None and not self.any:

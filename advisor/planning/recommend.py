@@ -36,13 +36,11 @@ fastest of them needs to be within budget with 90% odds.
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from advisor.errors import InputError
 from advisor.planning.billing import Sweep
 from advisor.planning.explain import explain
 from advisor.planning.limits import LIKELY, Limits, Objective
@@ -376,14 +374,7 @@ class Recommendation:
 
 def select_tiers(w: "Workload", tier: str | None):
     """The workload's tiers, or the one named (InputError with a suggestion if unknown)."""
-    if tier is None:
-        return tuple(w.tiers)
-    names = [t.name for t in w.tiers]
-    if tier not in names:
-        close = difflib.get_close_matches(tier, names, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else f"; tiers: {', '.join(names)}"
-        raise InputError.at(w.source or w.name, "tiers", f"no tier named {tier!r}{hint}", tier)
-    return tuple(t for t in w.tiers if t.name == tier)
+    return tuple(w.tiers) if tier is None else (w.tier_named(tier),)
 
 
 def frontier_of(sw: Sweep) -> list[Plan]:

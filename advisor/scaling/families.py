@@ -31,6 +31,7 @@ from advisor.errors import InputError
 from advisor.imports.algorithm import busbw_ceiling_factor
 from advisor.scaling import features as F
 from advisor.scaling.small_batch import small_batch_penalty, tokens_per_micro_batch
+from advisor.topology.collectives import crossing_bandwidth
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
@@ -59,10 +60,13 @@ class Design:
 
 @dataclass(frozen=True)
 class Coverage:
-    """What the measurements span, which decides the topology design (see module docstring)."""
+    """What the measurements span, which decides the topology design (see module docstring), and
+    `link_speeds`: (intra, inter) link factors of a fit whose intra-node factor no crossing step
+    pinned, which decide the crossing traffic's bottleneck (`crossing_columns`); None: as declared."""
 
     steps_crossed_nodes: bool
     probes_crossed_nodes: bool
+    link_speeds: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,7 @@ def _topology(inter_hops: str):
         multi = nodes > 1
         single = (~multi) & (gpus > 1)
         hidden, exposed = F.link_parts(w, gpus, nodes, inter_hops)  # each link's own traffic (topology.layouts)
+        intra_bw, inter_bw = crossing_columns(w, hidden, cov.link_speeds)
         if cov.steps_crossed_nodes:
             cols.append(Column("intra_sync", "s", "per-step synchronisation overhead in one node"))
             arrays.append(single.astype(float))
@@ -144,14 +149,14 @@ def _topology(inter_hops: str):
             arrays.append((gpus > 1).astype(float))
         cols += [Column("intra_bandwidth", "x declared", "bus volume / declared intra-node bandwidth (every N > 1)"),
                  Column("intra_latency", "x declared", "ring hops x declared intra-node latency")]
-        arrays += [hidden.intra_bandwidth, hidden.intra_latency]
+        arrays += [intra_bw, hidden.intra_latency]
         if cov.steps_crossed_nodes:
             cols.append(Column("inter_sync", "s", "per-step synchronisation overhead across nodes"))
             arrays.append(multi.astype(float))
         cols += [Column("inter_bandwidth", "x declared",
                         "bus volume / declared inter-node bandwidth (added across nodes)"),
                  Column("inter_latency", "x declared", f"{inter_hops} hops x declared inter-node latency")]
-        arrays += [hidden.inter_bandwidth, hidden.inter_latency]
+        arrays += [inter_bw, hidden.inter_latency]
         # the exposed block: the pipeline's idle share of each per-micro-batch term, and the traffic no
         # compute hides, each at its source column's coefficient
         idle = F.pipeline_factor(w, gpus) - 1.0
@@ -161,14 +166,33 @@ def _topology(inter_hops: str):
             tied.append((len(cols), names.index(src)))
             cols.append(Column(f"bubble_{src}", f"= {src}", f"the pipeline bubble's share of the {src} term"))
             arrays.append(values * idle)
-        for src in ("intra_bandwidth", "intra_latency", "inter_bandwidth", "inter_latency"):
+        exposed_intra_bw, exposed_inter_bw = crossing_columns(w, exposed, cov.link_speeds)
+        for src, values in (("intra_bandwidth", exposed_intra_bw), ("intra_latency", exposed.intra_latency),
+                            ("inter_bandwidth", exposed_inter_bw), ("inter_latency", exposed.inter_latency)):
             tied.append((len(cols), names.index(src)))
             cols.append(Column(f"exposed_{src}", f"= {src}", f"{src} of the traffic no compute hides"))
-            arrays.append(getattr(exposed, src))
+            arrays.append(values)
         return Design(np.column_stack(arrays), tuple(cols), n_compute, n_exposed=len(cols) - n_main,
                       tied=tuple(tied))
 
     return build
+
+
+def crossing_columns(w, links, speeds: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
+    """The intra- and inter-node bandwidth columns. NCCL pipelines crossing traffic through the NVLink
+    and NIC hops, so the slower sets its time (advisor.topology.collectives): max(θ_inter·NIC seconds,
+    θ_intra·NVLink seconds). At the declared speeds (`speeds` None) that is the inter column's
+    max(NIC, NVLink) seconds. With fitted factors the max is taken at them, and the NVLink-bound rows'
+    crossing seconds join the intra column: an intra link a one-node fit measured 7x slower than
+    declared (Transformer-XL on DGX-2H) is as slow on the crossing traffic's NVLink hops, which priced
+    at the declared NVLink left 2 nodes 28% faster per GPU than one. Exact at `speeds` (the point
+    estimate); the regime is held where the intervals move the factors."""
+    if speeds is None:
+        return links.intra_bandwidth, links.inter_bandwidth
+    nvlink = np.maximum(links.intra_bytes / w.intra_node_bandwidth - links.intra_bandwidth, 0.0)
+    nic = links.inter_bytes / crossing_bandwidth(w)
+    bound = speeds[0] * nvlink > speeds[1] * nic
+    return links.intra_bandwidth + np.where(bound, nvlink, 0.0), np.where(bound, 0.0, nic)
 
 
 def _compute_unit(w) -> str:

@@ -266,7 +266,23 @@ def fit_family(family: Family, problem: Problem, init: tuple | None = None) -> F
     one-node steps were measured (or no step at all), the fit goes in two stages (`fit_staged`)."""
     if staged(family, problem):
         return fit_staged(family, problem, init)
-    return _fit_joint(family, problem, init)
+    fitted = _fit_joint(family, problem, init)
+    d = problem.data
+    return fitted if d.empty or (d.nodes > 1).any() else with_link_speeds(fitted)
+
+
+def with_link_speeds(fitted: FittedFamily) -> FittedFamily:
+    """`fitted` predicting crossing traffic at its own fitted link factors (`Coverage.link_speeds`,
+    families.crossing_columns): for fits whose intra-node factor no crossing step pinned (one-node
+    steps, a staged fit's first stage), where a measured intra link would otherwise count on one node
+    only. Steps that do not cross nodes are unchanged."""
+    names = [c.name for c in fitted.columns]
+    if not fitted.family.has_overlap or "inter_bandwidth" not in names:
+        return fitted
+    coef = fitted.estimator.coef_
+    speeds = (float(coef[names.index("intra_bandwidth")]), float(coef[names.index("inter_bandwidth")]))
+    problem = fitted.problem
+    return replace(fitted, problem=replace(problem, coverage=replace(problem.coverage, link_speeds=speeds)))
 
 
 #: Columns only a step or probe across nodes reaches; every other column is fitted on one node.
@@ -294,6 +310,18 @@ def fit_staged(family: Family, problem: Problem, init: tuple | None = None) -> F
     first = _fit_joint(family, replace(problem, data=problem.data.take(one),
                                        probes=tuple(p for p in problem.probes if p.nodes == 1)), init)
     est1, cols = first.estimator, first.columns
+    # The crossing traffic's bottleneck (families.crossing_columns) is chosen at the first stage's
+    # intra factor and the inter factor's prior median, then once more at the fitted inter factor;
+    # the rows are fitted and predicted with the same choice (the problem's link_speeds).
+    fitted = FittedFamily(family, problem, est1, cols)
+    for _ in range(2):
+        at = with_link_speeds(fitted).problem
+        fitted = FittedFamily(family, at, est1.joined(_second_stage(family, at, est1, cols)), cols)
+    return fitted
+
+
+def _second_stage(family: Family, problem: Problem, est1: OverlapModel, cols: tuple) -> OverlapModel:
+    """The inter-node columns fitted on every row and probe, the rest held at the first stage's `est1`."""
     inter = [j for j, c in enumerate(cols) if c.name in INTER_COLUMNS]
     data = problem.data
     if data.empty:
@@ -314,7 +342,7 @@ def fit_staged(family: Family, problem: Problem, init: tuple | None = None) -> F
                  probe_y=probe_y if len(probe_y) else None)
     # (the full problem's Laplace covariance at the staged optimum instead of the joined one moved the
     # priors learned from the corpus: Pollux 12.8%, published 4.3% leave-one-series-out)
-    return FittedFamily(family, problem, est1.joined(est2), cols)
+    return est2
 
 
 def _fit_joint(family: Family, problem: Problem, init: tuple | None = None) -> FittedFamily:

@@ -299,18 +299,23 @@ class ScalingModel(StepTimeModel):
         return median, low, high
 
     def anchoring(self, gpus) -> np.ndarray:
-        """Factor on the fitted step: exp of the fit's median log residual at the measured counts,
-        interpolated in log2 N between them and held past the ends.
+        """Factor on the fitted step: exp of the fit's median log residual at the largest measured
+        count at or below N (the smallest's below it).
 
-        The model predicts how the step changes from the measured counts; the level at the nearest
-        measured count is what was measured there. A misfit at the largest count (per-row batches the
-        model cannot reconcile, MPT-13B 8 and 16 GPUs: -10% and +8%) is the linear guess's strength:
+        The model predicts how the step changes going up from the measured counts; the level at the
+        measured count below is what was measured there. A misfit at the largest count (per-row batches
+        the model cannot reconcile, MPT-13B 8 and 16 GPUs: -10% and +8%) is the linear guess's strength:
         the guess is the measurement there. Carried forward, the prediction is the linear guess
-        modulated by the model's physics, and with a good fit (residuals near 0) nothing changes."""
+        modulated by the model's physics, and with a good fit (residuals near 0) nothing changes.
+        Held, not interpolated in log2 N between counts: interpolating mixed a multi-node count's
+        residual, which carries the inter-node declaration's misfit, into the counts below it, so a
+        faster declared link predicted a slower step (bert-large at 16 GPUs, declared 10 then 20
+        Gbit/s: 10.98 -> 11.29 s) and a one-node fit's level moved with the declaration."""
         x, r = self.record.anchor
         if x.size == 0:
             return np.ones_like(np.asarray(gpus, float))
-        return np.exp(np.interp(np.log2(np.asarray(gpus, float)), x, r))
+        at = np.searchsorted(x, np.log2(np.asarray(gpus, float)) + 1e-9, side="right") - 1
+        return np.exp(r[np.maximum(at, 0)])
 
     def predict(self, gpus, nodes=None, global_batch=None) -> Prediction:
         """Step time, throughput (samples/s), speedup and efficiency vs `baseline_gpus`, MFU, naive guess.

@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from netcluster import parse_rate, unavailable_reason
 
 RATE = "200mbit"
+WORKLOAD = ROOT / "benchmarks" / "emulated-cluster.toml"
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -33,7 +34,10 @@ def result(tmp_path_factory):
         pytest.skip(reason)
     import emulated_cluster
 
-    return emulated_cluster.experiment(rate=RATE, steps=5, warmup=2, folder=tmp_path_factory.mktemp("emulated"))
+    # Without the benchmark's second, uncapped cluster: comparing two runs made at different times
+    # is a statement about machine load, not about advisor (the benchmark prints it).
+    return emulated_cluster.experiment(rate=RATE, steps=5, warmup=2, folder=tmp_path_factory.mktemp("emulated"),
+                                       uncapped=False)
 
 
 def test_calibration_measures_the_emulated_link(result):
@@ -43,11 +47,16 @@ def test_calibration_measures_the_emulated_link(result):
 
 
 def test_a_slow_link_bends_scaling_at_the_node_boundary(result):
-    capped, uncapped = result["speedup_2_to_4_capped"], result["speedup_2_to_4_uncapped"]
-    assert capped < 1.3  # issue 6's bar
-    # "clearly more": at least 30% more speedup from the same 2-rank baseline, and a real gain.
-    # Seen here: capped 0.84-0.96x, uncapped 1.29-1.68x (the machine shared with other work).
-    assert uncapped > 1.3 * capped and uncapped > 1.15
+    # The gradients really cross the capped link in every 4@2 step: an all-reduce between two nodes
+    # must move at least the whole gradient each way across the cut (each node needs the other's
+    # partial sums; halving-doubling reaches this bound), so a step cannot be shorter than its
+    # gradient bytes at the tbf rate. Load only lengthens a step, so this bound cannot fail by chance.
+    from advisor.spec import load_workload
+
+    gradient_bits = load_workload(WORKLOAD).model.gradient_bytes * 8
+    assert result["step_seconds"]["4@2"] >= gradient_bits / parse_rate(RATE)
+    # Issue 6's bar, a ratio of two runs on the same capped cluster (seen: 0.84-1.11x).
+    assert result["speedup_2_to_4_capped"] < 1.3
 
 
 def test_node_aware_model_predicts_8_ranks_over_4_nodes(result):

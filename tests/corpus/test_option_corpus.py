@@ -13,19 +13,14 @@ import tomllib
 import pytest
 import tomli_w
 
-from cli_inprocess import invoke
+from cli_inprocess import assert_refused, invoke
 from conftest import ROOT, WORKLOADS
 
 LLM7B, TINY, RENTAL = WORKLOADS / "llm7b.toml", WORKLOADS / "tiny-cpu.toml", WORKLOADS / "rental-ethernet.toml"
 NCCL_LOG = ROOT / "tests" / "fixtures" / "nccl-tests" / "a100_1node_oci_all_reduce.log"
 
 
-def _one_line(code: int, out: str, err: str, prefix: str, *needles: str) -> None:
-    assert code == 2, (code, err)
-    assert out == "" and "Traceback" not in err and "RuntimeWarning" not in err, err
-    assert len(err.strip().splitlines()) == 1 and err.startswith(prefix), err
-    for needle in needles:
-        assert needle in err, err
+_one_line = assert_refused
 
 
 # -- 5. advisor init --------------------------------------------------------------------------------

@@ -42,3 +42,14 @@ def run_in_process(*args: str, cwd: Path | None = None) -> InProcessResult:
     """`invoke(*args)` run from `cwd` (the repository root by default, as `run_cli`)."""
     with contextlib.chdir(cwd or ROOT):
         return InProcessResult(*invoke(*args))
+
+
+def assert_refused(code: int, out: str, err: str, prefix: str, *needles: str) -> None:
+    """The README's promise for bad input: exit 2, nothing on stdout, no traceback or Python warning
+    (a numpy RuntimeWarning prints the install path), one line starting with `prefix` (the file and
+    field, or the option) and holding every needle."""
+    assert code == 2, (code, err)
+    assert out == "" and "Traceback" not in err and "Warning" not in err, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith(prefix), err
+    for needle in needles:
+        assert needle in err, err

@@ -98,7 +98,7 @@ def test_commands_run_exactly_the_planned_placements():
 
 @pytest.mark.parametrize("args, message", [
     (("--max-nodes", "2"), "at least 3 distinct node counts"),
-    (("--tier", "nope"), "no such tier"),
+    (("--tier", "nope"), "tiers: no tier named 'nope'; tiers: on-demand, spot, reserved-1mo"),
     (("--startup", "soon"), "--startup"),
 ])
 def test_bad_options_exit_2(args, message):

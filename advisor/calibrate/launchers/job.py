@@ -103,6 +103,10 @@ def emit_placements(w: Workload, gpus: str | None) -> list[tuple[int, int]]:
     placements = parse_placements(gpus, w.cluster.gpus_per_node)  # refuses uneven placements (8@3)
     if len(set(placements)) != len(placements):
         raise InputError.at("--gpus", "", "placements must be unique (each writes its own result folder)", gpus)
+    for n, nodes in placements:  # as calibration.gpus is checked: no run larger than the job may rent
+        if n > w.cluster.max_gpus:  # (--gpus 1000000 wrote 250,000 node lines for minutes)
+            raise InputError.at("--gpus", "", f"{n}@{nodes} exceeds cluster.max_gpus ({w.cluster.max_gpus}) of "
+                                f"{w.source or 'the spec'}: calibrate at counts the job may rent", gpus)
     return placements
 
 

@@ -3,10 +3,11 @@
 - `shell_quote(word)`: one shell word that expands nothing (shlex.quote); `Raw` fragments are
   expansions advisor wrote itself (`"$ROOT"`, `"$head_ip"`) and never hold user text.
 - `check_text(option, value)`: refuses, naming the option, any character that ends a line for a
-  shell, sbatch or YAML: C0/C1 control characters and DEL (Unicode category Cc, which holds U+0085
-  NEL), U+2028 LINE SEPARATOR and U+2029 PARAGRAPH SEPARATOR (categories Zl, Zp). YAML 1.1 (PyYAML)
-  ends lines at NEL, LS and PS too (YAML 1.1 spec, 5.4 "Line Break Characters"), so one of them in
-  a value written into a hand-made YAML line would start a new key such as `setup:`. Every option
+  shell, sbatch or YAML (`advisor.errors.control_character`, the test the spec's names pass too):
+  C0/C1 control characters and DEL (Unicode category Cc, which holds U+0085 NEL), U+2028 LINE
+  SEPARATOR and U+2029 PARAGRAPH SEPARATOR (categories Zl, Zp), and the bidirectional overrides.
+  YAML 1.1 (PyYAML) ends lines at NEL, LS and PS too (YAML 1.1 spec, 5.4 "Line Break Characters"),
+  so one of them in a value written into a hand-made YAML line would start a new key such as `setup:`. Every option
   is checked at the boundary (`advisor.calibrate.launchers.job`); `shell_quote` checks again, so a
   word that skipped the boundary still cannot end a command.
 - `relative_path`, `inside(folder, path, option)`: paths as the cluster addresses them.
@@ -15,13 +16,9 @@
 from __future__ import annotations
 
 import shlex
-import unicodedata
 from pathlib import Path
 
-from advisor.errors import InputError
-
-#: Unicode categories of characters that end a line somewhere an emitted word goes.
-LINE_ENDING_CATEGORIES = ("Cc", "Zl", "Zp")
+from advisor.errors import InputError, control_character
 
 
 class Raw(str):
@@ -31,15 +28,10 @@ class Raw(str):
 Word = str | Raw
 
 
-def line_breaking(text: str) -> str | None:
-    """The first character of `text` that a shell, sbatch or YAML reads as a line end or a control."""
-    return next((c for c in text if unicodedata.category(c) in LINE_ENDING_CATEGORIES), None)
-
-
 def check_text(option: object, value: object) -> str:
     """`value` as text, or InputError naming `option` when it holds a line-ending or control character."""
     text = str(value)
-    bad = line_breaking(text)
+    bad = control_character(text)
     if bad is not None:
         raise InputError.at(option, "", f"refusing a control or line-separator character (U+{ord(bad):04X}): it "
                             "would end a line of the emitted file", text)

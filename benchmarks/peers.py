@@ -50,9 +50,13 @@ MLPERF_MODELS = {
     "gpt3": {"params": 175e9, "layers": 96, "hidden": 12288, "heads": 96, "vocab": 50257},
     "llama31_405b": {"params": 405e9, "layers": 126, "hidden": 16384, "heads": 128, "kv_heads": 8, "vocab": 128256},
 }
-#: Virtual pipeline stages of the NeMo MLPerf configs (INTERLEAVED_PIPELINE: 12 for GPT-3's 96 layers
-#: over 8 stages, 7 for Llama-3.1-405B).
-MLPERF_VP = {"gpt3": 12, "llama31_405b": 7}
+#: Virtual pipeline stages of the NeMo MLPerf configs (INTERLEAVED_PIPELINE): 12 for GPT-3's 96 layers
+#: over 8 stages; 8 for Llama-3.1-405B in the v5.0 H100 configs (INTERLEAVED_PIPELINE=8 with
+#: ASYM_PP_EMBED and ASYM_PP_LOSS true: the embedding and the loss take a layer slot each, 126 + 2 = 128
+#: slots over pp 8 x vp 8; 7 is the GB200 configs' value). Declared as published: 126 layers, vp 8;
+#: advisor accepts 126 layers over 64 chunks (it asks only pp x vp <= layers) and its bubble
+#: (p-1)/(v·m + p - 1) reads v alone, so the two extra slots change nothing else.
+MLPERF_VP = {"gpt3": 12, "llama31_405b": 8}
 #: Megatron SC21's vocabulary (GPT-2 BPE padded, §5.1) and sequence length.
 MEGATRON_VOCAB, MEGATRON_SEQ = 51200, 2048
 

@@ -9,7 +9,8 @@ Megatron-LM SC21 Table 1 (Narayanan et al. 2021, weak scaling on 32-3,072 A100-8
 8x200 Gbit/s HDR per node; the step time follows from the table's TFLOP/s per GPU and the paper's
 FLOPs formula 96·B·s·l·h²·(1 + s/6h + V/16lh), which counts full recomputation), and five MLPerf
 Training H100 rows (NVIDIA's NeMo submissions, GPT-3 175B v3.0/v3.1 and Llama-3.1-405B v5.0, median
-step time from the result logs; 8x400 Gbit/s NDR per node). Each case is declared with its published
+step time from the result logs; 8x400 Gbit/s NDR per node). Both are NVSwitch nodes on InfiniBand
+(`intra_node_link = "nvlink"`, `inter_node_link = "infiniband"`). Each case is declared with its published
 recipe: degrees, micro-batch, schedule, recomputation, precision (FP8 for MLPerf: Transformer Engine),
 sequence parallelism, the distributed optimizer, the overlap switches (MLPerf configs: SEQ_PARALLEL,
 TP_COMM_OVERLAP, FP8, distributed optimizer with overlapped gradient reduce and parameter gather;
@@ -65,7 +66,8 @@ def _spec(name, gpus, model, batch, micro, parallelism, gpu, inter) -> dict:
     return {"name": name, "model": model,
             "batch": {"policy": "fixed-global", "global_samples": batch, **({"micro_samples": micro} if micro else {})},
             "parallelism": parallelism,
-            "cluster": {"gpu": gpu, "gpus_per_node": 8, "max_gpus": gpus, "inter_node_bandwidth": inter},
+            "cluster": {"gpu": gpu, "gpus_per_node": 8, "max_gpus": gpus, "inter_node_bandwidth": inter,
+                        "intra_node_link": "nvlink", "inter_node_link": "infiniband"},
             "job": {"steps": 1000}, "tiers": [{"name": "on-demand", "usd_per_gpu_hour": 2.0}],
             "calibration": {"gpus": [gpus]}}
 

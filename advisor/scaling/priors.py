@@ -199,8 +199,10 @@ DEFAULTS = Priors(log_inv_mfu=1.0, log_inv_mfu_sd=0.6, log_intra_bw=0.3, log_int
 LEARNED = Priors(log_inv_mfu=1.051, log_inv_mfu_sd=0.717, log_intra_bw=0.622, log_intra_bw_sd=0.946, log_inter_bw=1.0,
                  log_inter_bw_sd=1.118, log_latency_sd=1.0, gamma=2.0, gamma_sd=1.5, contention_sd=0.05,
                  step_share_sd=0.02, noise=0.038, widening=0.5, by_link_class=True,
-                 # γ: fewer than two testbeds inform it under overlap per traffic class (tiny-cpu's one DDP bucket
-                 # cannot overlap, so its steps say nothing of γ), so it is DEFAULTS'; benchmarks/mfu_prior.py
+                 # γ: fewer than two testbeds informed it under overlap per traffic class (tiny-cpu's one DDP bucket
+                 # cannot overlap, so its steps say nothing of γ), so it is DEFAULTS'; after main's crossing fix
+                 # --learn prints γ 1.116 ± 1.0, inter 0.5 ± 1.057, intra 0.630: not pasted here, see
+                 # docs/validation.md ("Link classes and main's crossing fix"); benchmarks/mfu_prior.py
                  # (before the re-learning): held-out rms of ln(1/MFU) 0.07 on LLMs (floored to 0.25), 0.51 others
                  mfu=MFUModel(intercept=0.827, coef=(0.217, 0.624, -0.544, -0.142), sd_llm=0.25, sd_other=0.512))
 

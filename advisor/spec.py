@@ -293,6 +293,11 @@ class ClusterSpec(_Section):
     """Per-node bandwidth between nodes, all NICs together, e.g. "3200 Gbit/s" (8 x 400 Gbit/s)."""
     inter_node_latency: Annotated[Duration, Field(ge=0, le=MAX_LATENCY)] = 10e-6
     """Per-hop latency between nodes (default 10 us: order of NCCL's network base latency)."""
+    intra_node_link: Literal["nvlink", "pcie"] | None = None
+    """The intra-node link's class: centres its speed prior on what NCCL reaches on that class
+    (advisor.scaling.priors.LINK_CLASS_LOG_BW); unset (and pcie, unmeasured): the corpus-learned prior."""
+    inter_node_link: Literal["infiniband", "roce", "ethernet"] | None = None
+    """The network's class (ethernet: GPU-direct fabrics such as TCPXO or EFA), as intra_node_link."""
     peak_flops: Annotated[float, Field(ge=MIN_PEAK_FLOPS, le=MAX_PEAK_FLOPS)] | None = None
     """Peak dense FLOP/s per GPU at the spec's precision, for MFU (default: the catalog's)."""
     gpu_memory: Annotated[Size, Field(gt=0, le=MAX_GPU_MEMORY)] | None = None

@@ -9,7 +9,8 @@ Megatron-LM SC21 Table 1 (Narayanan et al. 2021, weak scaling on 32-3,072 A100-8
 8x200 Gbit/s HDR per node; the step time follows from the table's TFLOP/s per GPU and the paper's
 FLOPs formula 96·B·s·l·h²·(1 + s/6h + V/16lh), which counts full recomputation), and five MLPerf
 Training H100 rows (NVIDIA's NeMo submissions, GPT-3 175B v3.0/v3.1 and Llama-3.1-405B v5.0, median
-step time from the result logs; 8x400 Gbit/s NDR per node). Each case is declared with its published
+step time from the result logs; 8x400 Gbit/s NDR per node). Both are NVSwitch nodes on InfiniBand
+(`intra_node_link = "nvlink"`, `inter_node_link = "infiniband"`). Each case is declared with its published
 recipe: degrees, micro-batch, schedule, recomputation, precision (FP8 for MLPerf: Transformer Engine),
 sequence parallelism, the distributed optimizer, the overlap switches (MLPerf configs: SEQ_PARALLEL,
 TP_COMM_OVERLAP, FP8, distributed optimizer with overlapped gradient reduce and parameter gather;
@@ -50,9 +51,13 @@ MLPERF_MODELS = {
     "gpt3": {"params": 175e9, "layers": 96, "hidden": 12288, "heads": 96, "vocab": 50257},
     "llama31_405b": {"params": 405e9, "layers": 126, "hidden": 16384, "heads": 128, "kv_heads": 8, "vocab": 128256},
 }
-#: Virtual pipeline stages of the NeMo MLPerf configs (INTERLEAVED_PIPELINE: 12 for GPT-3's 96 layers
-#: over 8 stages, 7 for Llama-3.1-405B).
-MLPERF_VP = {"gpt3": 12, "llama31_405b": 7}
+#: Virtual pipeline stages of the NeMo MLPerf configs (INTERLEAVED_PIPELINE): 12 for GPT-3's 96 layers
+#: over 8 stages; 8 for Llama-3.1-405B in the v5.0 H100 configs (INTERLEAVED_PIPELINE=8 with
+#: ASYM_PP_EMBED and ASYM_PP_LOSS true: the embedding and the loss take a layer slot each, 126 + 2 = 128
+#: slots over pp 8 x vp 8; 7 is the GB200 configs' value). Declared as published: 126 layers, vp 8;
+#: advisor accepts 126 layers over 64 chunks (it asks only pp x vp <= layers) and its bubble
+#: (p-1)/(v·m + p - 1) reads v alone, so the two extra slots change nothing else.
+MLPERF_VP = {"gpt3": 12, "llama31_405b": 8}
 #: Megatron SC21's vocabulary (GPT-2 BPE padded, §5.1) and sequence length.
 MEGATRON_VOCAB, MEGATRON_SEQ = 51200, 2048
 
@@ -61,7 +66,8 @@ def _spec(name, gpus, model, batch, micro, parallelism, gpu, inter) -> dict:
     return {"name": name, "model": model,
             "batch": {"policy": "fixed-global", "global_samples": batch, **({"micro_samples": micro} if micro else {})},
             "parallelism": parallelism,
-            "cluster": {"gpu": gpu, "gpus_per_node": 8, "max_gpus": gpus, "inter_node_bandwidth": inter},
+            "cluster": {"gpu": gpu, "gpus_per_node": 8, "max_gpus": gpus, "inter_node_bandwidth": inter,
+                        "intra_node_link": "nvlink", "inter_node_link": "infiniband"},
             "job": {"steps": 1000}, "tiers": [{"name": "on-demand", "usd_per_gpu_hour": 2.0}],
             "calibration": {"gpus": [gpus]}}
 

@@ -166,13 +166,15 @@ class _StepModel:
         return self.family.design(self.w, g, np.asarray(nodes, float), self.w.global_batch(g), self.coverage)
 
     def nominal(self, d) -> np.ndarray:
+        from advisor.scaling.estimator import tie
+
         beta = np.zeros(d.X.shape[1])
         for j, col in enumerate(d.columns):
             if col.name == "compute":
                 beta[j] = 1.0 / ASSUMED_MFU
             elif col.unit == "x declared":
                 beta[j] = 1.0
-        return beta
+        return tie(beta, d.tied)  # the bubble and the exposed traffic at their sources' values
 
     def step_seconds(self, gpus, nodes) -> np.ndarray:
         if self.model is not None:

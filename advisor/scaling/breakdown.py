@@ -5,12 +5,13 @@ median step (`ScalingModel.step_time`):
 
 - compute: the model's FLOPs at the fitted 1/MFU (`features.compute_parts`);
 - recompute: what activation recomputation repeats (`features.recompute_flops_per_sample`);
-- bubble: the pipeline's idle share, compute x (1/(1 - bubble) - 1) (Megatron-LM SC21 §2.2);
-- overhead: per-step constants and host contention (the `overhead`, `contention*` columns);
-- intra_node_comm, inter_node_comm: communication *not hidden* under compute. The model overlaps
-  compute Tc and communication Ts as (Tc^γ + Ts^γ)^(1/γ) (docs/model.md), so the exposed part is
-  T - Tc, shared between the links in proportion to each link's terms in Ts (its bandwidth,
-  latency and sync columns).
+- bubble: the pipeline's idle share, the `bubble_*` columns (Megatron-LM SC21 §2.2);
+- overhead: per-step constants and host contention (the `overhead`, `contention*`, `small_batch` columns);
+- intra_node_comm, inter_node_comm: communication *not hidden* under compute. The model is
+  T = (Tc^γ + Ts^γ)^(1/γ) + Te (docs/model.md): the traffic no compute hides (the `exposed_*`
+  columns) goes to its link whole; of the traffic that can hide, the exposed part is
+  (Tc^γ + Ts^γ)^(1/γ) - Tc, shared between the links in proportion to each link's terms in Ts (its
+  bandwidth, latency and sync columns).
 
 The parts of the fitted step are then scaled by one factor to the median, which carries the
 anchoring at measured counts and the MFU <= 100% floor, so the parts keep their proportions and
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from advisor.scaling import features as F
-from advisor.scaling.estimator import combine
+from advisor.scaling.estimator import combine, tie
 
 if TYPE_CHECKING:
     from advisor.scaling.model import ScalingModel
@@ -45,29 +46,38 @@ def breakdown(model: "ScalingModel", gpus, nodes, batch, median) -> dict[str, np
     fitted = model.record.fitted
     d = fitted.design(gpus, nodes, batch)
     est = fitted.estimator
-    coef, nc = np.asarray(est.coef_, float), d.n_compute
+    coef, nc = tie(np.asarray(est.coef_, float), d.tied), d.n_compute
+    end = len(d.columns) - d.n_exposed
     names = [c.name for c in d.columns]
+    source = {col: names[src] for col, src in d.tied}
     parts = {p: np.zeros_like(gpus) for p in PARTS}
     tc = np.maximum(d.X[:, :nc] @ coef[:nc], 0.0)
     if "compute" in names:
         theta = coef[names.index("compute")]
         work, redo = F.compute_parts(w, gpus, batch)
-        piped = d.X[:, names.index("compute")]  # the topology family's compute is over 1 - bubble
         parts["compute"], parts["recompute"] = theta * work, theta * redo
-        parts["bubble"] = np.maximum(theta * (piped - work - redo), 0.0)
-    rest = tc - parts["compute"] - parts["recompute"] - parts["bubble"]
+    rest = tc - parts["compute"] - parts["recompute"]
     parts["overhead"] = np.where(rest > 1e-9 * tc, rest, 0.0)  # rounding of the subtraction is not overhead
-    if nc < len(names):
-        terms = d.X[:, nc:] * coef[nc:]
-        ts = np.maximum(terms.sum(axis=1), 0.0)
-        exposed = np.maximum(combine(tc, ts, est.gamma_) - tc, 0.0)
-        share = {p: np.zeros_like(gpus) for p in ("intra_node_comm", "inter_node_comm")}
-        for j, name in enumerate(names[nc:]):
-            link = _LINK.get(name) or np.where(nodes > 1, "inter_node_comm", "intra_node_comm")
-            for p in share:
-                share[p] = share[p] + np.where(link == p, terms[:, j], 0.0)
-        for p in share:
-            parts[p] = np.where(ts > 0, exposed * share[p] / np.where(ts > 0, ts, 1.0), 0.0)
+    terms = d.X * coef
+    links = {p: np.zeros_like(gpus) for p in ("intra_node_comm", "inter_node_comm")}
+
+    def link_of(name):
+        return _LINK.get(name) or np.where(nodes > 1, "inter_node_comm", "intra_node_comm")
+
+    if nc < end:
+        ts = np.maximum(terms[:, nc:end].sum(axis=1), 0.0)
+        hidden_exposed = np.maximum(combine(tc, ts, est.gamma_) - tc, 0.0)
+        safe = np.where(ts > 0, ts, 1.0)
+        for j in range(nc, end):
+            for p in links:
+                links[p] = links[p] + np.where(link_of(names[j]) == p, hidden_exposed * terms[:, j] / safe, 0.0)
+    for j in range(end, len(names)):
+        if names[j].startswith("bubble_"):
+            parts["bubble"] = parts["bubble"] + terms[:, j]
+            continue
+        for p in links:
+            links[p] = links[p] + np.where(link_of(source.get(j, names[j])) == p, terms[:, j], 0.0)
+    parts.update(links)
     total = sum(parts.values())
     scale = np.where(total > 0, median / np.where(total > 0, total, 1.0), 0.0)
     return {p: v * scale for p, v in parts.items()}

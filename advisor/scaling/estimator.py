@@ -1,9 +1,14 @@
 """The regression core: bounded coefficients, Gaussian priors and a fitted compute/communication overlap.
 
-    T = (Tc^γ + Ts^γ)^(1/γ),  Tc = X[:, :n_compute] · θc,  Ts = X[:, n_compute:] · θs,  θ ≥ lower
+    T = (Tc^γ + Ts^γ)^(1/γ) + Te,  Tc = Xc · θc,  Ts = Xs · θs,  Te = Xe · θe,  θ ≥ lower
 
-Pollux (Qiao et al., OSDI'21, §3.2) models overlap as this γ-norm: γ = 1 is no overlap (times
-add), γ → ∞ perfect overlap (the larger wins); γ is bounded to [1, 10] as there. Coefficients are
+X's columns are three blocks: the first `n_compute` compute (Xc), then communication that can run
+under compute (Xs), then the last `n_exposed` columns (Xe): time that adds to the step whatever
+overlaps (communication no compute hides, the pipeline's idle share). `tied` pairs (column, source)
+give a column its source's coefficient, so the exposed part of a link's traffic is priced at the
+same achieved speed as its hidden part. Pollux (Qiao et al., OSDI'21, §3.2) models overlap as this
+γ-norm: γ = 1 is no overlap (times add), γ → ∞ perfect overlap (the larger wins); γ is bounded to
+[1, 10] as there. With no exposed columns and no ties this is Pollux's model. Coefficients are
 bounded below (non-negative as in Ernest, Venkataraman et al., NSDI'16; physical floors such as
 MFU <= 100% come in as `lower`), so no term can turn negative and explode when extrapolated.
 Residuals are relative (a 10% miss at 1 GPU counts as much as one at 16) and robust (soft-L1, as
@@ -54,17 +59,53 @@ def combine(tc: np.ndarray, ts: np.ndarray, gamma) -> np.ndarray:
     return np.where(top > 0, safe * ((tc / safe) ** gamma + (ts / safe) ** gamma) ** (1.0 / gamma), 0.0)
 
 
-def gradient(X: np.ndarray, coef: np.ndarray, gamma: float, n_compute: int) -> tuple[np.ndarray, np.ndarray]:
-    """(dT/dθ per row and column, dT/dγ per row) of the model T at `coef`, `gamma`.
+def tie(coef: np.ndarray, tied=()) -> np.ndarray:
+    """`coef` (one vector, or vectors as rows) with each tied column set to its source's coefficient."""
+    if not len(tied):
+        return coef
+    coef = np.array(coef, copy=True)
+    for col, src in tied:
+        coef[..., col] = coef[..., src]
+    return coef
 
-    dT/dθc = Xc·(Tc/T)^(γ-1), dT/dθs = Xs·(Ts/T)^(γ-1); since (Tc/T)^γ + (Ts/T)^γ = 1,
-    d ln T/dγ = (a^γ ln a + b^γ ln b)/γ with a = Tc/T, b = Ts/T.
+
+def fold(d: np.ndarray, tied=()) -> np.ndarray:
+    """Per-column derivatives (rows x columns) folded onto the coefficients they are: a tied column's
+    added to its source's, its own zeroed (the chain rule through `tie`)."""
+    if not len(tied):
+        return d
+    d = np.array(d, copy=True)
+    for col, src in tied:
+        d[:, src] += d[:, col]
+        d[:, col] = 0.0
+    return d
+
+
+def evaluate(X: np.ndarray, coefs: np.ndarray, gammas: np.ndarray, n_compute: int, n_exposed: int = 0,
+             tied=()) -> np.ndarray:
+    """Step time (module docstring) of every coefficient vector (rows of `coefs`) at every row of X:
+    (rows, vectors). THE evaluation of the model: the fit, predictions and intervals all use it."""
+    coefs = tie(np.atleast_2d(coefs), tied)
+    nc, end = n_compute, X.shape[1] - n_exposed
+    tc = X[:, :nc] @ coefs[:, :nc].T
+    t = combine(tc, X[:, nc:end] @ coefs[:, nc:end].T, np.asarray(gammas)[None, :]) if nc < end else np.maximum(tc, 0)
+    return t + X[:, end:] @ coefs[:, end:].T if n_exposed else t
+
+
+def gradient(X: np.ndarray, coef: np.ndarray, gamma: float, n_compute: int, n_exposed: int = 0,
+             tied=()) -> tuple[np.ndarray, np.ndarray]:
+    """(dT/dθ per row and coefficient, dT/dγ per row) of the model T at `coef`, `gamma`.
+
+    dT/dθc = Xc·(Tc/T')^(γ-1), dT/dθs = Xs·(Ts/T')^(γ-1), dT/dθe = Xe, T' = (Tc^γ + Ts^γ)^(1/γ);
+    since (Tc/T')^γ + (Ts/T')^γ = 1, d ln T'/dγ = (a^γ ln a + b^γ ln b)/γ with a = Tc/T', b = Ts/T'.
+    Tied columns' derivatives are folded onto their sources (`fold`).
     """
-    nc = n_compute
+    coef = tie(coef, tied)
+    nc, end = n_compute, X.shape[1] - n_exposed
     tc = np.maximum(X[:, :nc] @ coef[:nc], 0.0)
-    if nc == X.shape[1]:
-        return X * (tc > 0)[:, None], np.zeros(len(X))
-    ts = np.maximum(X[:, nc:] @ coef[nc:], 0.0)
+    if nc == end:
+        return fold(np.hstack([X[:, :nc] * (tc > 0)[:, None], X[:, end:]]), tied), np.zeros(len(X))
+    ts = np.maximum(X[:, nc:end] @ coef[nc:end], 0.0)
     t = combine(tc, ts, gamma)
     safe_t = np.where(t > 0, t, 1.0)
     a, b = tc / safe_t, ts / safe_t
@@ -73,14 +114,14 @@ def gradient(X: np.ndarray, coef: np.ndarray, gamma: float, n_compute: int) -> t
         d_ts = np.where(t > 0, b ** (gamma - 1), 0.0)
         la = np.where(a > 0, a**gamma * np.log(np.where(a > 0, a, 1.0)), 0.0)
         lb = np.where(b > 0, b**gamma * np.log(np.where(b > 0, b, 1.0)), 0.0)
-    d_coef = np.hstack([X[:, :nc] * d_tc[:, None], X[:, nc:] * d_ts[:, None]])
-    return d_coef, t * (la + lb) / gamma
+    d_coef = np.hstack([X[:, :nc] * d_tc[:, None], X[:, nc:end] * d_ts[:, None], X[:, end:]])
+    return fold(d_coef, tied), t * (la + lb) / gamma
 
 
 @dataclass(frozen=True, kw_only=True)
 class _Problem:
-    """Everything one fit needs, validated: data, targets, free parameters, bounds and priors
-    (built by keyword: 19 fields, most of them arrays, are too many to keep in order)."""
+    """Everything one fit needs, validated: data, targets, free parameters, bounds, priors and ties
+    (built by keyword: 20 fields, most of them arrays, are too many to keep in order)."""
 
     X: np.ndarray
     y: np.ndarray
@@ -101,11 +142,12 @@ class _Problem:
     prior_log: np.ndarray
     prior_mean: np.ndarray
     prior_k: np.ndarray
+    tied: tuple
 
     def unpack(self, v):
         coef = self.base.copy()
         coef[self.free] = v[: self.free.size]
-        return coef, (v[self.free.size] if self.fit_gamma else self.gamma_bounds[0])
+        return tie(coef, self.tied), (v[self.free.size] if self.fit_gamma else self.gamma_bounds[0])
 
 
 def _priors(est, free: np.ndarray, lower: np.ndarray, p: int, gamma_free: bool):
@@ -148,16 +190,18 @@ def _residuals(pb: _Problem, est, v):
 
 def _jacobian(pb: _Problem, est, v):
     coef, g = pb.unpack(v)
-    d_coef, d_g = gradient(pb.X, coef, g, pb.nc)
+    d_coef, d_g = gradient(pb.X, coef, g, pb.nc, int(est.n_exposed), pb.tied)
     rows = [(pb.sqrt_w / pb.scale)[:, None] * np.column_stack([d_coef[:, pb.free], d_g])]
     if pb.comm_rows.any():
         k = (est.comm_weight * pb.sqrt_w / pb.scale)[pb.comm_rows][:, None]
-        dc = d_coef[pb.comm_rows].copy()
-        dc[:, :pb.nc] -= pb.X[pb.comm_rows, :pb.nc]
+        d_tc = np.zeros((int(pb.comm_rows.sum()), pb.X.shape[1]))
+        d_tc[:, :pb.nc] = pb.X[pb.comm_rows, :pb.nc]
+        dc = d_coef[pb.comm_rows] - fold(d_tc, pb.tied)
         rows.append(k * np.column_stack([dc[:, pb.free], d_g[pb.comm_rows]]))
     if pb.probe_y.size:
         dp = np.zeros_like(pb.probe_X)
         dp[:, pb.nc:] = pb.probe_X[:, pb.nc:] / pb.probe_y[:, None]
+        dp = fold(dp, pb.tied)
         rows.append(np.column_stack([dp[:, pb.free], np.zeros(len(pb.probe_y))]))
     if pb.prior_pos.size:
         dprior = np.zeros((pb.prior_pos.size, pb.free.size + 1))
@@ -262,9 +306,10 @@ def _start(pb: _Problem, est, w: np.ndarray, init):
         coef0, g0 = np.asarray(init[0], float), float(init[1])
     else:
         sw = np.sqrt(w) / pb.scale
-        target = pb.y - pb.X @ pb.base
+        X = fold(pb.X, pb.tied)  # additive in the coefficients: a tied column adds to its source's
+        target = pb.y - X @ pb.base
         if pb.free.size and pb.y.size:
-            theta = nnls(pb.X[:, pb.free] * sw[:, None], target * sw)[0]
+            theta = nnls(X[:, pb.free] * sw[:, None], target * sw)[0]
         else:
             theta = np.zeros(pb.free.size)
         coef0 = pb.base.copy()
@@ -289,6 +334,10 @@ class OverlapModel:
     n_compute : int or None
         The first `n_compute` columns are compute terms, the rest communication; None: all
         compute (a plain non-negative linear model, γ unused).
+    n_exposed : int
+        The last `n_exposed` columns add to the step outside the overlap (module docstring).
+    tied : tuple of (column, source)
+        Columns whose coefficient is their source column's (never free, whatever `fixed` says).
     gamma_bounds : (float, float)
         Bounds of the overlap exponent γ (Pollux: [1, 10]).
     loss, f_scale : str, float
@@ -307,8 +356,10 @@ class OverlapModel:
     """
 
     def __init__(self, n_compute=None, gamma_bounds=(1.0, 10.0), loss="soft_l1", f_scale=0.1,
-                 comm_weight=0.5, fixed=(), lower=(), prior=(), noise=0.05):
+                 comm_weight=0.5, fixed=(), lower=(), prior=(), noise=0.05, n_exposed=0, tied=()):
         self.n_compute = n_compute
+        self.n_exposed = n_exposed
+        self.tied = tied
         self.gamma_bounds = gamma_bounds
         self.loss = loss
         self.f_scale = f_scale
@@ -319,17 +370,18 @@ class OverlapModel:
         self.noise = noise
 
     def _split(self, n_features: int) -> int:
-        nc = n_features if self.n_compute is None else int(self.n_compute)
-        if not 0 <= nc <= n_features:
-            raise ValueError(f"n_compute={self.n_compute} outside 0..{n_features}")
+        end = n_features - int(self.n_exposed)
+        nc = end if self.n_compute is None else int(self.n_compute)
+        if not 0 <= nc <= end:
+            raise ValueError(f"n_compute={self.n_compute} outside 0..{end} (n_exposed={self.n_exposed})")
         return nc
 
+    def evaluate(self, X, coefs, gammas) -> np.ndarray:
+        """Step time of each coefficient vector (rows of `coefs`, with its γ) at each row of X: (rows, vectors)."""
+        return evaluate(X, coefs, gammas, self._split(X.shape[1]), int(self.n_exposed), self.tied)
+
     def _predict_with(self, X, coef, gamma):
-        nc = self._split(X.shape[1])
-        tc = X[:, :nc] @ coef[:nc]
-        if nc == X.shape[1]:
-            return np.maximum(tc, 0.0)
-        return combine(tc, X[:, nc:] @ coef[nc:], gamma)
+        return self.evaluate(X, np.asarray(coef)[None, :], np.array([gamma], dtype=np.asarray(coef).dtype))[:, 0]
 
     def _weights(self, sample_weight, X):
         if sample_weight is None:
@@ -349,14 +401,17 @@ class OverlapModel:
         nc = self._split(p)
         scale = np.maximum(np.abs(y), max(1e-12, 1e-9 * float(np.max(np.abs(y))))) if n else np.ones(0)
         fixed = dict(self.fixed)
-        free = np.array([j for j in range(p) if j not in fixed], dtype=int)
+        tied = tuple((int(c), int(src)) for c, src in self.tied)
+        if any(not (0 <= c < p and 0 <= src < p) or src in dict(tied) for c, src in tied):
+            raise ValueError(f"tied={self.tied}: columns outside 0..{p - 1}, or tied to a tied column")
+        free = np.array([j for j in range(p) if j not in fixed and j not in dict(tied)], dtype=int)
         base = np.zeros(p)
         for j, v in fixed.items():
             base[j] = v
         lower = np.zeros(p)
         for j, v in self.lower:
             lower[j] = v
-        has_comm = nc < p
+        has_comm = nc < p - int(self.n_exposed)
         g_lo, g_hi = (float(self.gamma_bounds[0]), float(self.gamma_bounds[1])) if has_comm else (1.0, 1.0)
         fit_gamma = has_comm and g_hi > g_lo
         lo = np.append(lower[free], g_lo if fit_gamma else [])
@@ -372,7 +427,8 @@ class OverlapModel:
         pos, logs, means, ks = _priors(self, free, lower, p, fit_gamma)
         return _Problem(X=X, y=y, scale=scale, sqrt_w=np.sqrt(w), nc=nc, free=free, base=base, lo=lo, hi=hi,
                         fit_gamma=fit_gamma, gamma_bounds=(g_lo, g_hi), comm=comm_arr, comm_rows=comm_rows,
-                        probe_X=pX, probe_y=py, prior_pos=pos, prior_log=logs, prior_mean=means, prior_k=ks)
+                        probe_X=pX, probe_y=py, prior_pos=pos, prior_log=logs, prior_mean=means, prior_k=ks,
+                        tied=tied)
 
     def fit(self, X, y, sample_weight=None, comm=None, probe_X=None, probe_y=None, init=None):
         """Fit coefficients and γ (MAP). `init` = (coef, gamma) warm-starts (refits on subsets)."""
@@ -440,6 +496,7 @@ class OverlapModel:
         out = copy.copy(self)
         out.coef_ = self.coef_.copy()
         out.coef_[other.free_] = other.coef_[other.free_]
+        out.coef_ = tie(out.coef_, self.tied)
         pos = np.searchsorted(self.free_, other.free_)
         Hd, Hp = (h.copy() for h in self.hessians_)
         k2 = other.free_.size

@@ -4,7 +4,9 @@
   plus per-micro-batch host contention (both scale with the work per GPU), per-step constants
   (overhead, host sharing, sync), overlapped with communication on the bottleneck link: bus volume
   over declared bandwidth and latency hops, with separate coefficients for one node and across
-  nodes (the bottleneck link changes), inter-node hops of NCCL's tree (2·log2 N).
+  nodes (the bottleneck link changes), inter-node hops of NCCL's tree (2·log2 N); then the exposed
+  block, added outside the overlap at its sources' coefficients: the pipeline bubble's share of each
+  per-micro-batch term (`bubble_*`) and the traffic no compute hides (`exposed_*`, `features.link_parts`).
 - `topology-ring`: the same with ring hops 2(N-1) across nodes (NCCL's ring algorithm).
 - `amdahl`: t0 + c·W. Per-step overhead plus compute; communication is ignored (the naive view).
 - `ernest`: θ0 + θ1·W + θ2·log N + θ3·N (Venkataraman et al., NSDI'16), W = per-GPU compute in
@@ -44,12 +46,16 @@ class Column:
 
 @dataclass(frozen=True)
 class Design:
-    """A design matrix with named columns; the first `n_compute` are compute terms."""
+    """A design matrix with named columns; the first `n_compute` are compute terms, the last `n_exposed`
+    add to the step outside the overlap, and `tied` (column, source) pairs share a coefficient
+    (advisor.scaling.estimator)."""
 
     X: np.ndarray
     columns: tuple[Column, ...]
     n_compute: int
     fixed: tuple[tuple[int, float], ...] = ()
+    n_exposed: int = 0
+    tied: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ def _ernest(w, gpus, nodes, batch, cov) -> Design:
 
 def _topology(inter_hops: str):
     def build(w, gpus, nodes, batch, cov: Coverage) -> Design:
-        compute = F.compute_seconds(w, gpus, batch) * F.pipeline_factor(w, gpus)
+        compute = F.compute_seconds(w, gpus, batch)
         extra = F.gpus_per_node_used(gpus, nodes) - 1
         cols = [Column("overhead", "s", "fixed time per step"),
                 Column("compute", _compute_unit(w), "per-GPU FLOPs per step at peak"),
@@ -127,13 +133,14 @@ def _topology(inter_hops: str):
                 Column("small_batch", "x peak-time at the roofline penalty",
                        "weights read per micro-batch: compute x R / tokens per micro-batch (scaling.small_batch)")]
         penalty = small_batch_penalty(tokens_per_micro_batch(w, gpus, batch))
-        arrays = [np.ones_like(gpus), compute, compute * extra, extra, compute * penalty]
+        per_micro = {"compute": compute, "contention": compute * extra, "small_batch": compute * penalty}
+        arrays = [np.ones_like(gpus), per_micro["compute"], per_micro["contention"], extra, per_micro["small_batch"]]
         n_compute = len(cols)
 
         multi = nodes > 1
         single = (~multi) & (gpus > 1)
-        links = F.link_seconds_at_declared(w, gpus, nodes, inter_hops)  # each link's own traffic (topology.layouts)
-        intra_bw, inter_bw = crossing_columns(w, links, cov.link_speeds)
+        hidden, exposed = F.link_parts(w, gpus, nodes, inter_hops)  # each link's own traffic (topology.layouts)
+        intra_bw, inter_bw = crossing_columns(w, hidden, cov.link_speeds)
         if cov.steps_crossed_nodes:
             cols.append(Column("intra_sync", "s", "per-step synchronisation overhead in one node"))
             arrays.append(single.astype(float))
@@ -142,15 +149,31 @@ def _topology(inter_hops: str):
             arrays.append((gpus > 1).astype(float))
         cols += [Column("intra_bandwidth", "x declared", "bus volume / declared intra-node bandwidth (every N > 1)"),
                  Column("intra_latency", "x declared", "ring hops x declared intra-node latency")]
-        arrays += [intra_bw, links.intra_latency]
+        arrays += [intra_bw, hidden.intra_latency]
         if cov.steps_crossed_nodes:
             cols.append(Column("inter_sync", "s", "per-step synchronisation overhead across nodes"))
             arrays.append(multi.astype(float))
         cols += [Column("inter_bandwidth", "x declared",
                         "bus volume / declared inter-node bandwidth (added across nodes)"),
                  Column("inter_latency", "x declared", f"{inter_hops} hops x declared inter-node latency")]
-        arrays += [inter_bw, links.inter_latency]
-        return Design(np.column_stack(arrays), tuple(cols), n_compute)
+        arrays += [inter_bw, hidden.inter_latency]
+        # the exposed block: the pipeline's idle share of each per-micro-batch term, and the traffic no
+        # compute hides, each at its source column's coefficient
+        idle = F.pipeline_factor(w, gpus) - 1.0
+        names = [c.name for c in cols]
+        n_main, tied = len(cols), []
+        for src, values in per_micro.items():
+            tied.append((len(cols), names.index(src)))
+            cols.append(Column(f"bubble_{src}", f"= {src}", f"the pipeline bubble's share of the {src} term"))
+            arrays.append(values * idle)
+        exposed_intra_bw, exposed_inter_bw = crossing_columns(w, exposed, cov.link_speeds)
+        for src, values in (("intra_bandwidth", exposed_intra_bw), ("intra_latency", exposed.intra_latency),
+                            ("inter_bandwidth", exposed_inter_bw), ("inter_latency", exposed.inter_latency)):
+            tied.append((len(cols), names.index(src)))
+            cols.append(Column(f"exposed_{src}", f"= {src}", f"{src} of the traffic no compute hides"))
+            arrays.append(values)
+        return Design(np.column_stack(arrays), tuple(cols), n_compute, n_exposed=len(cols) - n_main,
+                      tied=tuple(tied))
 
     return build
 

@@ -11,7 +11,8 @@ Formulas (docs/model.md):
   communication happens once per step.
 - communication: each link's seconds at the declared speeds, from the layout's own traffic
   (advisor.topology.layouts, `link_seconds_at_declared`) and the collectives' bus-bandwidth and
-  hop rules (advisor.topology.collectives).
+  hop rules (advisor.topology.collectives); `link_parts` splits them into what compute can hide and
+  what adds to the step (`Traffic.exposed_share`).
 - contention: GPUs on one host share its CPU, PCIe, memory bandwidth and power; a term in (GPUs per
   node - 1), per micro-batch (times the compute) and per step (the Pollux traces: yolov3 compute
   0.41 s alone, 0.53 s with 4 GPUs per node).
@@ -91,14 +92,28 @@ def gpus_per_node_used(gpus: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     return np.ceil(np.asarray(gpus, float) / np.asarray(nodes, float))
 
 
-def link_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray, inter_hops: str = "tree"):
+def link_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray, inter_hops: str = "tree",
+                             part: str | None = None):
     """Per-link seconds per step of the workload's parallel layout at the declared speeds
     (advisor.topology.collectives.LinkSeconds: intra/inter bandwidth and latency). The one place where the
-    strategy's traffic meets the topology: one step may use both links (HSDP, TP across nodes)."""
-    g = np.asarray(gpus, float)
-    lay = build(workload, np.maximum(np.rint(g), 1).astype(np.int64),
-                np.maximum(np.rint(np.asarray(nodes, float)), 1).astype(np.int64))
-    return lay.link_seconds(workload, inter_hops=inter_hops)
+    strategy's traffic meets the topology: one step may use both links (HSDP, TP across nodes). `part`:
+    "hidden" (what compute can hide) or "exposed" (what adds to the step; `Layout.link_seconds`), None all."""
+    return _layout(workload, gpus, nodes).link_seconds(workload, inter_hops=inter_hops, part=part)
+
+
+def _layout(workload: "Workload", gpus, nodes=None):
+    """The workload's layout at (real-valued) GPU and node counts, rounded to whole ones."""
+    whole = [None if a is None else np.maximum(np.rint(np.asarray(a, float)), 1).astype(np.int64)
+             for a in (gpus, nodes)]
+    return build(workload, *whole)
+
+
+def link_parts(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray, inter_hops: str = "tree"):
+    """(hidden, exposed) per-link seconds per step at the declared speeds: the traffic compute can hide
+    and the traffic that adds to the step (`Traffic.exposed_share`), of one layout and its traffic built once."""
+    lay = _layout(workload, gpus, nodes)
+    traffic = lay.traffic(workload)
+    return tuple(lay.link_seconds(workload, traffic, inter_hops, part) for part in ("hidden", "exposed"))
 
 
 def pipeline_factor(workload: "Workload", gpus: np.ndarray) -> np.ndarray:
@@ -106,8 +121,7 @@ def pipeline_factor(workload: "Workload", gpus: np.ndarray) -> np.ndarray:
     (Megatron-LM SC21 §2.2; advisor.topology.layouts). 1 without pipeline parallelism."""
     if workload.parallelism.pipeline_parallel_degree == 1:
         return np.ones_like(np.asarray(gpus, float))
-    lay = build(workload, np.maximum(np.rint(np.asarray(gpus, float)), 1).astype(np.int64))
-    return 1.0 / (1.0 - lay.bubble_fraction(workload))
+    return 1.0 / (1.0 - _layout(workload, gpus).bubble_fraction(workload))
 
 
 def probe_link_seconds(workload: "Workload", op: str, gpus: np.ndarray, nodes: np.ndarray, nbytes: np.ndarray,

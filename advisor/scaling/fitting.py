@@ -256,7 +256,8 @@ class FittedFamily:
 
 def _estimator(problem: Problem, d: Design) -> OverlapModel:
     lower, prior = constraints(problem, d)
-    return OverlapModel(n_compute=d.n_compute, fixed=d.fixed, lower=lower, prior=prior, noise=FIT_NOISE)
+    return OverlapModel(n_compute=d.n_compute, fixed=d.fixed, lower=lower, prior=prior, noise=FIT_NOISE,
+                        n_exposed=d.n_exposed, tied=d.tied)
 
 
 def fit_family(family: Family, problem: Problem, init: tuple | None = None) -> FittedFamily:
@@ -332,7 +333,7 @@ def _second_stage(family: Family, problem: Problem, est1: OverlapModel, cols: tu
     lower, prior = constraints(problem, d)
     held = tuple((j, float(est1.coef_[j])) for j in range(len(cols)) if j not in inter)
     est2 = OverlapModel(n_compute=d.n_compute, fixed=held, lower=lower, prior=prior, noise=FIT_NOISE,
-                        gamma_bounds=(est1.gamma_, est1.gamma_))
+                        gamma_bounds=(est1.gamma_, est1.gamma_), n_exposed=d.n_exposed, tied=d.tied)
     probe_X, probe_y = family.probe_design(problem.workload, list(problem.probes), problem.coverage)
     if data.empty:
         est2.fit_probes(d.X.shape[1], probe_X, probe_y)

@@ -121,8 +121,9 @@ class NoiseModel:
         return self.n_residuals < PRIOR_WEIGHT
 
 
-def draw_spread(X: np.ndarray, n_compute: int, draws: Draws) -> np.ndarray:
-    """Log half-width at LEVEL of the step time over the posterior draws, per row.
+def draw_spread(X: np.ndarray, n_compute, draws: Draws) -> np.ndarray:
+    """Log half-width at LEVEL of the step time over the posterior draws, per row (`n_compute`: the
+    compute columns of a plain overlap model, or the fitted estimator itself).
 
     Every draw is evaluated at every row, vectorised as two matrix products (rows x p by p x B)
     and one elementwise overlap: a 65,536-count sweep with B = 64 costs tens of milliseconds.
@@ -162,7 +163,7 @@ def sigma_spread(X: np.ndarray, est) -> tuple[np.ndarray, np.ndarray]:
     gammas = pts[:, -1] if k > est.free_.size else np.full(len(pts), est.gamma_)
     # float32: half the memory traffic of a 65,536-row sweep, and 7 digits are plenty for a spread.
     f = np.float32
-    t = _evaluate(X.astype(f), est._split(X.shape[1]), coefs.astype(f), gammas.astype(f))
+    t = est.evaluate(X.astype(f), coefs.astype(f), gammas.astype(f))
     t0 = np.maximum(est._predict_with(X, est.coef_, est.gamma_), 1e-300).astype(f)
     tiny = np.finfo(f).tiny
     dl = (np.log(np.maximum(t, tiny)) - np.log(np.maximum(t0, tiny))[:, None]).astype(float)  # (rows, 2 x axes)
@@ -209,14 +210,14 @@ def sigma_points(v: np.ndarray, cov: np.ndarray, logs: np.ndarray, at_bound: np.
     return out if len(out) else v[None, :]
 
 
-def _evaluate(X: np.ndarray, nc: int, coefs: np.ndarray, gammas: np.ndarray) -> np.ndarray:
-    """Step time of every coefficient vector (rows of `coefs`) at every row of X: (rows, vectors)."""
-    from advisor.scaling.estimator import combine
+def _evaluate(X: np.ndarray, nc, coefs: np.ndarray, gammas: np.ndarray) -> np.ndarray:
+    """Step time of every coefficient vector (rows of `coefs`) at every row of X: (rows, vectors), by the
+    estimator's evaluation (`nc`: the fitted estimator, or the compute columns of a plain overlap model)."""
+    from advisor.scaling.estimator import evaluate
 
-    tc = X[:, :nc] @ coefs[:, :nc].T
-    if nc < X.shape[1]:
-        return combine(tc, X[:, nc:] @ coefs[:, nc:].T, gammas[None, :])
-    return np.maximum(tc, 0.0)
+    if hasattr(nc, "evaluate"):
+        return nc.evaluate(X, coefs, gammas)
+    return evaluate(X, coefs, gammas, nc)
 
 
 def interval(median: np.ndarray, spread, noise: NoiseModel, distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

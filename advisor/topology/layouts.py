@@ -57,7 +57,9 @@ Latency per call: DDP per 25 MB bucket, FSDP per wrapped block, per-layer ones (
 Recipe switches (advisor.spec, docs/formats.md): gradients at `reduce_dtype`'s bytes, parameters
 gathered at the compute dtype's; `distributed_optimizer` (ZeRO-1: reduce-scatter + all-gather in place
 of DDP's all-reduce); `reshard_after_forward`; `sequence_parallel` (TP's all-reduces as reduce-scatter
-+ all-gather); `tp_comm_overlap` and the overlap switches set `Traffic.overlappable`.
++ all-gather); `tp_comm_overlap` and the overlap switches set `Traffic.overlappable`, and
+`Traffic.exposed_share` says how much of each collective no compute hides (`link_seconds(part=...)`
+splits the seconds so; the step model adds the exposed part outside the overlap, docs/model.md).
 
 Memory: advisor.topology.memory's formulas (ZeRO states, Korthikanti et al. 2022 activations) at
 this layout's degrees, each strategy saying how many ranks share the model state
@@ -98,6 +100,17 @@ class Traffic:
     #: FSDP2 prefetch), ring attention passes K/V while a block computes (Liu et al. 2023); TP's
     #: all-reduces and PP's sends sit between dependent operations (Megatron-LM SC21 §3).
     overlappable: bool = True
+    #: The share of an overlappable collective that no compute can hide (None: none of it): the piece
+    #: issued when there is no compute left to run under, given by its strategy (`last_piece`).
+    waiting: np.ndarray | float | None = None
+
+    @property
+    def exposed_share(self) -> np.ndarray | float:
+        """The share of this traffic that adds to the step: all of it when it cannot overlap, else its
+        `waiting` piece (0 when every piece runs under compute: ring attention, TP with tp_comm_overlap)."""
+        if not self.overlappable:
+            return 1.0
+        return 0.0 if self.waiting is None else self.waiting
 
     def bus_bytes(self) -> np.ndarray:
         """Bytes each rank moves per step (nccl-tests bus-bandwidth factors; a send moves its buffer once)."""
@@ -159,6 +172,16 @@ class StateBytes:
         return np.maximum(np.ceil(nbytes / DDP_BUCKET_BYTES), 1.0)
 
 
+def last_piece(calls, latency_calls) -> np.ndarray:
+    """The share of a data-parallel collective that waits in the open: of the pieces one pass issues
+    (latency calls per call: DDP's and the distributed optimizer's buckets, FSDP's wrapped blocks), the
+    last gradient bucket is reduced after the backward has ended (Li et al. VLDB 2020 §3.2.3: buckets
+    are reduced as the backward fills them; Megatron-LM's overlapped grad reduce likewise) and the first
+    gather is needed before the forward can start (FSDP2 prefetches every block but the first;
+    Megatron's overlap_param_gather dispatches the first bucket's all-gather ahead of the forward)."""
+    return np.asarray(calls, float) / np.maximum(np.asarray(latency_calls, float), 1.0)
+
+
 class Replicate(Strategy):
     """DDP: every data-parallel rank holds the weights; one gradient all-reduce per step."""
 
@@ -175,12 +198,14 @@ class Replicate(Strategy):
         one = np.ones_like(k)
         if not s.distributed_optimizer:
             return [Traffic(name="ddp gradient all-reduce", op="all_reduce", group=k, stride=lay.tp, nbytes=s.grad,
-                            calls=one, latency_calls=s.buckets(s.grad), overlappable=s.overlap_grad)]
+                            calls=one, latency_calls=s.buckets(s.grad), overlappable=s.overlap_grad,
+                            waiting=last_piece(one, s.buckets(s.grad)))]
         return [Traffic(name="distributed-optimizer gradient reduce-scatter", op="reduce_scatter", group=k,
                         stride=lay.tp, nbytes=s.grad, calls=one, latency_calls=s.buckets(s.grad),
-                        overlappable=s.overlap_grad),
+                        overlappable=s.overlap_grad, waiting=last_piece(one, s.buckets(s.grad))),
                 Traffic(name="distributed-optimizer parameter all-gather", op="all_gather", group=k, stride=lay.tp,
-                        nbytes=s.param, calls=one, latency_calls=s.buckets(s.param), overlappable=s.overlap_param)]
+                        nbytes=s.param, calls=one, latency_calls=s.buckets(s.param), overlappable=s.overlap_param,
+                        waiting=last_piece(one, s.buckets(s.param)))]
 
 
 class Shard(Strategy):
@@ -199,9 +224,10 @@ class Shard(Strategy):
                 "fsdp all-gather (forward, kept for the backward)")
         return [
             Traffic(name=name, op="all_gather", group=k, stride=lay.tp, nbytes=s.param, calls=gathers,
-                    latency_calls=gathers * s.blocks, overlappable=s.overlap_param),
+                    latency_calls=gathers * s.blocks, overlappable=s.overlap_param,
+                    waiting=last_piece(gathers, gathers * s.blocks)),
             Traffic(name="fsdp reduce-scatter", op="reduce_scatter", group=k, stride=lay.tp, nbytes=s.grad, calls=one,
-                    latency_calls=s.blocks * one, overlappable=s.overlap_grad),
+                    latency_calls=s.blocks * one, overlappable=s.overlap_grad, waiting=last_piece(one, s.blocks * one)),
         ]
 
 
@@ -225,7 +251,7 @@ class HybridShard(Shard):
             *inner,
             Traffic(name="hsdp replica all-reduce of the shard", op="all_reduce", group=lay.dp_replicate,
                     stride=lay.tp * k, nbytes=s.grad / k, calls=one, latency_calls=s.blocks * one,
-                    overlappable=s.overlap_grad),
+                    overlappable=s.overlap_grad, waiting=last_piece(one, s.blocks * one)),
         ]
 
 
@@ -320,14 +346,17 @@ class Layout:
                     latency_calls=ring),
         ]
 
-    def link_seconds(self, w: Workload, traffic: list[Traffic] | None = None, inter_hops: str = "tree") -> LinkSeconds:
+    def link_seconds(self, w: Workload, traffic: list[Traffic] | None = None, inter_hops: str = "tree",
+                     part: str | None = None) -> LinkSeconds:
         """Per-link bytes and seconds per step at the declared bandwidths and latencies, of all the
         layout's traffic or of the given part of it, by THE crossing rule (advisor.topology.collectives);
-        across nodes NCCL's tree hops, or `inter_hops` = "ring" for its ring algorithm."""
+        across nodes NCCL's tree hops, or `inter_hops` = "ring" for its ring algorithm. `part` = "exposed"
+        keeps each collective's `Traffic.exposed_share` (what no compute hides), "hidden" the rest, None all."""
         load = LinkLoad.zero(self.gpus.shape)
         for t in self.traffic(w) if traffic is None else traffic:
-            load = load + LinkLoad.of(t.op, t.group, t.stride, self.gpus, self.nodes, t.bus_bytes(), t.latency_calls,
-                                      inter_hops)
+            share = {None: 1.0, "exposed": t.exposed_share, "hidden": 1.0 - np.asarray(t.exposed_share)}[part]
+            load = load + LinkLoad.of(t.op, t.group, t.stride, self.gpus, self.nodes, share * t.bus_bytes(),
+                                      share * t.latency_calls, inter_hops)
         return load.seconds(w)
 
     # -- memory --------------------------------------------------------------------------------

@@ -67,3 +67,46 @@ def test_probes_pin_the_communication_coefficients():
     probe_y = np.array([0.3, 0.6, 0.1, 0.2])
     est = OverlapRegressor(n_compute=1, gamma_bounds=(1.0, 1.0)).fit(X, y, probe_X=probe_X, probe_y=probe_y)
     assert est.coef_[1:] == pytest.approx([0.3, 0.1], rel=1e-3)
+
+
+def test_exposed_columns_add_outside_the_overlap_at_their_sources_coefficient():
+    """T = (Tc^γ + Ts^γ)^(1/γ) + Te by hand: Tc = 2·θ0 = 3, Ts = 4·θ1 = 4, Te = 1·θ1 (tied to column 1)."""
+    from advisor.scaling.estimator import evaluate
+
+    X = np.array([[2.0, 4.0, 1.0]])
+    coef = np.array([1.5, 1.0, 99.0])  # the tied column's own entry is ignored
+    assert evaluate(X, coef, np.array([2.0]), n_compute=1, n_exposed=1, tied=((2, 1),))[0, 0] == pytest.approx(5 + 1)
+    assert evaluate(X, coef, np.array([1.0]), n_compute=1, n_exposed=1, tied=((2, 1),))[0, 0] == pytest.approx(8)
+
+
+def test_gradient_with_exposed_and_tied_columns_matches_finite_differences():
+    from advisor.scaling.estimator import evaluate, gradient
+
+    rng = np.random.default_rng(7)
+    X = rng.uniform(0.1, 2.0, (6, 5))
+    coef, gamma, tied = np.array([0.7, 0.3, 0.5, 0.0, 0.0]), 2.3, ((3, 0), (4, 2))
+
+    def t(c, g):
+        return evaluate(X, c, np.array([g]), n_compute=2, n_exposed=2, tied=tied)[:, 0]
+
+    d_coef, d_g = gradient(X, coef, gamma, 2, 2, tied)
+    h = 1e-6
+    for j in (0, 1, 2):
+        step = np.zeros(5)
+        step[j] = h
+        assert d_coef[:, j] == pytest.approx((t(coef + step, gamma) - t(coef - step, gamma)) / (2 * h), rel=1e-5)
+    assert (d_coef[:, 3:] == 0).all()  # tied columns are not parameters of their own
+    assert d_g == pytest.approx((t(coef, gamma + h) - t(coef, gamma - h)) / (2 * h), rel=1e-5)
+
+
+def test_fit_recovers_synthetic_coefficients_with_an_exposed_tied_block():
+    """Synthetic recovery: a communication column that is part hidden, part exposed, one coefficient."""
+    rng = np.random.default_rng(8)
+    X, coef = _synthetic(rng)
+    exposed = 0.5 * X[:, 3:4]  # half of the last column's traffic waits in the open
+    Xe = np.hstack([X[:, :3], X[:, 3:4] - exposed, exposed])
+    est = OverlapRegressor(n_compute=2, n_exposed=1, tied=((4, 3),))
+    y = est.set_params().evaluate(Xe, np.append(coef, 0.0), np.array([2.5]))[:, 0]
+    est.fit(Xe, y * rng.lognormal(0, 0.01, len(y)))
+    assert est.gamma_ == pytest.approx(2.5, rel=0.15)
+    assert np.allclose(est.coef_[:4], coef, rtol=0.1, atol=0.01) and est.coef_[4] == est.coef_[3]

@@ -223,10 +223,14 @@ def test_the_model_sums_each_links_own_traffic():
     gpus, nodes = np.array([8.0, 16.0]), np.array([1.0, 2.0])
     d = FAMILIES["topology"].design(w, gpus, nodes, np.asarray(w.global_batch(gpus), float), Coverage(True, False))
     col = {c.name: d.X[:, i] for i, c in enumerate(d.columns)}
-    # two nodes under HSDP: the shard group's collectives stay on NVLink, the replica all-reduce crosses
-    assert col["intra_bandwidth"][1] == pytest.approx(7 / 8 * (2 * G + GR) / 450e9)
-    assert col["inter_bandwidth"][1] == pytest.approx(2 * 1 / 2 * GR / 12.5e9)
-    assert col["intra_bandwidth"][0] == pytest.approx(7 / 8 * (2 * G + GR) / 450e9) and col["inter_bandwidth"][0] == 0
+    # two nodes under HSDP: the shard group's collectives stay on NVLink, the replica all-reduce crosses;
+    # of each, one wrapped block's piece per pass (32 layers + the root) waits in the open, the rest hides
+    blocks = 32 + 1
+    for part, share in (("", 1 - 1 / blocks), ("exposed_", 1 / blocks)):
+        assert col[part + "intra_bandwidth"][1] == pytest.approx(share * 7 / 8 * (2 * G + GR) / 450e9)
+        assert col[part + "inter_bandwidth"][1] == pytest.approx(share * 2 * 1 / 2 * GR / 12.5e9)
+        assert col[part + "intra_bandwidth"][0] == pytest.approx(share * 7 / 8 * (2 * G + GR) / 450e9)
+        assert col[part + "inter_bandwidth"][0] == 0
 
 
 def test_a_recorded_layout_label_reads_back_as_its_workload():

@@ -86,3 +86,28 @@ def test_sequence_parallel_moves_the_same_bytes_in_twice_the_calls():
     assert [t.overlappable for t in off] == [False]
     hidden = spec({"strategy": "fsdp", "tensor_parallel_degree": 4, "tp_comm_overlap": True})
     assert all(t.overlappable for t in L.build(hidden, [8]).traffic(hidden) if t.name.startswith("tp"))
+
+
+def test_overlap_per_traffic_class_exposes_what_no_compute_hides():
+    """DDP overlapped: the last of its 25 MB buckets waits (P x 4 bytes in 1280 buckets); not overlapped:
+    all of it; TP without tp_comm_overlap and PP sends: all of it; TP with tp_comm_overlap: none."""
+    (ar,) = _dp(spec({"strategy": "ddp"}))
+    assert ar.exposed_share[0] == pytest.approx(1 / 1280)
+    (waits,) = _dp(spec({"strategy": "ddp", "overlap_grad_reduce": False}))
+    assert waits.exposed_share == 1.0
+    w = spec({"strategy": "fsdp", "tensor_parallel_degree": 4, "pipeline_parallel_degree": 2,
+              "sequence_parallel": False}, batch={"per_gpu_samples": 8, "micro_samples": 1})
+    by = {t.name.split()[0]: t for t in L.build(w, [16]).traffic(w)}
+    assert by["tp"].exposed_share == 1.0 and by["pp"].exposed_share == 1.0
+    assert by["fsdp"].exposed_share[0] == pytest.approx(1 / (32 / 2 + 1))  # one block of 16 per stage + root
+    hidden = spec({"strategy": "fsdp", "tensor_parallel_degree": 4, "tp_comm_overlap": True})
+    assert all(t.exposed_share == 0 for t in L.build(hidden, [8]).traffic(hidden) if t.name.startswith("tp"))
+
+
+def test_exposed_and_hidden_link_seconds_sum_to_the_whole():
+    w = spec({"strategy": "fsdp", "tensor_parallel_degree": 2})
+    lay = L.build(w, [16], [2])
+    whole, hidden, exposed = (lay.link_seconds(w, part=p) for p in (None, "hidden", "exposed"))
+    for f in ("intra_bytes", "inter_bytes", "intra_latency", "inter_latency", "intra_bandwidth"):
+        assert getattr(hidden, f)[0] + getattr(exposed, f)[0] == pytest.approx(getattr(whole, f)[0])
+    assert exposed.intra_bandwidth[0] > 0  # TP's collectives without tp_comm_overlap

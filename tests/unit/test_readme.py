@@ -46,7 +46,11 @@ def test_readme_test_command_is_the_one_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     install = re.search(r"pip install (.*?) &&", setup[0]).group(1)
     assert f"pip install -q {install}" in ci
-    assert "python -m pytest -q" in setup[0] and "\npython -m pytest -q\n" in ci
+    tests = re.findall(r"python -m pytest [^&\n]*[^&\n ]", setup[0])
+    assert tests and [line for line in ci.splitlines() if line.startswith("python -m pytest")] == tests
+    # together they run every test folder
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
+    assert folders == {w.removeprefix("tests/") for t in tests for w in t.split() if w.startswith("tests/")}
 
 
 def test_readme_python_lines_run(monkeypatch):

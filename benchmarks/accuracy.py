@@ -229,7 +229,8 @@ def score(s, priors, k) -> dict | None:
             "naive_mape": None if naive is None else float(np.mean(np.abs(naive - y) / y) * 100),
             "coverage": float(inside.mean() * 100), "inside": inside.tolist(), "distance": dist.tolist(),
             "width_4x": _width_at(model, fit, 4.0) if fit is not None else None,
-            "errors": ((med - y) / y).tolist(), "gpus": t.gpus.astype(int).tolist()}
+            "errors": ((med - y) / y).tolist(), "gpus": t.gpus.astype(int).tolist(),
+            "hi_lo": (hi / lo).tolist()}
 
 
 def _width_at(model, fit, factor) -> float:
@@ -268,6 +269,8 @@ def summary(rows) -> dict:
             pts = [p for r in sel if r.get(k) for p in r[k]["inside"]]
             out[group][k] = {"mape": _mean(sel, k, "mape"), "naive_mape": _mean(sel, k, "naive_mape"),
                              "coverage_points": float(np.mean(pts) * 100) if pts else None,
+                             "median_hi_lo": float(np.median([x for r in sel if r.get(k) for x in r[k]["hi_lo"]]))
+                             if pts else None,
                              "series": sum(1 for r in sel if r.get(k))}
     bins = []
     for lo, hi in itertools.pairwise(DISTANCE_BINS):
@@ -305,6 +308,9 @@ def report(rows, summ, seconds):
     print("coverage of the 90% interval by distance past the fitted data (all fitted counts):",
           ", ".join(f"{b['distance']}: {b['coverage']:.0f}% of {b['points']}" for b in summ["coverage_by_distance"]))
     print("(coverage columns of the mean rows: share of all points inside; 0 counts = the prior alone)")
+    print("median interval high/low over the predicted points:", "; ".join(
+        f"{group} " + ", ".join(f"{k} counts {v['median_hi_lo']:.2f}" for k, v in by_k.items() if v["median_hi_lo"])
+        for group, by_k in summ.items() if group != "coverage_by_distance"))
     print("failure patterns: strong scaling fitted on one node = bert-large-dgxa100-strong; two fitted counts = "
           "mpt-*-a100-roce and the '2 counts' column; links = llm7b-torchtitan (1 count) and the Pollux traces.")
     print(f"{seconds:.1f} s")

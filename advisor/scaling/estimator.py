@@ -309,7 +309,9 @@ def _start(pb: _Problem, est, w: np.ndarray, init):
         X = fold(pb.X, pb.tied)  # additive in the coefficients: a tied column adds to its source's
         target = pb.y - X @ pb.base
         if pb.free.size and pb.y.size:
-            theta = nnls(X[:, pb.free] * sw[:, None], target * sw)[0]
+            # nnls returns the solution vector (not scipy's (x, rnorm) pair): every free coefficient
+            # starts at its own value, not all at the first one's
+            theta = nnls(X[:, pb.free] * sw[:, None], target * sw)
         else:
             theta = np.zeros(pb.free.size)
         coef0 = pb.base.copy()

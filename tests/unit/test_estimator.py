@@ -110,3 +110,18 @@ def test_fit_recovers_synthetic_coefficients_with_an_exposed_tied_block():
     est.fit(Xe, y * rng.lognormal(0, 0.01, len(y)))
     assert est.gamma_ == pytest.approx(2.5, rel=0.15)
     assert np.allclose(est.coef_[:4], coef, rtol=0.1, atol=0.01) and est.coef_[4] == est.coef_[3]
+
+
+def test_the_start_gives_each_free_coefficient_its_own_least_squares_value():
+    """y = 2·x0 + 5·x1 + 0.5·x2 exactly (all compute, relative residuals): the additive NNLS start is
+    (2, 5, 0.5) itself, not the first value copied into every coefficient (nnls returns the vector)."""
+    from advisor.scaling.estimator import OverlapModel, _start
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0.5, 2.0, (30, 3))
+    y = X @ np.array([2.0, 5.0, 0.5])
+    est = OverlapModel(n_compute=None)
+    w = np.ones(len(y))
+    start = _start(est._problem(X, y, w, None, None, None), est, w, None)
+    assert np.allclose(start, [2.0, 5.0, 0.5], rtol=1e-6)
+

@@ -103,14 +103,32 @@ class Traffic:
     #: The share of an overlappable collective that no compute can hide (None: none of it): the piece
     #: issued when there is no compute left to run under, given by its strategy (`last_piece`).
     waiting: np.ndarray | float | None = None
+    #: Overlapped by decomposition with the computation that depends on it, not alongside independent
+    #: work: TP's collectives under tp_comm_overlap (Transformer Engine userbuffers: the all-gather
+    #: becomes P2P ring exchanges and the reduce-scatter a chunked pipeline, each chunk under a chunk of
+    #: its own GEMM; Wang et al. ASPLOS'23, "Overlap communication with dependent computation via
+    #: decomposition") and ring attention's K/V passes (Liu et al. 2023; NeMo's communication-overlap
+    #: guide: "Like the TP communication overlaps, the CP communications are chunked then
+    #: pipeline-overlapped with the self-attention computation"). Its hidden part runs under its own
+    #: GEMM chunks, which outlast it by one to two orders of magnitude on any GPU link (a TP chunk's
+    #: GEMM does ~h/tp FLOPs per byte it sends), so it adds nothing to the step and is not the γ-norm's
+    #: business (the data-parallel traffic the corpus fits γ on overlaps independent backward work);
+    #: only its `waiting` chunk adds (`link_seconds(part="exposed")`).
+    decomposed: bool = False
 
     @property
     def exposed_share(self) -> np.ndarray | float:
         """The share of this traffic that adds to the step: all of it when it cannot overlap, else its
-        `waiting` piece (0 when every piece runs under compute: ring attention, TP with tp_comm_overlap)."""
+        `waiting` piece (0 when every piece runs under compute: ring attention)."""
         if not self.overlappable:
             return 1.0
         return 0.0 if self.waiting is None else self.waiting
+
+    @property
+    def hidden_share(self) -> np.ndarray | float:
+        """The share the overlap γ hides under compute: the rest of overlappable traffic, none of
+        `decomposed` traffic (its hidden part runs under its own GEMM chunks and adds nothing)."""
+        return 0.0 if self.decomposed and self.overlappable else 1.0 - np.asarray(self.exposed_share)
 
     def bus_bytes(self) -> np.ndarray:
         """Bytes each rank moves per step (nccl-tests bus-bandwidth factors; a send moves its buffer once)."""
@@ -343,7 +361,7 @@ class Layout:
                     overlappable=False),
             Traffic(name="cp ring-attention K/V exchange", op="send_recv", group=np.where(self.cp > 1, 2, 1),
                     stride=self.tp, nbytes=2 * tokens * m.hidden * kv / m.heads / self.tp * e, calls=ring,
-                    latency_calls=ring),
+                    latency_calls=ring, decomposed=True),
         ]
 
     def link_seconds(self, w: Workload, traffic: list[Traffic] | None = None, inter_hops: str = "tree",
@@ -351,10 +369,13 @@ class Layout:
         """Per-link bytes and seconds per step at the declared bandwidths and latencies, of all the
         layout's traffic or of the given part of it, by THE crossing rule (advisor.topology.collectives);
         across nodes NCCL's tree hops, or `inter_hops` = "ring" for its ring algorithm. `part` = "exposed"
-        keeps each collective's `Traffic.exposed_share` (what no compute hides), "hidden" the rest, None all."""
+        keeps each collective's `Traffic.exposed_share` (what no compute hides), "hidden" what the overlap γ
+        hides (`Traffic.hidden_share`), "decomposed" the rest, hidden by decomposition under its own GEMM
+        chunks and in no term of the step (`Traffic.decomposed`), None all."""
         load = LinkLoad.zero(self.gpus.shape)
         for t in self.traffic(w) if traffic is None else traffic:
-            share = {None: 1.0, "exposed": t.exposed_share, "hidden": 1.0 - np.asarray(t.exposed_share)}[part]
+            share = {None: 1.0, "exposed": t.exposed_share, "hidden": t.hidden_share,
+                     "decomposed": 1.0 - np.asarray(t.exposed_share) - np.asarray(t.hidden_share)}[part]
             load = load + LinkLoad.of(t.op, t.group, t.stride, self.gpus, self.nodes, share * t.bus_bytes(),
                                       share * t.latency_calls, inter_hops)
         return load.seconds(w)
@@ -405,16 +426,38 @@ def _tp_traffic(w: Workload, lay: Layout, act, layer_passes) -> list[Traffic]:
     with sequence parallelism each becomes a reduce-scatter and an all-gather of the same buffer, the same
     bus bytes in twice the calls of half the hops (Korthikanti et al. 2022 §4.2.2). They sit between
     dependent GEMMs unless tp_comm_overlap pipelines them with those GEMMs (Transformer Engine
-    userbuffers, Megatron --tp-comm-overlap)."""
+    userbuffers, Megatron --tp-comm-overlap): then they are `decomposed` traffic, of which
+    TP_OVERLAP_EXPOSED[op] stays exposed."""
     p = w.parallelism
     calls = (6 if p.activation_checkpoint == "full" else 4) * layer_passes
     ones, hide = np.ones_like(lay.tp), p.tp_comm_overlap
     if not (p.sequence_parallel is not False and (lay.tp > 1).any()):
         return [Traffic(name="tp activation all-reduces (per layer, per micro-batch)", op="all_reduce", group=lay.tp,
-                        stride=ones, nbytes=act, calls=calls, latency_calls=calls, overlappable=hide)]
+                        stride=ones, nbytes=act, calls=calls, latency_calls=calls, overlappable=hide,
+                        decomposed=hide, waiting=TP_OVERLAP_EXPOSED["all_reduce"] if hide else None)]
     return [Traffic(name=f"tp sequence-parallel {op.replace('_', '-')}s (per layer, per micro-batch)", op=op,
-                    group=lay.tp, stride=ones, nbytes=act, calls=calls, latency_calls=calls, overlappable=hide)
+                    group=lay.tp, stride=ones, nbytes=act, calls=calls, latency_calls=calls, overlappable=hide,
+                    decomposed=hide, waiting=TP_OVERLAP_EXPOSED[op] if hide else None)
             for op in ("reduce_scatter", "all_gather")]
+
+
+#: Chunks of a pipelined TP reduce-scatter under tp_comm_overlap: Transformer Engine userbuffers'
+#: `num_splits`, 4 in every pipelined overlap of NeMo's userbuffers configs (nemo/collections/llm/recipes/
+#: tp_overlap_configs/userbuffers.py: GPT-3 175B, Llama-3 70B, Llama-3.1 405B, on H100 and B200).
+TP_OVERLAP_CHUNKS = 4
+
+#: The share of each TP collective that tp_comm_overlap leaves exposed, by op (NeMo's communication-
+#: overlap guide and its userbuffers configs). Of a layer's reduce-scatters, the forward's half
+#: (proj_fprop, fc2_fprop) is pipelined in TP_OVERLAP_CHUNKS chunks and "exposes one reduce-scatter
+#: chunk"; the backward's (qkv_dgrad, fc1_dgrad) is bulk-overlapped with the weight-gradient GEMM,
+#: which does not depend on it, and exposes none (Megatron-LM `TransformerConfig.tp_comm_bulk_dgrad`,
+#: on by default: "Reduce-Scatter overlap with Bprop weight gradient GEMM"): 1/(2·4). The all-gathers
+#: (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad) are ring exchanges, each P2P step under the GEMM on
+#: the chunk already there, the first on the rank's own shard: none. Without sequence parallelism an
+#: all-reduce is a reduce-scatter and an all-gather of the same buffer (nccl-tests busbw factors:
+#: 2(k-1)/k = 2 x (k-1)/k): half the reduce-scatter's share.
+TP_OVERLAP_EXPOSED = {"reduce_scatter": 1 / (2 * TP_OVERLAP_CHUNKS), "all_gather": 0.0,
+                      "all_reduce": 1 / (4 * TP_OVERLAP_CHUNKS)}
 
 
 # -- building layouts ---------------------------------------------------------------------------

@@ -63,3 +63,20 @@ def test_fp8_prices_linear_layers_at_the_fp8_peak_and_attention_at_bf16():
     linear, attention = 6 * m.params * m.seq_len, m.attention_flops_per_token * m.seq_len
     assert bf16[0] == pytest.approx((linear + attention) / 989.4e12)
     assert fp8[0] == pytest.approx(linear / 1979e12 + attention / 989.4e12)
+
+
+def test_tp_comm_overlap_leaves_one_chunk_of_the_forward_reduce_scatters_in_the_intra_node_part():
+    """8 GPUs, TP 8 with sequence parallelism, no data parallelism: TP is the only traffic. Without
+    tp_comm_overlap all of it is exposed; with it, 1/8 of the reduce-scatters' seconds (one of 4 chunks in
+    the forward's half) and none of the all-gathers', which move the same bytes in the same hops: 1/16."""
+    w = load_workload(WORKLOADS / "llm70b.toml")
+    eight, one = np.array([8.0]), np.array([1.0])
+    parts = {}
+    for overlap in (False, True):
+        v = _with(w, strategy="fsdp", tensor_parallel_degree=8, pipeline_parallel_degree=1,
+                  sequence_parallel=True, tp_comm_overlap=overlap)
+        p = build_model(v, n_bootstrap=8).predict(eight, one)
+        assert sum(x[0] for x in p.breakdown.values()) == pytest.approx(p.step_seconds[0], rel=1e-9)
+        parts[overlap] = p.breakdown["intra_node_comm"][0]
+    assert parts[False] > 0
+    assert parts[True] == pytest.approx(parts[False] / 16, rel=1e-6)

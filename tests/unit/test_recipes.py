@@ -90,7 +90,8 @@ def test_sequence_parallel_moves_the_same_bytes_in_twice_the_calls():
 
 def test_overlap_per_traffic_class_exposes_what_no_compute_hides():
     """DDP overlapped: the last of its 25 MB buckets waits (P x 4 bytes in 1280 buckets); not overlapped:
-    all of it; TP without tp_comm_overlap and PP sends: all of it; TP with tp_comm_overlap: none."""
+    all of it; TP without tp_comm_overlap and PP sends: all of it; TP with tp_comm_overlap: one chunk of
+    the forward's half of the reduce-scatters, 1/(2·4), none of the ring-exchanged all-gathers."""
     (ar,) = _dp(spec({"strategy": "ddp"}))
     assert ar.exposed_share[0] == pytest.approx(1 / 1280)
     (waits,) = _dp(spec({"strategy": "ddp", "overlap_grad_reduce": False}))
@@ -101,13 +102,31 @@ def test_overlap_per_traffic_class_exposes_what_no_compute_hides():
     assert by["tp"].exposed_share == 1.0 and by["pp"].exposed_share == 1.0
     assert by["fsdp"].exposed_share[0] == pytest.approx(1 / (32 / 2 + 1))  # one block of 16 per stage + root
     hidden = spec({"strategy": "fsdp", "tensor_parallel_degree": 4, "tp_comm_overlap": True})
-    assert all(t.exposed_share == 0 for t in L.build(hidden, [8]).traffic(hidden) if t.name.startswith("tp"))
+    tp = {t.op: t for t in L.build(hidden, [8]).traffic(hidden) if t.name.startswith("tp")}
+    assert tp["reduce_scatter"].exposed_share == pytest.approx(1 / 8) and tp["all_gather"].exposed_share == 0
+    assert all(t.decomposed and t.hidden_share == 0 for t in tp.values())  # not the γ-norm's: under their GEMMs
+    plain = spec({"strategy": "fsdp", "tensor_parallel_degree": 4, "tp_comm_overlap": True,
+                  "sequence_parallel": False})
+    (ar,) = [t for t in L.build(plain, [8]).traffic(plain) if t.name.startswith("tp")]
+    assert ar.exposed_share == pytest.approx(1 / 16)  # a reduce-scatter's share of half its bytes
 
 
-def test_exposed_and_hidden_link_seconds_sum_to_the_whole():
-    w = spec({"strategy": "fsdp", "tensor_parallel_degree": 2})
+def test_ring_attention_is_hidden_under_its_own_attention_blocks_not_by_the_overlap_gamma():
+    w = spec({"strategy": "fsdp", "context_parallel_degree": 2})
+    lay = L.build(w, [8])
+    (cp,) = [t for t in lay.traffic(w) if t.name.startswith("cp")]
+    assert cp.decomposed and cp.exposed_share == 0 and cp.hidden_share == 0
+    whole = lay.link_seconds(w, [cp]).intra_bandwidth[0]
+    assert whole > 0 and lay.link_seconds(w, [cp], part="decomposed").intra_bandwidth[0] == pytest.approx(whole)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_exposed_hidden_and_decomposed_link_seconds_sum_to_the_whole(overlap):
+    w = spec({"strategy": "fsdp", "tensor_parallel_degree": 2, "context_parallel_degree": 2,
+              "tp_comm_overlap": overlap})
     lay = L.build(w, [16], [2])
-    whole, hidden, exposed = (lay.link_seconds(w, part=p) for p in (None, "hidden", "exposed"))
+    whole, hidden, exposed, split = (lay.link_seconds(w, part=p) for p in (None, "hidden", "exposed", "decomposed"))
     for f in ("intra_bytes", "inter_bytes", "intra_latency", "inter_latency", "intra_bandwidth"):
-        assert getattr(hidden, f)[0] + getattr(exposed, f)[0] == pytest.approx(getattr(whole, f)[0])
-    assert exposed.intra_bandwidth[0] > 0  # TP's collectives without tp_comm_overlap
+        assert (getattr(hidden, f)[0] + getattr(exposed, f)[0] + getattr(split, f)[0]
+                == pytest.approx(getattr(whole, f)[0]))
+    assert exposed.intra_bandwidth[0] > 0  # TP's collectives: all of them without tp_comm_overlap, 1/8 with

@@ -157,7 +157,10 @@ def sigma_spread(X: np.ndarray, est) -> tuple[np.ndarray, np.ndarray]:
     cov = (est.cov_ + est.cov_.T) / 2
     # one-sided: at its bound, or so near it that the sigma step down would cross it (and be clipped)
     near = v - Z90 * np.sqrt(np.maximum(np.diag(cov), 0.0)) < lo
-    pts = np.clip(sigma_points(v, cov, logs, near, lo), lo, hi)
+    # γ, the one parameter the step depends on nonlinearly, walks to its conditional mode (the others
+    # re-solved with it held), not along its linear regression (estimator.OverlapModel.conditional)
+    refit = _conditional_of(est, k - 1) if k > est.free_.size else None
+    pts = np.clip(sigma_points(v, cov, logs, near, lo, refit), lo, hi)
     coefs = np.tile(est.coef_, (len(pts), 1))
     coefs[:, est.free_] = pts[:, : est.free_.size]
     gammas = pts[:, -1] if k > est.free_.size else np.full(len(pts), est.gamma_)
@@ -172,8 +175,26 @@ def sigma_spread(X: np.ndarray, est) -> tuple[np.ndarray, np.ndarray]:
     return down, up
 
 
+def _conditional_of(est, index: int):
+    """`conditional` for sigma_points: parameter `index`'s walk re-solved by the estimator's conditional mode,
+    cached per walked point on the estimator (step_time asks for the same points at every call)."""
+    if not hasattr(est, "conditional"):
+        return None
+    cache = est.__dict__.setdefault("_conditional_cache", {})
+
+    def mode(point: np.ndarray, col: int) -> np.ndarray | None:
+        if col != index:
+            return None
+        key = (col, np.asarray(point, float).tobytes())
+        if key not in cache:
+            cache[key] = est.conditional(point, col)
+        return cache[key]
+
+    return mode
+
+
 def sigma_points(v: np.ndarray, cov: np.ndarray, logs: np.ndarray, at_bound: np.ndarray,
-                 lo: np.ndarray | None = None) -> np.ndarray:
+                 lo: np.ndarray | None = None, conditional=None) -> np.ndarray:
     """Sigma points (points, k) of the posterior N(v, cov) (cov in coefficient units), with the
     parameters `at_bound` (held at, or within a sigma step of, their lower bound `lo`) walked alone, the
     way the fit lets them. A Gaussian splits into the bounded block b and the rest f given b:
@@ -187,7 +208,9 @@ def sigma_points(v: np.ndarray, cov: np.ndarray, logs: np.ndarray, at_bound: np.
     step, and a walk up alone had put the band's low end at the median less the noise (BERT-Large
     predicted at 44% MFU, measured at 60%, outside a band of 0.92-1.85x the median; the prior-only
     coverage of the published series was 68%). The per-step constants and γ walk up only: a step
-    down of γ alone at llm7b's measured 128 GPUs opened its band there to +14%.
+    down of γ alone at llm7b's measured 128 GPUs opened its band there to +14%. `conditional(point,
+    col)`, where it returns a point, replaces a bounded walk's linear follow (the conditional mode for
+    γ, `sigma_spread`).
     Clipping the plain axes instead broke the fit where it was measured: an axis that trades compute
     against an overhead at 0 kept the compute and lost the overhead (llm7b at its own 8 and 128 GPUs:
     -3%/+71%)."""
@@ -205,7 +228,8 @@ def sigma_points(v: np.ndarray, cov: np.ndarray, logs: np.ndarray, at_bound: np.
                 point = v.copy()
                 point[col] += Z90 * sd
                 point[f] += gain[:, j] * Z90 * sd
-                moves.append(point)
+                mode = conditional(point, int(col)) if conditional is not None else None
+                moves.append(point if mode is None else mode)
             if sd > 0 and lo is not None and logs[col]:
                 # down, with every other parameter following its regression on this one (the bounded ones
                 # too: two held near their bounds, such as γ and the network's factor with one count across

@@ -125,3 +125,21 @@ def test_the_start_gives_each_free_coefficient_its_own_least_squares_value():
     start = _start(est._problem(X, y, w, None, None, None), est, w, None)
     assert np.allclose(start, [2.0, 5.0, 0.5], rtol=1e-6)
 
+
+def test_the_conditional_mode_holds_one_parameter_and_refits_the_rest():
+    """At the MAP's own γ the conditional mode is the MAP; with γ held at another value the other
+    coefficients re-solve to fit the rows again (a walk that keeps γ's value but not its fit does not)."""
+    from advisor.scaling.estimator import OverlapModel
+
+    rng = np.random.default_rng(0)
+    X, coef = _synthetic(rng)
+    y = OverlapModel(n_compute=2)._predict_with(X, coef, 1.3)
+    est = OverlapModel(n_compute=2, prior=(("gamma", "lin", 1.1, 1.0),)).fit(X, y)
+    v = np.append(est.coef_[est.free_], est.gamma_)
+    assert np.allclose(est.conditional(v, v.size - 1), v, rtol=1e-4, atol=1e-6)
+    moved = v.copy()
+    moved[-1] = 3.0
+    mode = est.conditional(moved, v.size - 1)
+    assert mode[-1] == 3.0
+    miss = [np.abs(est._predict_with(X, p[:-1], p[-1]) / y - 1).mean() for p in (moved, mode)]
+    assert miss[1] < miss[0] / 2

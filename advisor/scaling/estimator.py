@@ -500,6 +500,7 @@ class OverlapModel:
         v = np.clip(v, pb.lo, pb.hi)
         coef, gamma = pb.unpack(v)
         self.coef_, self.gamma_, self.free_ = np.asarray(coef, float), float(gamma), pb.free
+        self.problem_, self.held_ = None, np.zeros(v.size, bool)  # nothing measured to re-solve
         self.cov_ = np.diag(sd**2)
         self.hessians_ = (np.zeros((sd.size, sd.size)),
                           np.diag(np.where(sd > 0, float(self.noise) ** 2 / np.maximum(sd, 1e-300) ** 2, 0.0)))

@@ -49,6 +49,13 @@ bytes over k ranks moves 2(k-1)/k·S per rank, a reduce-scatter or all-gather (k
   / heads under GQA) around the ring, cp - 1 steps in the forward, twice that in the backward
   (K, V and their gradients).
 
+- MoE (`_expert_traffic`; GShard, Lepikhin et al. 2021; DeepSpeed-MoE, Rajbhandari et al. 2022;
+  Megatron-Core MoE): per MoE layer and micro-batch, 4 token all-to-alls over the ep ranks of
+  tokens·k·h elements per rank, exposed; the routed experts' gradients reduced (FSDP: gathered too) by
+  the strategy's own collectives over the expert data-parallel group (`Strategy.expert_view`), the
+  dense parameters' over every data-parallel rank. ep is carved from `Strategy.expert_pool` (the
+  shard group x cp, DDP's replicas x cp), which it must divide.
+
 Placement and links: each `Traffic` is a group of k ranks at rank stride d over N GPUs on n nodes,
 and THE crossing rule of advisor.topology.collectives (`LinkLoad.of`) says what it puts on each link
 (the calibration probes' design uses the same rule: the NVLink and NIC hops of a collective that

@@ -42,6 +42,13 @@ v; `model.vocab`, default 32000 as for the proxy), on the last stage. fp32 train
 activation bytes. Models without a transformer shape: activations are unknown and counted as 0 (the
 footprint is then a lower bound, `activations_known` False).
 
+Mixture of experts: the routed experts' parameters (`spec.ModelSpec.routed_expert_params`) are split
+over the ep expert-parallel ranks beyond tp·pp and their 16 bytes sharded by the expert data-parallel
+shard group (`expert_shards`: FSDP's shard group / ep; DDP 1), the dense parameters' as above (so DDP
+holds 16·(dense + experts/ep) bytes, FSDP 16·params/N either way); FSDP gathers a layer's dense share
+and its ep-th of the experts. An MoE layer keeps its MLP block's 19·s·b·h once per routed expert of a
+token (`moe_linear`, Korthikanti §4.1's MLP terms).
+
 Not counted: the CUDA context and allocator fragmentation (a few GB); a calibration's measured peak
 (`measured_peaks`, applied by advisor.topology.layouts.measured_offset) carries them where one exists.
 """

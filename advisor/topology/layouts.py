@@ -588,6 +588,7 @@ def layout_workload(w: Workload, label: str | None) -> Workload:
         "tensor_parallel_degree": deg.get("tp", 1),
         "pipeline_parallel_degree": deg.get("pp", 1),
         "context_parallel_degree": deg.get("cp", 1),
+        "expert_parallel_degree": deg.get("ep", 1),
         "data_parallel_shard_degree": shard if strategy == "hsdp" else None,
         "data_parallel_replicate_degree": None,
     }

@@ -20,7 +20,7 @@ from advisor.errors import InputError
 from advisor.scaling.model import build_model
 from advisor.spec import load_workload, workload_from_dict
 from advisor.topology.collectives import LinkLoad
-from advisor.topology.layouts import build
+from advisor.topology.layouts import build, layout_workload
 from conftest import ROOT
 
 MIXTRAL = ROOT / "tests" / "fixtures" / "moe" / "mixtral.toml"
@@ -135,8 +135,10 @@ def test_counts_whose_data_parallel_ranks_the_expert_degree_does_not_divide_are_
     assert list(build(w, [8, 16, 32]).valid) == [False, True, True]  # 4, 8, 16 data-parallel ranks
 
 
-def test_the_layout_label_names_the_expert_degree():
+def test_the_layout_label_names_the_expert_degree_and_reads_back():
     assert build(mixtral(), [16]).label() == "dp_shard=16, dp_replicate=1, tp=1, pp=1, ep=8"
+    back = layout_workload(mixtral(), "dp_shard=16, dp_replicate=1, tp=1, pp=1, ep=4")
+    assert back.parallelism.expert_parallel_degree == 4
 
 
 def _step(ep, gpus_per_node, intra="450 GB/s", inter="3200 Gbit/s"):

@@ -201,3 +201,25 @@ def test_an_expert_degree_the_calibration_counts_cannot_hold_is_refused():
     assert str(err.value) == ("w.toml: parallelism.expert_parallel_degree: must divide the data-parallel ranks (GPUs / "
                               "(tensor x pipeline degrees)), so calibration.gpus 4 cannot run: GPU counts must be "
                               "multiples of 8 (got 8)")
+
+
+def test_hsdp_with_the_experts_over_its_node_all_reduces_each_expert_shard_across_nodes():
+    # 16 GPUs on 2 nodes, shard group = the 8 GPUs of a node = EP: each GPU holds 1 of the 8 experts
+    # whole (no expert gathers), and its replica on the other node (8 ranks away) all-reduces it.
+    w = mixtral(strategy="hsdp", activation_checkpoint="none")
+    traffic = {t.name: t for t in build(w, [16]).traffic(w)}
+    gather = traffic["expert fsdp all-gather (forward + backward, per micro-batch)"]
+    replica = traffic["expert hsdp replica all-reduce of the shard"]
+    assert gather.group[0] == 1 and gather.bus_bytes()[0] == 0
+    assert (replica.group[0], replica.stride[0], replica.nbytes[0]) == (2, 8, pytest.approx(4 * EXPERTS / 8))
+    dense = traffic["hsdp replica all-reduce of the shard"]
+    assert (dense.group[0], dense.stride[0], dense.nbytes[0]) == (2, 8, pytest.approx(4 * DENSE / 8))
+
+
+def test_only_the_moe_layers_of_a_stage_exchange_tokens():
+    # 24 of 32 layers MoE over 2 pipeline stages: 12 per stage x 4 all-to-alls x micro-batches
+    w = mixtral({"moe_layers": 24}, pipeline_parallel_degree=2, activation_checkpoint="none")
+    lay = build(w, [16])
+    (a2a,) = [t for t in lay.traffic(w) if t.op == "all_to_all"]
+    micro, _ = lay.micro_batches(w)
+    assert a2a.calls[0] == 24 / 2 * 4 * micro[0]

@@ -598,3 +598,14 @@ def layout_workload(w: Workload, label: str | None) -> Workload:
 def candidate_workload(w: Workload, lay: Layout) -> Workload:
     """The concrete workload of one candidate layout (the spec itself unless strategy is 'auto')."""
     return with_layout(w, lay.name, int(lay.tp[0]), lay.shard_request) if w.parallelism.strategy == "auto" else w
+
+
+def split_rule(w: "Workload") -> str:
+    """What the declared degrees ask of a GPU count, in one clause for the reason a count cannot run
+    (advisor.planning.runnable, layout_choice): the model-parallel degrees times the data-parallel
+    ones make the count, and an expert degree divides the data-parallel ranks it is carved from."""
+    rule = (f"tensor x pipeline x context degrees {w.model_parallel_size()} and the data-parallel degrees "
+            "must multiply to it")
+    ep = w.parallelism.expert_parallel_degree
+    return rule + (f", and the expert degree {ep} must divide the data-parallel ranks it is carved from"
+                   if ep > 1 else "")

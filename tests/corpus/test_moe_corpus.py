@@ -81,11 +81,10 @@ def test_the_mixtral_example_predicts_and_recommends():
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(experts=st.sampled_from([None, 1, 2, 8, 64, 0, -1]), k=st.sampled_from([None, 1, 2, 8, 9]),
        ep=st.sampled_from([None, 1, 2, 8, 16, 3]), expert_params=st.sampled_from([None, "1B", "45B", "47B"]),
-       strategy=st.sampled_from(["fsdp", "auto"]))
+       strategy=st.sampled_from(["fsdp", "auto", "ddp", "hsdp"]))
 def test_any_mix_of_moe_fields_validates_or_exits_2_and_predicts_possible_steps(
         tmp_path, experts, k, ep, expert_params, strategy):
-    # (ddp and hsdp hold 93 GB or more per GPU at every count, where predict's baseline falls back to
-    # 1 GPU, which an expert degree cannot split: left to the baseline's owner, advisor.planning.runnable)
+    # ddp and hsdp hold 93 GB or more per GPU at every count: predict still answers, every count marked
     path = _write(tmp_path, {"experts": experts, "experts_per_token": k, "expert_params": expert_params},
                   {"expert_parallel_degree": ep, "strategy": strategy}, {"gpus": [16, 32]})
     code, out, err = invoke("validate", path)

@@ -88,6 +88,10 @@ MAX_JOB_TOKENS = 1e17
 MAX_GPU_MEMORY = 2.0**44
 #: Transformer shape: layers, width, heads, context and vocabulary far beyond any published model.
 MAX_LAYERS, MAX_HIDDEN, MAX_HEADS, MAX_SEQ_LEN, MAX_VOCAB = 10_000, 2**20, 2**16, 2**26, 2**26
+#: Routed experts per MoE layer: DeepSeek-V3 has 256 (arXiv:2412.19437 §4.2); 2^16 is 256x that.
+MAX_EXPERTS = 2**16
+#: Vocabulary when the spec gives none (the calibration proxy's embedding; memory's logits).
+DEFAULT_VOCAB = 32000
 #: Training FLOPs per sample (6·P·T at MAX_PARAMS and a 1M-token sample is ~6e21).
 MAX_FLOPS_PER_SAMPLE = 1e24
 #: Bytes/s of one link: NVLink 5 is 900 GB/s per GPU per direction, 8x800 Gbit/s NICs are 800 GB/s
@@ -147,6 +151,19 @@ class ModelSpec(_Section):
     compile: bool = False
     ("torch.compile (torchtitan --compile.enable, Megatron's fused kernels alike): fused elementwise "
      "kernels; part of what the prior's MFU model conditions on.")
+    experts: Annotated[Int, Field(ge=1, le=MAX_EXPERTS)] | None = None
+    ("Mixture-of-experts: routed experts in each MoE layer (Mixtral 8x7B: 8; DeepSeek-V3: 256). Needs a "
+     "transformer shape and model.experts_per_token; each token's FLOPs use the active parameters only.")
+    experts_per_token: Annotated[Int, Field(ge=1, le=MAX_EXPERTS)] | None = None
+    ("Experts each token is routed to, top-k (Switch Transformer 1, GShard and Mixtral 2, DeepSeek-V3 8); "
+     "at most model.experts.")
+    expert_params: Annotated[Count, Field(gt=0, le=MAX_PARAMS)] | None = None
+    ("Parameters in the routed experts, all layers and experts together (part of model.params; shared "
+     "experts and the router count as dense). Default: model.params less the attention weights, "
+     "2·layers·hidden²·(1 + kv_heads/heads), and the untied input and output embeddings, 2·vocab·hidden "
+     "(Mixtral 8x7B: 46.7B - 1.6B = 45.1B).")
+    moe_layers: Annotated[Int, Field(gt=0, le=MAX_LAYERS)] | None = None
+    """Layers with an MoE block, whose tokens are exchanged all-to-all (default: every layer; DeepSeek-V3: 58 of 61)."""
 
     @property
     def is_transformer(self) -> bool:
@@ -162,16 +179,59 @@ class ModelSpec(_Section):
         return self.params * self.bytes_per_element
 
     @property
+    def is_moe(self) -> bool:
+        """A mixture-of-experts model (model.experts declared)."""
+        return self.experts is not None
+
+    @property
+    def non_expert_params_rule(self) -> float:
+        """The weights `expert_params`' default leaves out of the experts: attention's Q and O (h x h each)
+        and K and V (h x h·kv_heads/heads each, grouped-query attention), 2·L·h²·(1 + kv/heads), and the
+        untied input and output embeddings, 2·v·h (Mixtral 8x7B, Jiang et al. 2024 §2: L = 32,
+        h = 4096, 8 KV heads of 32, v = 32000 gives 1.34B + 0.26B; 46.7B - 1.6B = 45.1B in experts, and
+        12.9B active at top-2, the paper's figures). Layer norms and the router (h·E per layer) are
+        under 0.01% and count as dense. 0 without a transformer shape."""
+        if not self.is_transformer:
+            return 0.0
+        kv = (self.kv_heads or self.heads) / self.heads
+        return 2 * self.layers * self.hidden**2 * (1 + kv) + 2 * (self.vocab or DEFAULT_VOCAB) * self.hidden
+
+    @property
+    def routed_expert_params(self) -> float:
+        """Parameters in the routed experts: declared `expert_params`, else params less
+        `non_expert_params_rule`; 0 for a dense model."""
+        if not self.is_moe:
+            return 0.0
+        if self.expert_params is not None:
+            return self.expert_params
+        return self.params - self.non_expert_params_rule
+
+    @property
+    def dense_params(self) -> float:
+        """Parameters every token uses and every data-parallel rank reduces: all but the routed experts."""
+        return self.params - self.routed_expert_params
+
+    @property
+    def active_params(self) -> float:
+        """Parameters one token computes with: the dense ones and k of the E experts' (top-k routing,
+        Shazeer et al. 2017 §2; Fedus et al. 2022 "Switch Transformers" §2.1; Mixtral 8x7B: 12.9B of 46.7B)."""
+        if not self.is_moe:
+            return self.params
+        return self.dense_params + self.routed_expert_params * self.experts_per_token / self.experts
+
+    @property
     def training_flops_per_sample(self) -> float:
         """Forward + backward FLOPs per sample.
 
         Declared value if given, else the PaLM / nanoGPT estimate per token, 6·P + 12·L·H·T
-        (Chowdhery et al. 2022, App. B; karpathy/nanoGPT `estimate_mfu`), times T tokens.
+        (Chowdhery et al. 2022, App. B; karpathy/nanoGPT `estimate_mfu`), times T tokens, with P the
+        active parameters under mixture-of-experts (`active_params`: a token runs through k experts,
+        so 6·P_active, as Megatron-Core and DeepSeek-V3's 37B-active count their FLOPs).
         """
         if self.flops_per_sample is not None:
             return self.flops_per_sample
         assert self.is_transformer, "validated: flops_per_sample or a transformer shape"
-        return (6 * self.params + self.attention_flops_per_token) * self.seq_len
+        return (6 * self.active_params + self.attention_flops_per_token) * self.seq_len
 
     @property
     def attention_flops_per_token(self) -> float:
@@ -228,6 +288,10 @@ class ParallelismSpec(_Section):
     """Model chunks per GPU for the interleaved schedule (default 2; 1 for 1f1b)."""
     context_parallel_degree: Degree = 1
     """Ranks that split each sequence (ring attention: K/V passed around the context-parallel ring)."""
+    expert_parallel_degree: Degree = 1
+    ("Ranks that split a mixture-of-experts layer's experts (E / degree each), carved out of the "
+     "data-parallel ranks (Megatron-Core MoE --expert-model-parallel-size; torchtitan borrows it from "
+     "dp_shard x cp): tokens go to their experts' ranks and back by all-to-all. Must divide model.experts.")
     activation_checkpoint: Literal["none", "selective", "full"] = "none"
     ("Activation recomputation (Korthikanti et al. 2022): none, selective (attention's softmax and "
      "dropout recomputed) or full (only layer inputs kept; the forward runs twice, ~1/3 more compute).")
@@ -472,6 +536,7 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
                         t.usd_per_gpu_hour))
 
     out += _parallelism_problems(w)
+    out += _expert_problems(w)
 
     for i, n in enumerate(w.calibration.gpus):
         if n > w.cluster.max_gpus:
@@ -550,6 +615,49 @@ def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:
         out.append((at + "pipeline_microbatches", f"must be a multiple of pipeline_parallel_degree ({pp}) for the "
                     "interleaved schedule", p.pipeline_microbatches))
     out += _data_parallel_problems(w, tp * pp * cp)
+    return out
+
+
+def _expert_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """Mixture-of-experts fields that cannot describe a model or a layout: routing to more experts
+    than exist, experts split over ranks that do not divide them, expert weights that are not part
+    of the model (advisor.topology.layouts prices the all-to-all and the expert state)."""
+    m, p, out = w.model, w.parallelism, []
+    ep = p.expert_parallel_degree
+    if not m.is_moe:
+        for key, value in (("model.experts_per_token", m.experts_per_token), ("model.expert_params", m.expert_params),
+                           ("model.moe_layers", m.moe_layers), ("parallelism.expert_parallel_degree", ep)):
+            if value is not None and not (key.endswith("degree") and value == 1):
+                out.append((key, "needs model.experts (a mixture-of-experts model)", value))
+        return out
+    if not m.is_transformer:
+        return [("model.experts", "needs a transformer shape (model.layers, hidden, heads, seq_len): tokens of "
+                 "model.hidden values cross the all-to-all in every MoE layer", m.experts)]
+    if m.experts_per_token is None:
+        out.append(("model.experts_per_token", "required with model.experts (top-k: experts per token)", None))
+    elif m.experts_per_token > m.experts:
+        out.append(("model.experts_per_token", f"must be at most model.experts ({m.experts})", m.experts_per_token))
+    if m.expert_params is not None and m.expert_params >= m.params:
+        out.append(("model.expert_params", f"must be less than model.params ({m.params:g}): attention and "
+                    "embeddings are not experts", m.expert_params))
+    elif m.expert_params is None and m.routed_expert_params <= 0:
+        out.append(("model.expert_params", f"required: model.params ({m.params:g}) is not more than the attention "
+                    f"and embedding weights the default leaves out ({m.non_expert_params_rule:g})", None))
+    if m.moe_layers is not None and m.moe_layers > m.layers:
+        out.append(("model.moe_layers", f"exceeds model.layers ({m.layers})", m.moe_layers))
+    if m.experts % ep:
+        out.append(("parallelism.expert_parallel_degree", f"must divide model.experts ({m.experts})", ep))
+    elif ep > 1:
+        # EP is carved out of the data-parallel ranks, GPUs / (tensor x pipeline) (Megatron-Core MoE).
+        per = (p.tensor_parallel_degree or 1) * p.pipeline_parallel_degree * ep
+        bad = [n for n in w.calibration.gpus if n % per]
+        if per > w.cluster.max_gpus:
+            out.append(("parallelism.expert_parallel_degree", f"x tensor x pipeline degrees is {per} GPUs, more "
+                        f"than cluster.max_gpus ({w.cluster.max_gpus})", ep))
+        elif bad:
+            out.append(("parallelism.expert_parallel_degree", "must divide the data-parallel ranks (GPUs / "
+                        f"(tensor x pipeline degrees)), so calibration.gpus {', '.join(map(str, bad))} cannot run: "
+                        f"GPU counts must be multiples of {per}", ep))
     return out
 
 

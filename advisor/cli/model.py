@@ -103,7 +103,9 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
 
 
 def _default_counts(m, base: int) -> list[tuple[int, int]]:
-    """Doublings from the baseline count up to max_gpus, keeping the counts that run (advisor.planning.runnable)."""
+    """Doublings from the baseline count up to max_gpus, keeping the counts that run (advisor.planning.runnable);
+    when none does, the ones the layout splits, so the table says why each cannot run."""
+    from advisor.errors import InputError
     from advisor.planning import runnable
 
     top = m.workload.cluster.max_gpus
@@ -113,8 +115,13 @@ def _default_counts(m, base: int) -> list[tuple[int, int]]:
         counts.append(n)
         n *= 2
     counts.append(top)
-    ok = runnable.of(m.workload, counts, None, m.peaks).ok
-    return [(g, int(m.workload.nodes(g))) for g, fine in zip(counts, ok, strict=True) if fine]
+    run = runnable.of(m.workload, counts, None, m.peaks)
+    # none runs: the counts the layout splits, each marked with why it cannot run
+    keep = run.ok if run.ok.any() else run.splits
+    if not keep.any():
+        raise InputError.at(m.workload.source or "", "cluster.max_gpus",
+                            f"no count from {base} to {top} GPUs runs this layout: {run.reason(len(counts) - 1)}", top)
+    return [(g, int(m.workload.nodes(g))) for g, fine in zip(counts, keep, strict=True) if fine]
 
 
 #: Fields of a prediction row null in --json at a count that cannot run: relative to a baseline that does,

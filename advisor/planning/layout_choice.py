@@ -24,7 +24,7 @@ import numpy as np
 from advisor.batch import divides
 from advisor.errors import InputError
 from advisor.planning import billing
-from advisor.topology.layouts import Layout, build, candidate_workload, candidates, gpu_node_arrays
+from advisor.topology.layouts import Layout, build, candidate_workload, candidates, gpu_node_arrays, split_rule
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
@@ -141,13 +141,8 @@ def predict(model, gpus, nodes=None, peaks=()):
     if w.parallelism.strategy != "auto":
         lay = build(w, g, n)
         if not lay.valid.all():
-            raise InputError.at(
-                "--gpus",
-                "",
-                f"the layout cannot split this count: tensor x pipeline x context parallel "
-                f"degrees ({w.model_parallel_size()}) and the data-parallel degrees must multiply to it",
-                int(g[~lay.valid][0]),
-            )
+            raise InputError.at("--gpus", "", f"the layout cannot split this count: {split_rule(w)}",
+                                int(g[~lay.valid][0]))
         return model.predict(g, n), lay.labels(), None
     choice = choose(w, g, n, _median_step(model), peaks)
     preds = [model.for_workload(cw).predict(g, n) for cw in choice.workloads]

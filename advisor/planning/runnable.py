@@ -10,7 +10,8 @@ strategy "auto" a count runs when some candidate layout does (advisor.topology.l
 
 The speedup and efficiency baseline is the model's (the smallest measured count) when it runs, else
 the smallest count of the sweep (advisor.planning.billing.gpu_counts) that runs: a 70B model's
-speedups are never quoted against one GPU that cannot hold it.
+speedups are never quoted against one GPU that cannot hold it. When no count runs, the smallest
+count the layout splits (every count then shows why it cannot run).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Runnable:
     ranks: np.ndarray  # data-parallel ranks
     global_batch: np.ndarray
     model_parallel: int
+    split_rule: str  # what the layout's degrees ask of a count (advisor.topology.layouts.split_rule)
 
     @property
     def ok(self) -> np.ndarray:
@@ -60,8 +62,7 @@ class Runnable:
         """Why count `i` cannot run, in one clause with its numbers; None when it runs."""
         cause, g = self.cause(i), int(self.gpus[i])
         if cause == LAYOUT:
-            return (f"the layout cannot split {plural(g, 'GPU')} (tensor x pipeline x context degrees "
-                    f"{self.model_parallel} and the data-parallel degrees must multiply to it)")
+            return f"the layout cannot split {plural(g, 'GPU')} ({self.split_rule})"
         batch, ranks = float(self.global_batch[i]), int(self.ranks[i])
         if cause == RANKS:
             return f"under one sample per data-parallel rank ({count(batch)} samples over {count(ranks)} ranks)"
@@ -77,7 +78,7 @@ class Runnable:
 def of(w: "Workload", gpus, nodes=None, peaks: Sequence = ()) -> Runnable:
     """Whether each of `gpus` (over `nodes`, default the fewest) can run `w`'s layout and batch."""
     from advisor.batch import global_batch
-    from advisor.topology.layouts import build
+    from advisor.topology.layouts import build, split_rule
     from advisor.topology.memory import gpu_memory_bytes
 
     g = np.atleast_1d(np.asarray(gpus, dtype=np.int64))
@@ -94,7 +95,7 @@ def of(w: "Workload", gpus, nodes=None, peaks: Sequence = ()) -> Runnable:
     whole = batch / ranks >= 1 if fixed else _per_rank(w, g) >= 1
     even = (batch % ranks == 0) if fixed else np.ones(g.shape, dtype=bool)
     fits = np.ones(g.shape, dtype=bool) if capacity is None else memory <= capacity
-    return Runnable(g, splits, whole, even, fits, memory, capacity, ranks, batch, mp)
+    return Runnable(g, splits, whole, even, fits, memory, capacity, ranks, batch, mp, split_rule(w))
 
 
 def _per_rank(w: "Workload", g: np.ndarray) -> np.ndarray:
@@ -130,10 +131,13 @@ def baseline(w: "Workload", model, peaks: Sequence = ()) -> tuple[int, int]:
     if of(w, [own[0]], [own[1]], peaks).ok[0]:
         return own
     counts = gpu_counts(w.cluster.gpus_per_node, w.cluster.max_gpus)
-    ok = of(w, counts, None, peaks).ok
-    if not ok.any():
+    run = of(w, counts, None, peaks)
+    # none runs (a layout whose footprint no count holds): the smallest count the layout splits, so
+    # the table can still say why each count cannot run rather than refuse a count it never asked for
+    pick = run.ok if run.ok.any() else run.splits
+    if not pick.any():
         return own
-    first = int(counts[ok][0])
+    first = int(counts[pick][0])
     return first, int(w.nodes(first))
 
 

@@ -27,7 +27,14 @@
     NVIDIA/nccl-tests#196 reports 2-node busbw above the NICs (`declared_busbw`).
     Latency: NCCL's double binary tree (NCCL >= 2.4, `src/graph/tuning.cc`) ~2·log2(k) hops, or
     the ring's 2(k-1) (`inter_hops="ring"`, a family of its own).
-  - A reduce-scatter or all-gather is half an all-reduce's hops; a point-to-point send is 1 hop.
+  - An all-to-all (a mixture-of-experts layer's token exchange) is no ring: each rank sends 1/k of its
+    buffer straight to each other member (NCCL runs it as grouped point-to-point sends, NCCL docs,
+    "Point-to-point communication": all-to-all), so of its bus bytes (k-1)/k·S a share (m-1)/(k-1)
+    stays on the node's intra-node link and (k-m)/(k-1) leaves through the NICs, m members per node:
+    a node's NICs carry (GPUs on the node) x (k-m)/(k-1) x the bus bytes, far more than a ring's
+    1/m share, and the slower of the two links again sets the time.
+  - A reduce-scatter or all-gather is half an all-reduce's hops; a point-to-point send, and an
+    all-to-all's concurrent sends, 1 hop.
 - the crossing bandwidth (`crossing_bandwidth`): bytes through a node's NICs move at min(node NICs,
   intra-node link): NCCL runs one ring per NIC, so bus bandwidth approaches the node's total NIC
   bandwidth, capped by the intra-node link the ring also uses.
@@ -45,8 +52,9 @@ if TYPE_CHECKING:
 
 
 def busbw_factor(op: str, gpus):
-    """nccl-tests' busbw / algbw: 2(n-1)/n for all-reduce, (n-1)/n for reduce-scatter and all-gather
-    (NVIDIA/nccl-tests doc/PERFORMANCE.md)."""
+    """nccl-tests' busbw / algbw: 2(n-1)/n for all-reduce, (n-1)/n for reduce-scatter, all-gather
+    (NVIDIA/nccl-tests doc/PERFORMANCE.md) and all-to-all (nccl-tests src/alltoall.cu: each rank keeps
+    1/n of its buffer and sends the rest)."""
     return (2.0 if op == "all_reduce" else 1.0) * (gpus - 1) / gpus
 
 
@@ -69,7 +77,7 @@ def hops(op: str, group: np.ndarray, inter_hops: str = "tree") -> tuple[np.ndarr
     """Latency hops of one call for a group of k ranks: (inside a node: ring 2(k-1), across nodes: tree
     2·log2(k) or ring 2(k-1)), half for a reduce-scatter or all-gather, 1 for a send (module docstring)."""
     k = np.asarray(group, float)
-    if op == "send_recv":
+    if op in ("send_recv", "all_to_all"):  # an all-to-all's sends to its peers run at once (one NCCL group)
         one = np.minimum(k - 1, 1)
         return one, one
     half = 1.0 if op == "all_reduce" else 0.5
@@ -117,6 +125,10 @@ class LinkLoad:
         ring, across = hops(op, k, inter_hops)
         nvlink = np.where(members_per_node <= 1, 0.0, bus_bytes)
         nic = on_node / members_per_node * bus_bytes
+        if op == "all_to_all":  # 1/(k-1) of the bus bytes to each peer, (k-m) of them on other nodes
+            peers = np.maximum(k - 1, 1)
+            nvlink = (members_per_node - 1) / peers * bus_bytes
+            nic = on_node * (k - members_per_node) / peers * bus_bytes
         if op == "all_reduce":  # the double binary tree where it carries less: 2 nodes (module docstring)
             buffer = bus_bytes / np.where(k > 1, busbw_factor(op, np.maximum(k, 2)), 1.0)  # calls x buffer
             tree = (np.ceil(k / members_per_node) <= 2) & (k > members_per_node)

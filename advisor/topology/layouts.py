@@ -49,6 +49,13 @@ bytes over k ranks moves 2(k-1)/k·S per rank, a reduce-scatter or all-gather (k
   / heads under GQA) around the ring, cp - 1 steps in the forward, twice that in the backward
   (K, V and their gradients).
 
+- MoE (`_expert_traffic`; GShard, Lepikhin et al. 2021; DeepSpeed-MoE, Rajbhandari et al. 2022;
+  Megatron-Core MoE): per MoE layer and micro-batch, 4 token all-to-alls over the ep ranks of
+  tokens·k·h elements per rank, exposed; the routed experts' gradients reduced (FSDP: gathered too) by
+  the strategy's own collectives over the expert data-parallel group (`Strategy.expert_view`), the
+  dense parameters' over every data-parallel rank. ep is carved from `Strategy.expert_pool` (the
+  shard group x cp, DDP's replicas x cp), which it must divide.
+
 Placement and links: each `Traffic` is a group of k ranks at rank stride d over N GPUs on n nodes,
 and THE crossing rule of advisor.topology.collectives (`LinkLoad.of`) says what it puts on each link
 (the calibration probes' design uses the same rule: the NVLink and NIC hops of a collective that
@@ -159,6 +166,24 @@ class Strategy:
         """The strategy's collectives per step, for the state bytes `s` and `micro` micro-batches."""
         raise NotImplementedError
 
+    #: The data-parallel degree expert parallelism is carved from, with cp (`expert_pool`).
+    expert_axis: ClassVar[str] = "dp_shard"
+
+    def expert_pool(self, lay: Layout) -> np.ndarray:
+        """Ranks the expert-parallel groups are carved from, consecutive at rank stride tp: the shard
+        group x cp (torchtitan ParallelDims: ep borrows from dp_shard x cp, which it must divide), or
+        under DDP the replicas x cp (Megatron-Core: expert parallelism out of the data-parallel ranks)."""
+        return getattr(lay, self.expert_axis) * lay.cp
+
+    def expert_view(self, lay: Layout) -> Layout:
+        """The layout the routed experts' state lives in: each expert on pool / ep ranks (the expert
+        data-parallel group, at stride tp·ep), its share of the weights split ep ways more than the
+        dense ones (Megatron-Core MoE: expert weights' gradients reduce over the expert data-parallel
+        group, dense ones over the whole data-parallel group). Its traffic and state shards are this
+        strategy's own, at those degrees."""
+        ones, pool = np.ones_like(lay.cp), np.maximum(self.expert_pool(lay) // lay.ep, 1)
+        return replace(lay, **{self.expert_axis: pool}, cp=ones, tp=lay.tp * lay.ep, ep=ones)
+
 
 #: PyTorch DDP's gradient bucket (DistributedDataParallel bucket_cap_mb default 25 MB; Li et al. VLDB
 #: 2020 §3.2.3): the all-reduce is issued once per bucket, and each call pays the latency hops.
@@ -178,9 +203,10 @@ class StateBytes:
     overlap_param: bool
 
     @staticmethod
-    def of(w: Workload, lay: Layout) -> StateBytes:
+    def of(w: Workload, lay: Layout, params: float | None = None) -> StateBytes:
+        """The state bytes of `params` (default: the dense ones, all of a dense model's) per model-parallel rank."""
         m, p = w.model, w.parallelism
-        share = m.params / (lay.tp * lay.pp)
+        share = (m.dense_params if params is None else params) / (lay.tp * lay.pp)
         blocks = m.layers / lay.pp + 1 if m.is_transformer else 1.0
         return StateBytes(share * m.bytes_per_element, share * p.gradient_element_bytes, blocks, p.reshard,
                           p.distributed_optimizer, p.overlap_grad_reduce, p.overlap_param_gather)
@@ -204,6 +230,7 @@ class Replicate(Strategy):
     """DDP: every data-parallel rank holds the weights; one gradient all-reduce per step."""
 
     name = "ddp"
+    expert_axis = "dp_replicate"  # Megatron-Core: expert parallelism out of the data-parallel ranks
 
     def shard_degree(self, dp, per_node_dp, shard, rep):
         return np.ones_like(dp)
@@ -292,6 +319,7 @@ class Layout:
     valid: np.ndarray
     gpus_per_node: int
     shard_request: int | None = None  # the explicit shard degree this candidate was built with (HSDP across nodes)
+    ep: np.ndarray | int = 1  # expert-parallel degree (mixture of experts), carved out of `Strategy.expert_pool`
 
     @property
     def name(self) -> str:
@@ -306,7 +334,8 @@ class Layout:
         """e.g. 'dp_shard=8, dp_replicate=4, tp=1, pp=1' (cp when used)."""
         text = (f"dp_shard={int(self.dp_shard[i])}, dp_replicate={int(self.dp_replicate[i])}, "
                 f"tp={int(self.tp[i])}, pp={int(self.pp[i])}")
-        return text + (f", cp={int(self.cp[i])}" if self.cp[i] > 1 else "")
+        text += f", cp={int(self.cp[i])}" if self.cp[i] > 1 else ""
+        return text + (f", ep={int(np.broadcast_to(self.ep, self.gpus.shape)[i])}" if np.any(self.ep > 1) else "")
 
     def labels(self) -> list[str]:
         return [self.label(i) for i in range(len(self.gpus))]
@@ -343,7 +372,8 @@ class Layout:
         if not m.is_transformer:
             return out
         tokens = micro * m.seq_len / self.cp  # tokens of one micro-batch on one rank
-        return [*out, *self._model_parallel_traffic(w, tokens, micro_count)]
+        return [*out, *self._model_parallel_traffic(w, tokens, micro_count), *_expert_traffic(w, self, tokens,
+                                                                                                micro_count)]
 
     def _model_parallel_traffic(self, w: Workload, tokens, micro_count) -> list[Traffic]:
         """TP's activation all-reduces, PP's stage-to-stage sends and CP's K/V ring (module docstring)."""
@@ -383,8 +413,9 @@ class Layout:
     # -- memory --------------------------------------------------------------------------------
     def footprint(self, w: Workload, micro_samples=None) -> Footprint:
         """State, gathered units and activations per GPU at this layout's degrees (advisor.topology.memory)."""
+        experts = self.strategy.state_shards(self.strategy.expert_view(self)) if w.model.is_moe else 1
         return memory.footprint(w, self.gpus, state_shards=self.strategy.state_shards(self), tp=self.tp, pp=self.pp,
-                                cp=self.cp, micro_samples=micro_samples)
+                                cp=self.cp, micro_samples=micro_samples, ep=self.ep, expert_shards=experts)
 
     def memory_bytes(self, w: Workload, peaks: Sequence[MeasuredPeak] = (), measured: Workload | None = None):
         """State + activation bytes per GPU in this layout, moved by what a calibration's measured peaks
@@ -460,6 +491,41 @@ TP_OVERLAP_EXPOSED = {"reduce_scatter": 1 / (2 * TP_OVERLAP_CHUNKS), "all_gather
                       "all_reduce": 1 / (4 * TP_OVERLAP_CHUNKS)}
 
 
+#: All-to-alls per MoE layer and micro-batch: dispatch and combine in the forward, their gradients in
+#: the backward (GShard, Lepikhin et al. 2021 §2.2 / §3.1, Algorithm 2; DeepSpeed-MoE, Rajbhandari et
+#: al. ICML 2022 §5; Megatron-Core MoE token dispatcher "alltoall"). Full recomputation repeats the
+#: forward's two.
+MOE_ALL_TO_ALLS = 4
+
+
+def _expert_traffic(w: Workload, lay: Layout, tokens, micro_count) -> list[Traffic]:
+    """A mixture-of-experts model's collectives beyond the dense ones (none for a dense model):
+
+    - the token all-to-all: per MoE layer and micro-batch, each rank sends each of its tokens to its k
+      experts' ranks and gets the outputs back, forward and backward (MOE_ALL_TO_ALLS): a buffer of
+      tokens·k·h values at the compute dtype's bytes, of which (ep-1)/ep leaves the GPU (nccl-tests
+      alltoall busbw factor (n-1)/n). Under TP each rank dispatches its sequence-parallel share of the
+      tokens (Megatron-Core requires sequence parallelism for MoE with TP). It sits between the router
+      and the experts' GEMMs, which wait for its tokens: exposed (no overlap is modelled; DeepSeek-V3's
+      DualPipe, arXiv:2412.19437 §3.2.1, hides it with a schedule advisor does not model);
+    - the routed experts' gradient reduction (and FSDP's gathers) over the expert data-parallel group
+      only, by the strategy's own rules at the expert view's degrees (`Strategy.expert_view`); the dense
+      parameters' over every data-parallel rank, in the strategy's own traffic (`StateBytes.of`)."""
+    m, p = w.model, w.parallelism
+    if not m.is_moe:
+        return []
+    view = lay.strategy.expert_view(lay)
+    grads = [replace(t, name="expert " + t.name)
+             for t in lay.strategy.traffic(view, StateBytes.of(w, view, m.routed_expert_params), micro_count)]
+    passes = (MOE_ALL_TO_ALLS + (2 if p.activation_checkpoint == "full" else 0)) * micro_count
+    calls = passes * (m.moe_layers or m.layers) / lay.pp
+    buffer = tokens / lay.tp * m.experts_per_token * m.hidden * m.bytes_per_element
+    ep = np.broadcast_to(lay.ep, lay.gpus.shape)
+    return [*grads, Traffic(name="moe token all-to-all (dispatch + combine, forward + backward)", op="all_to_all",
+                            group=ep, stride=lay.tp, nbytes=buffer, calls=calls * (ep > 1),
+                            latency_calls=calls * (ep > 1), overlappable=False)]
+
+
 # -- building layouts ---------------------------------------------------------------------------
 def gpu_node_arrays(gpus, nodes, w: Workload):
     """GPU counts and node counts as equal-length int64 arrays (nodes default: the spec's placement)."""
@@ -490,7 +556,7 @@ def build(
     shard = np.maximum(strat.shard_degree(dp, per_node, shard_in, rep_in), 1)
     rep = dp // shard if rep_in in (None, -1) else np.full_like(dp, rep_in)
     ones = np.ones_like(g)
-    return Layout(
+    lay = Layout(
         strategy=strat,
         gpus=g,
         nodes=n,
@@ -502,7 +568,9 @@ def build(
         valid=(g % model_parallel == 0) & (dp >= 1) & (shard * rep == dp),
         gpus_per_node=w.cluster.gpus_per_node,
         shard_request=dp_shard,
+        ep=p.expert_parallel_degree * ones,
     )
+    return replace(lay, valid=lay.valid & (strat.expert_pool(lay) % lay.ep == 0))
 
 
 #: HSDP shard groups tried under strategy auto, in nodes: in one node (the least slow-link traffic),
@@ -563,6 +631,7 @@ def layout_workload(w: Workload, label: str | None) -> Workload:
         "tensor_parallel_degree": deg.get("tp", 1),
         "pipeline_parallel_degree": deg.get("pp", 1),
         "context_parallel_degree": deg.get("cp", 1),
+        "expert_parallel_degree": deg.get("ep", 1),
         "data_parallel_shard_degree": shard if strategy == "hsdp" else None,
         "data_parallel_replicate_degree": None,
     }
@@ -572,3 +641,14 @@ def layout_workload(w: Workload, label: str | None) -> Workload:
 def candidate_workload(w: Workload, lay: Layout) -> Workload:
     """The concrete workload of one candidate layout (the spec itself unless strategy is 'auto')."""
     return with_layout(w, lay.name, int(lay.tp[0]), lay.shard_request) if w.parallelism.strategy == "auto" else w
+
+
+def split_rule(w: "Workload") -> str:
+    """What the declared degrees ask of a GPU count, in one clause for the reason a count cannot run
+    (advisor.planning.runnable, layout_choice): the model-parallel degrees times the data-parallel
+    ones make the count, and an expert degree divides the data-parallel ranks it is carved from."""
+    rule = (f"tensor x pipeline x context degrees {w.model_parallel_size()} and the data-parallel degrees "
+            "must multiply to it")
+    ep = w.parallelism.expert_parallel_degree
+    return rule + (f", and the expert degree {ep} must divide the data-parallel ranks it is carved from"
+                   if ep > 1 else "")

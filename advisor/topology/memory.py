@@ -42,6 +42,13 @@ v; `model.vocab`, default 32000 as for the proxy), on the last stage. fp32 train
 activation bytes. Models without a transformer shape: activations are unknown and counted as 0 (the
 footprint is then a lower bound, `activations_known` False).
 
+Mixture of experts: the routed experts' parameters (`spec.ModelSpec.routed_expert_params`) are split
+over the ep expert-parallel ranks beyond tp·pp and their 16 bytes sharded by the expert data-parallel
+shard group (`expert_shards`: FSDP's shard group / ep; DDP 1), the dense parameters' as above (so DDP
+holds 16·(dense + experts/ep) bytes, FSDP 16·params/N either way); FSDP gathers a layer's dense share
+and its ep-th of the experts. An MoE layer keeps its MLP block's 19·s·b·h once per routed expert of a
+token (`moe_linear`, Korthikanti §4.1's MLP terms).
+
 Not counted: the CUDA context and allocator fragmentation (a few GB); a calibration's measured peak
 (`measured_peaks`, applied by advisor.topology.layouts.measured_offset) carries them where one exists.
 """
@@ -52,6 +59,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from advisor.batch import micro_batch, per_gpu_batch
+from advisor.spec import DEFAULT_VOCAB
 
 if TYPE_CHECKING:
     import numpy as np
@@ -83,8 +91,10 @@ LOGIT_BYTES = 4
 #: Gathered units FSDP holds at once: running weights + prefetched weights + running gradient.
 FSDP_GATHERED_UNITS = 3
 
-#: Vocabulary assumed when the spec gives none (spec.ModelSpec.vocab's default for the proxy).
-DEFAULT_VOCAB = 32000
+#: Bytes per token per hidden unit of a layer's MLP block (Korthikanti et al. 2022 §4.1: its two linear
+#: layers' inputs 2·s·b·h and 8·s·b·h, the GeLU input 8·s·b·h, the dropout mask s·b·h: 19 of the 34).
+#: An MoE layer runs each token through k experts, each an MLP, so it keeps k of these (`moe_linear`).
+MLP_ACTIVATION = 19
 
 
 @dataclass(frozen=True)
@@ -120,28 +130,33 @@ def holds(w: "Workload", memory_bytes) -> "np.ndarray":
     return np.ones(memory.shape, dtype=bool) if capacity is None else memory <= capacity
 
 
-def footprint(w: "Workload", gpus, *, state_shards, tp, pp, cp, micro_samples=None) -> Footprint:
+def footprint(w: "Workload", gpus, *, state_shards, tp, pp, cp, micro_samples=None, ep=1,
+              expert_shards=1) -> Footprint:
     """State, gathered units and activations per GPU at one layout's degrees (module docstring).
 
     `micro_samples` overrides the micro-batch per GPU (default: advisor.batch.micro_batch at the
-    data-parallel size); the spec's activation_checkpoint (none/selective/full) applies.
+    data-parallel size); the spec's activation_checkpoint (none/selective/full) applies. A
+    mixture-of-experts model's routed experts are split over `ep` expert-parallel ranks and their
+    state shared by `expert_shards` ranks (the layout's expert-data-parallel shard group).
     """
     import numpy as np
 
     gpus = np.asarray(gpus, dtype=float)
     model_parallel = np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float)
     shard = np.asarray(state_shards, dtype=float)
-    state = STATE_BYTES_PER_PARAM * w.model.params / model_parallel / shard
-    par = w.parallelism
-    if par.distributed_optimizer and par.strategy == "ddp":  # ZeRO-1 over the data-parallel x context-parallel ranks
-        replicated = (STATE_BYTES_PER_PARAM - OPTIMIZER_BYTES_PER_PARAM) * w.model.params / model_parallel
-        state = replicated + OPTIMIZER_BYTES_PER_PARAM * w.model.params / gpus  # over gpus / (tp·pp) ranks
+    m, par = w.model, w.parallelism
+    expert_parallel = model_parallel * np.asarray(ep, dtype=float)
+    eshard = np.asarray(expert_shards, dtype=float)
+    state = (_state_bytes(w, m.dense_params, model_parallel, shard, gpus)
+             + _state_bytes(w, m.routed_expert_params, expert_parallel, eshard, gpus))
     gathered = np.zeros(np.broadcast(gpus, shard).shape)
-    if w.model.layers:
-        unit = w.model.params / w.model.layers / np.asarray(tp, dtype=float) * w.model.bytes_per_element
-        # FSDP2 reshard_after_forward=False holds every layer's gathered weights from forward to backward
-        held = unit * w.model.layers / np.asarray(pp, dtype=float) if not par.reshard else 0.0
-        gathered = np.where(shard > 1, FSDP_GATHERED_UNITS * unit + held, 0.0) + gathered
+    if m.layers:
+        t = np.asarray(tp, dtype=float)
+        for params, shared_by, split in ((m.dense_params, shard, 1.0), (m.routed_expert_params, eshard, ep)):
+            unit = params / np.asarray(split, dtype=float) / m.layers / t * m.bytes_per_element
+            # FSDP2 reshard_after_forward=False holds every layer's gathered weights from forward to backward
+            held = unit * m.layers / np.asarray(pp, dtype=float) if not par.reshard else 0.0
+            gathered = np.where(shared_by > 1, FSDP_GATHERED_UNITS * unit + held, 0.0) + gathered
     if micro_samples is None:
         micro_samples = micro_batch(w, gpus)  # per data-parallel rank (advisor.batch)
     micro_samples = np.asarray(micro_samples, dtype=float)
@@ -150,6 +165,30 @@ def footprint(w: "Workload", gpus, *, state_shards, tp, pp, cp, micro_samples=No
                             activation_checkpoint=w.parallelism.activation_checkpoint, micro_batches=micro_batches)
     state, gathered, acts = np.broadcast_arrays(state, gathered, acts + 0 * gpus)
     return Footprint(state, gathered, acts, w.model.is_transformer)
+
+
+def _state_bytes(w: "Workload", params, split, shard, gpus):
+    """Model state per GPU of `params` split over `split` model-parallel ranks (tp·pp, times ep for
+    the routed experts) and sharded over `shard` ranks (ZeRO §3.1: 16 bytes per parameter); under DDP
+    with the distributed optimizer (ZeRO-1) the optimizer's 12 of them over every data-parallel rank of
+    those params, gpus / split (module docstring)."""
+    par = w.parallelism
+    if par.distributed_optimizer and par.strategy == "ddp":  # ZeRO-1 over the data-parallel x context-parallel ranks
+        replicated = (STATE_BYTES_PER_PARAM - OPTIMIZER_BYTES_PER_PARAM) * params / split
+        return replicated + OPTIMIZER_BYTES_PER_PARAM * params / gpus  # over gpus / split ranks
+    return STATE_BYTES_PER_PARAM * params / split / shard
+
+
+def moe_linear(w: "Workload") -> float:
+    """Activation bytes per token per hidden unit a layer keeps beyond the dense 34, averaged over the
+    layers: an MoE layer keeps its MLP block's 19 for each of the k experts a token visits (Korthikanti
+    §4.1's MLP terms at the expert's shape; an expert is the dense layer's MLP in Mixtral and GShard),
+    so (k - 1)·19 more, on model.moe_layers of model.layers. 0 for a dense model. The router's logits
+    and the permuted token copies (k·s·b·h·2 bytes, under 4%) are not counted."""
+    m = w.model
+    if not m.is_moe:
+        return 0.0
+    return (m.experts_per_token - 1) * MLP_ACTIVATION * (m.moe_layers or m.layers) / m.layers
 
 
 def activation_bytes(w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activation_checkpoint: str = "none",
@@ -171,7 +210,8 @@ def activation_bytes(w: "Workload", micro_samples, *, tp=1, pp=1, cp=1, activati
     # layer norms' and dropouts' 10 stay whole on every tensor-parallel rank (10 + 24/t), and so does a
     # layer's input kept for full recomputation
     sp = w.parallelism.sequence_parallel is not False
-    none = sbh * np.where(sp, ACTIVATION_LINEAR / t, TP_UNSPLIT + (ACTIVATION_LINEAR - TP_UNSPLIT) / t) * scale
+    linear = ACTIVATION_LINEAR + moe_linear(w)
+    none = sbh * np.where(sp, linear / t, TP_UNSPLIT + (linear - TP_UNSPLIT) / t) * scale
     if activation_checkpoint in ("none", "selective"):
         per_layer, working = none, 0.0
     elif activation_checkpoint == "full":

@@ -28,9 +28,13 @@ def test_spec_and_calibration_examples_load(tmp_path):
     from advisor.calibration_data import calibration_from_dict
     from advisor.spec import load_workload
 
-    spec, cal = sorted(blocks("toml"), key=lambda b: "schema = 1" in b)
-    (tmp_path / "example.toml").write_text(spec)
-    w = load_workload(tmp_path / "example.toml")
+    *specs, cal = sorted(blocks("toml"), key=lambda b: "schema = 1" in b)
+    loaded = []
+    for i, spec in enumerate(specs):  # the smallest useful spec, then the mixture-of-experts one
+        (tmp_path / f"example{i}.toml").write_text(spec)
+        loaded.append(load_workload(tmp_path / f"example{i}.toml"))
+    w = loaded[0]
+    assert len(loaded) == 2 and loaded[1].model.active_params < loaded[1].model.params
     c = calibration_from_dict(tomllib.loads(cal), "formats.md", w.name)
     assert len(c.runs) == 1 and c.collectives[0].nodes == 2
 

@@ -5,6 +5,7 @@ baseline is the smallest count that runs, the same in both commands."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,8 @@ from advisor.planning.recommend import recommend
 from advisor.scaling.model import build_model
 from advisor.spec import load_workload
 from cli_inprocess import invoke
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _predict(*args):
@@ -85,3 +88,31 @@ def test_figures_mark_only_counts_that_run():
     kept = _only(p, [False, True, True])
     assert kept.gpus.tolist() == [8, 16] and kept.throughput.tolist() == p.throughput[1:].tolist()
     assert _only(p, [False, False, False]) is p
+
+
+def test_a_layout_no_count_holds_is_answered_with_every_count_marked(tmp_path):
+    """DDP with tensor parallelism 8 on Llama-70B: each GPU holds 70.6B / 8 parameters x 16 bytes of
+    state = 141 GB > 80 GB at every count, by hand. predict answers (exit 0) with each default count
+    marked as not running for memory, against a baseline the layout splits (8 GPUs, not 1); an
+    explicit count the layout cannot split is one line naming --gpus and the expert-free rule."""
+    text = (ROOT / "workloads" / "llm70b.toml").read_text()
+    text = text.replace('strategy = "fsdp"', 'strategy = "ddp"').replace("data_parallel_shard_degree = -1\n", "")
+    spec = tmp_path / "w.toml"
+    spec.write_text(text)
+    assert 70.6e9 / 8 * 16 > 80e9
+    doc = _predict(spec)
+    assert doc["baseline_gpus"] == 8
+    rows = doc["predictions"]
+    assert rows and all(r["runs"] is False and r["left_out"].startswith("the footprint per GPU") for r in rows)
+    assert [r["gpus"] for r in rows][:3] == [8, 16, 32]
+    code, out, err = invoke("predict", spec, "--gpus", "4")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith("--gpus:") and "degrees 8" in err and "expert" not in err
+
+
+def test_a_count_the_expert_degree_cannot_split_says_so():
+    """The Mixtral-like fixture: 8 experts over an expert degree of 8 carved from the data-parallel
+    ranks; 4 GPUs give 4 ranks, which 8 does not divide: the reason names the expert degree."""
+    code, out, err = invoke("predict", ROOT / "tests" / "fixtures" / "moe" / "mixtral.toml", "--gpus", "4")
+    assert code == 2 and out == ""
+    assert "the expert degree 8 must divide the data-parallel ranks" in err and err.rstrip().endswith("(got 4)")

@@ -74,3 +74,19 @@ def test_interval_stays_finite_and_bounded_with_three_counts():
     assert np.isfinite(lo).all() and np.isfinite(hi).all()
     assert hi[0] / lo[0] < 3.0
     assert lo[0] <= at32.step[0] <= hi[0]
+
+
+def test_a_bounded_walk_takes_the_conditional_mode_where_one_is_given():
+    """Two parameters, the second (a γ-like one) at its bound 1 with sd 1: its walk up goes to
+    1 + z·1 with the first following its regression (gain 0.5: 2 + 0.5·z), unless `conditional`
+    answers for it, and then to what conditional returns; the free axes are unchanged."""
+    from advisor.scaling.intervals import sigma_points
+
+    v = np.array([2.0, 1.0])
+    cov = np.array([[1.0, 0.5], [0.5, 1.0]])
+    logs, at_bound, lo = np.zeros(2, bool), np.array([False, True]), np.array([0.0, 1.0])
+    plain = sigma_points(v, cov, logs, at_bound, lo)
+    assert np.allclose(plain[-1], [2.0 + 0.5 * Z90, 1.0 + Z90])
+    mode = sigma_points(v, cov, logs, at_bound, lo, lambda p, col: np.array([2.1, p[col]]) if col == 1 else None)
+    assert np.allclose(mode[-1], [2.1, 1.0 + Z90])
+    assert np.allclose(mode[:-1], plain[:-1])

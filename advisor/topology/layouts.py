@@ -117,10 +117,14 @@ class Traffic:
     #: decomposition") and ring attention's K/V passes (Liu et al. 2023; NeMo's communication-overlap
     #: guide: "Like the TP communication overlaps, the CP communications are chunked then
     #: pipeline-overlapped with the self-attention computation"). Its hidden part runs under its own
-    #: GEMM chunks, which outlast it by one to two orders of magnitude on any GPU link (a TP chunk's
-    #: GEMM does ~h/tp FLOPs per byte it sends), so it adds nothing to the step and is not the γ-norm's
-    #: business (the data-parallel traffic the corpus fits γ on overlaps independent backward work);
-    #: only its `waiting` chunk adds (`link_seconds(part="exposed")`).
+    #: GEMM chunks and adds nothing while each chunk's GEMM outlasts its transfer, so it is not the
+    #: γ-norm's business (the data-parallel traffic the corpus fits γ on overlaps independent backward
+    #: work); only its `waiting` chunk adds (`link_seconds(part="exposed")`). The smallest pair, the
+    #: attention output projection's reduce-scatter, does 2h FLOPs per byte per rank over (tp-1) bytes
+    #: sent: GEMM/transfer = 2h·B / (F·e·(tp-1)), B the link's achieved bus bandwidth, F the achieved
+    #: FLOP/s, e bytes per element. On NVLink 4 (~390 GB/s) at ~40% MFU: GPT-3 175B, TP 4, FP8: 4.1x;
+    #: Llama-3.1-405B, TP 8, FP8: 2.3x; a 4096-wide model at TP 8 in bf16: 0.6x, comm-bound, where this
+    #: prices TP under tp_comm_overlap too low (the FFN pairs do 4x the FLOPs per byte).
     decomposed: bool = False
 
     @property

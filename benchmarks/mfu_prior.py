@@ -6,7 +6,8 @@ leave-one-testbed-out, beside the candidate conditionings tried.
 For every corpus series on a catalog GPU with a known peak (benchmarks/corpus.py; `priors.mfu_applies`),
 the evidence its rows put on ln(1/MFU) (benchmarks/accuracy.py `evidence`: the fit under the vague
 prior, the prior divided out; the small-batch penalty is a column of that fit, so the evidence is the
-large-micro-batch MFU and no candidate below counts tokens per micro-batch again); `priors.learn_mfu`
+large-micro-batch MFU: the one candidate with tokens per micro-batch asks whether the penalty leaves
+any of their effect, and is no feature of the chosen set); `priors.learn_mfu`
 regresses it on a set of features. Printed: per candidate set, the weighted rms of the held-out residual
 (each series predicted by the model learned without its testbed: what a new testbed meets) per class
 (priors.MFU_CLASSES) and overall, the scalar prior's (one mean for all, learned the same way) beside
@@ -66,6 +67,12 @@ def _log_params(w):  # parameters, centred on 1B (ln)
     return float(np.log(w.model.params / 1e9))
 
 
+def _log_tokens(w):  # ln(tokens per micro-batch / 4096) of a transformer (0 without a shape): beyond the penalty
+    b = w.batch
+    samples = b.micro_samples or b.per_gpu_samples  # every series here declares one of them
+    return float(np.log(samples * w.model.seq_len / 4096)) if w.model.is_transformer and samples else 0.0
+
+
 def _declared_cuda(w):  # interaction: declared FLOPs on CUDA cores (every Pollux trace)
     return _flag("declared_flops")(w) * _flag("cuda_core")(w)
 
@@ -83,8 +90,9 @@ CANDIDATES = {
     "chosen + ln FLOPs/sample": "log_flops",
     "chosen + ln params": "log_params",
     "chosen + declared x cuda": "declared_cuda",
+    "chosen + ln tokens/micro-batch": "log_tokens",
 }
-_EXTRA = {"tf32": _tf32, "log_flops": _log_flops, "log_params": _log_params, "declared_cuda": _declared_cuda}
+_EXTRA = {"tf32": _tf32, "log_flops": _log_flops, "log_params": _log_params, "log_tokens": _log_tokens, "declared_cuda": _declared_cuda}
 
 
 def series_evidence() -> list[tuple]:
@@ -156,9 +164,9 @@ def main(argv=None) -> int:
         return 0
     print(f"held-out rms of ln(1/MFU), leave-one-testbed-out ({len(rows)} series, "
           f"{len({r[2] for r in rows})} testbeds, each weighted once)")
-    print(f"{'candidate':28}" + "".join(f"{c:>16}" for c in (*MFU_CLASSES, "all")))
+    print(f"{'candidate':32}" + "".join(f"{c:>16}" for c in (*MFU_CLASSES, "all")))
     for name, r in results.items():
-        print(f"{name:28}" + "".join(f"{r['rms'].get(c, float('nan')):16.3f}" for c in (*MFU_CLASSES, "all")))
+        print(f"{name:32}" + "".join(f"{r['rms'].get(c, float('nan')):16.3f}" for c in (*MFU_CLASSES, "all")))
     print(f"\nchosen: {', '.join(MFU_FEATURES)}; per series, held-out residual (intercept only beside it)")
     for r, h, h0 in zip(rows, chosen["held"], results["intercept only"]["held"], strict=True):
         print(f"  {r[0]:40} {r[6]:15} {r[4]:6.2f}  {h:+.2f}  ({h0:+.2f})")

@@ -92,7 +92,8 @@ CANDIDATES = {
     "chosen + declared x cuda": "declared_cuda",
     "chosen + ln tokens/micro-batch": "log_tokens",
 }
-_EXTRA = {"tf32": _tf32, "log_flops": _log_flops, "log_params": _log_params, "log_tokens": _log_tokens, "declared_cuda": _declared_cuda}
+_EXTRA = {"tf32": _tf32, "log_flops": _log_flops, "log_params": _log_params, "log_tokens": _log_tokens,
+          "declared_cuda": _declared_cuda}
 
 
 def series_evidence() -> list[tuple]:

@@ -103,3 +103,36 @@ def test_learn_mfu_needs_four_testbeds_and_gives_an_absent_class_the_widest_sd()
     m = learn_mfu(pts)
     assert isinstance(m, MFUModel) and m.sds[0] == max(m.sds)
     assert learn_mfu([p for p in pts if p[4] in ("bed1", "bed2", "bed4")]) is None
+
+
+@pytest.fixture(scope="module")
+def corpus_rows():
+    """The corpus's per-series ln(1/MFU) evidence (benchmarks/mfu_prior.py; fits every series, ~15 s)."""
+    import sys
+
+    from conftest import ROOT, SHARED_DATA
+
+    if not (SHARED_DATA / "pollux-osdi21").is_dir():
+        pytest.skip("LEARNED was learned with the Pollux traces of ../shared")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import mfu_prior
+
+    return mfu_prior, mfu_prior.series_evidence()
+
+
+def test_learned_mfu_is_what_the_corpus_gives(corpus_rows):
+    """LEARNED.mfu is the pasted output of benchmarks/mfu_prior.py: a feature or evidence change that is not
+    re-learned fails here."""
+    mfu_prior, rows = corpus_rows
+    m = mfu_prior.score(rows, mfu_prior.functions("chosen"))["model"]
+    assert m.intercept == pytest.approx(LEARNED.mfu.intercept, abs=2e-3)
+    assert np.allclose(m.coef, LEARNED.mfu.coef, atol=2e-3) and np.allclose(m.sds, LEARNED.mfu.sds, atol=2e-3)
+
+
+def test_the_chosen_features_beat_one_mean_and_the_old_flags_held_out(corpus_rows):
+    mfu_prior, rows = corpus_rows
+    rms = {name: mfu_prior.score(rows, mfu_prior.functions(name))["rms"]
+           for name in ("intercept only", "before (gen, fp32, llm)", "chosen")}
+    assert rms["chosen"]["all"] < rms["before (gen, fp32, llm)"]["all"] < rms["intercept only"]["all"]
+    assert rms["chosen"]["transformer"] < rms["before (gen, fp32, llm)"]["transformer"]
+    assert rms["chosen"]["llm"] < 0.5 * rms["intercept only"]["llm"]

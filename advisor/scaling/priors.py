@@ -54,7 +54,7 @@ _NEWER = ("H100", "H200", "GH200", "B200", "B300", "GB200", "GB300", "MI300X", "
 _OLDER = ("V100", "P100", "K80", "T4")
 
 #: Least spread of the conditioned compute prior: the held-out spread of a handful of LLM testbeds
-#: (0.09 in ln(1/MFU)) is not evidence of a tighter law than ~25% (one sd) for a new job.
+#: (0.10 in ln(1/MFU), benchmarks/mfu_prior.py) is not evidence of a tighter law than ~25% (one sd) for a new job.
 MFU_SD_FLOOR = 0.25
 
 

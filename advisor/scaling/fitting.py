@@ -225,6 +225,10 @@ def constraints(problem: Problem, d: Design) -> tuple[tuple, tuple]:
         elif name.endswith("_latency"):
             lower.append((j, LATENCY_FLOOR))
             prior.append((j, "log", 0.0, pr.log_latency_sd))
+        elif name == F.PRESSURE_COLUMN:  # >= 0 (the default bound), as uncertain as the unpressed terms
+            sd = F.pressure_prior_sd(w, problem.coverage.pressure, pr.log_inv_mfu_sd, pr.contention_sd,
+                                     SMALL_BATCH_SHARE)
+            prior.append((j, "lin", 0.0, sd * problem.compute_scale(inv_mfu)))
     if d.n_compute < len(d.columns):
         prior.append(("gamma", "lin", pr.gamma, pr.gamma_sd))
     return tuple(lower), tuple(prior)
@@ -322,7 +326,8 @@ def fit_staged(family: Family, problem: Problem, init: tuple | None = None) -> F
 
 def _second_stage(family: Family, problem: Problem, est1: OverlapModel, cols: tuple) -> OverlapModel:
     """The inter-node columns fitted on every row and probe, the rest held at the first stage's `est1`."""
-    inter = [j for j, c in enumerate(cols) if c.name in INTER_COLUMNS]
+    # memory pressure too: a pressed row across nodes is seen only here (features.pressure_column)
+    inter = [j for j, c in enumerate(cols) if c.name in INTER_COLUMNS or c.name == F.PRESSURE_COLUMN]
     data = problem.data
     if data.empty:
         w = problem.workload

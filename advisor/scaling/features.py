@@ -185,26 +185,31 @@ class MemoryPressure:
         return out
 
 
-def pressure_prior_sd(workload: "Workload", pressure: MemoryPressure, log_mfu_sd: float, contention_sd: float,
-                      small_batch_sd: float) -> float:
-    """Prior spread of the memory-pressure coefficient, in units of the measured compute coefficient: the
-    prior spread of the unpressed per-micro-batch time at the smallest pressed row, sqrt(sd_MFU^2 +
-    (sd_contention x (g-1))^2 + (sd_small_batch x R/M)^2) (advisor.scaling.fitting.constraints gives the
-    terms' own spreads). Pressure and the terms it competes with are then equally uncertain, so where
-    only pressed rows were measured the fit splits their time beyond the prior between the two (to first
-    order half each), and neither the pressed rate nor the prior alone sets MFU where memory is freed.
-    Scaled by `severity`: a peak just over the threshold is barely evidence of a slowdown.
-    No source measures how much allocator retries cost (0 for torchtitan's Llama 3.1 8B at 92% of its
-    96 GB, the published 8-GPU row being the faster per GPU; issue 21's series ~20%), so the prior
-    claims no more than the compute prior already knows."""
-    from advisor.scaling.small_batch import small_batch_penalty, tokens_per_micro_batch
-
-    rows = pressure.placements[pressure.flags]
-    g, n, b = rows[np.argmin(rows[:, 0])]
-    extra = float(gpus_per_node_used(np.array([g]), np.array([n]))[0] - 1)
-    penalty = float(small_batch_penalty(tokens_per_micro_batch(workload, np.array([g]), np.array([b])))[0])
-    full = np.sqrt(log_mfu_sd ** 2 + (contention_sd * extra) ** 2 + (small_batch_sd * penalty) ** 2)
-    return float(pressure.severity * full)
+def pressure_prior_sd(design, column: int, priors, severity: float) -> float:
+    """Prior spread of the memory-pressure coefficient (x peak-time): the spread the other columns'
+    priors (`priors`: advisor.scaling.fitting.constraints' entries, (column, "lin"|"log", mean, sd); a
+    log prior's by the delta method, e^mean x sd) put on the step of the smallest pressed row of
+    `design`, over that row's compute at peak (tied columns count with their source; overlap is
+    ignored, so communication counts whole). Pressure and the rest of that step are then equally
+    uncertain: where only pressed rows were measured the fit splits their time beyond the priors about
+    evenly between pressure and the terms that carry to other counts (compute, contention, a link
+    factor), and neither the pressed rate nor the prior alone sets them where memory is freed. No source
+    measures what allocator retries cost (0 for torchtitan's Llama 3.1 8B at 92% of its 96 GB, whose
+    8-GPU row is the faster per GPU of the published two; issue 21's series ~20%), so the prior claims
+    no more than the others already do. Scaled by `severity` (a peak just over the threshold is barely
+    evidence of a slowdown). Without a pressed row here (a staged fit's one-node stage, when only rows
+    across nodes were pressed): the compute prior's spread."""
+    X = np.array(design.X, float)
+    for col, src in design.tied:  # a tied column's seconds move with its source's coefficient
+        X[:, src] += X[:, col]
+    rows = np.flatnonzero(X[:, column] > 0)
+    spread = {int(q[0]): (np.exp(q[2]) if q[1] == "log" else 1.0) * q[3] for q in priors if q[0] != "gamma"}
+    if not rows.size:
+        compute = [c for c, col in enumerate(design.columns) if col.name == "compute"]
+        return float(severity * spread.get(compute[0], 1.0)) if compute else float(severity)
+    i = rows[0]
+    var = sum((X[i, c] * sd) ** 2 for c, sd in spread.items() if c != column)
+    return float(severity * np.sqrt(var) / X[i, column])
 
 
 #: Unit and meaning of the memory-pressure column (advisor.scaling.families appends it, `pressure_column`).

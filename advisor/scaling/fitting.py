@@ -225,10 +225,9 @@ def constraints(problem: Problem, d: Design) -> tuple[tuple, tuple]:
         elif name.endswith("_latency"):
             lower.append((j, LATENCY_FLOOR))
             prior.append((j, "log", 0.0, pr.log_latency_sd))
-        elif name == F.PRESSURE_COLUMN:  # >= 0 (the default bound), as uncertain as the unpressed terms
-            sd = F.pressure_prior_sd(w, problem.coverage.pressure, pr.log_inv_mfu_sd, pr.contention_sd,
-                                     SMALL_BATCH_SHARE)
-            prior.append((j, "lin", 0.0, sd * problem.compute_scale(inv_mfu)))
+    if problem.coverage.pressure is not None and F.PRESSURE_COLUMN in (names := [c.name for c in d.columns]):
+        j = names.index(F.PRESSURE_COLUMN)  # >= 0 (the default bound), as uncertain as the rest of a pressed step
+        prior.append((j, "lin", 0.0, F.pressure_prior_sd(d, j, prior, problem.coverage.pressure.severity)))
     if d.n_compute < len(d.columns):
         prior.append(("gamma", "lin", pr.gamma, pr.gamma_sd))
     return tuple(lower), tuple(prior)

@@ -275,15 +275,15 @@ def memory_warnings(data: "FitData", pressed: np.ndarray, modelled: bool) -> lis
     if not pressed.any():
         return []
     counts = ", ".join(f"N={int(g)}" for g in np.unique(data.gpus[pressed]))
-    how = "their efficiency is read as a lower bound: the memory-pressure term takes their extra time, "
+    near = f"near memory capacity (peak > {MEMORY_NEAR:.0%}, or marked memory-bound)"
     if not pressed.all():
-        return [f"{counts} ran near memory capacity (peak > {MEMORY_NEAR:.0%}, or marked memory-bound), where the "
-                f"allocator frees and retries: {how}the other counts set compute, the level and the per-GPU "
-                "ceiling, and only counts whose estimated memory stays near capacity carry the pressure"]
+        return [f"{counts} ran {near}, where the allocator frees and retries: read as a lower bound on efficiency, "
+                "the fit's memory-pressure term takes the extra time, and only counts whose estimated memory stays "
+                "near capacity carry it (their level and per-GPU ceiling included)"]
     if modelled:
-        return [f"every measured count ({counts}) ran near memory capacity (peak > {MEMORY_NEAR:.0%}, or marked "
-                f"memory-bound): {how}shared with compute by their priors, so where sharding frees memory MFU "
-                "comes partly from the prior; measure a count with memory to spare"]
+        return [f"every measured count ({counts}) ran {near}: the memory-pressure term and compute share their "
+                "time by their priors, so where sharding frees memory MFU comes partly from the prior; measure a "
+                "count with memory to spare"]
     return [f"every measured count ({counts}) ran with peak memory near capacity (> {MEMORY_NEAR:.0%}): the "
             "fitted MFU is a lower bound, and counts whose sharding frees memory may run faster than predicted; "
             "measure a count with memory to spare"]

@@ -9,7 +9,8 @@ row, then one row per measurement: `gpus` (required), `nodes` (default ceil(gpus
 gpus_per_node)), `step_seconds` or `throughput` (samples/s, whole job), optional `global_batch`
 (samples per step; default: the workload's batch policy) and, an addition of ours, optional
 `comm_seconds`: communication per step not hidden behind compute (step minus compute time; the
-Pollux traces' `sync_time`). Rows may differ in batch size.
+Pollux traces' `sync_time`), and optional `memory_bound` (1: the source says this row was slowed by
+memory pressure, 0 or empty: not; advisor.scaling.evidence.memory_pressed). Rows may differ in batch size.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from advisor.calibration_data import Calibration, Collective
     from advisor.spec import Workload
 
-CSV_COLUMNS = ("gpus", "nodes", "step_seconds", "throughput", "global_batch", "comm_seconds")
+CSV_COLUMNS = ("gpus", "nodes", "step_seconds", "throughput", "global_batch", "comm_seconds", "memory_bound")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class MeasuredRun:
     """Raw timed steps (after warm-up); one value for a CSV row."""
     comm_seconds: np.ndarray | None = None
     """Exposed (not overlapped) communication per step, same length as step_seconds, or None."""
+    memory_bound: bool = False
+    """The source flags this run as slowed by memory pressure (a calibration run's `memory_bound`, a CSV's
+    `memory_bound` column): advisor.scaling.evidence.memory_pressed."""
 
     @property
     def median_step(self) -> float:
@@ -108,6 +112,11 @@ class Measurements:
         """Median exposed communication seconds per run (NaN where not measured)."""
         return np.array([r.median_comm for r in self.runs])
 
+    @cached_property
+    def memory_bound(self) -> np.ndarray:
+        """Per run: whether its source flags it as slowed by memory pressure."""
+        return np.array([r.memory_bound for r in self.runs], dtype=bool)
+
     @property
     def n_steps(self) -> int:
         return int(sum(len(r.step_seconds) for r in self.runs))
@@ -131,7 +140,7 @@ def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
         elif run.comm_seconds is not None and len(run.comm_seconds) == len(steps):
             comm = np.asarray(run.comm_seconds, dtype=float)
         batch = run.global_batch if run.global_batch is not None else float(workload.global_batch(run.gpus))
-        runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm))
+        runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm, bool(run.memory_bound)))
     from advisor.topology.memory import measured_peaks
 
     return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), measured_peaks(cal),
@@ -177,6 +186,7 @@ _CELL_LIMITS = {
     "throughput": (False, False, 1e12),
     "global_batch": (False, False, float(MAX_BATCH_SAMPLES) * MAX_GPUS_LIMIT),
     "comm_seconds": (False, True, MAX_SECONDS),
+    "memory_bound": (True, True, 1.0),
 }
 
 #: A row giving both step_seconds and throughput must agree within this relative tolerance:
@@ -378,7 +388,9 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
                      f"{batch[row] / step[row]:.4g} samples/s (more than {THROUGHPUT_TOLERANCE:.0%} apart)")
     step = np.where(np.isnan(step), batch / thr, step)
     comm = v["comm_seconds"] if "comm_seconds" in v else np.full(len(gpus), np.nan)
-    return {"gpus": gpus, "nodes": nodes, "global_batch": batch, "step_seconds": step, "comm_seconds": comm}
+    bound = np.nan_to_num(v["memory_bound"]) > 0 if "memory_bound" in v else np.zeros(len(gpus), bool)
+    return {"gpus": gpus, "nodes": nodes, "global_batch": batch, "step_seconds": step, "comm_seconds": comm,
+            "memory_bound": bound}
 
 
 def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurements:
@@ -387,8 +399,9 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
     cols = measured_columns(table, workload)
     step, comm = cols["step_seconds"], cols["comm_seconds"]
     has_comm = (~np.isnan(comm)).tolist()
+    bound = cols["memory_bound"].tolist()
     runs = [  # one-element views of the column arrays: no copy per row
-        MeasuredRun(g, n, b, step[i:i + 1], comm[i:i + 1] if has_comm[i] else None)
+        MeasuredRun(g, n, b, step[i:i + 1], comm[i:i + 1] if has_comm[i] else None, bound[i])
         for i, (g, n, b) in enumerate(zip(cols["gpus"].tolist(), cols["nodes"].tolist(), cols["global_batch"].tolist(),
                                           strict=True))
     ]

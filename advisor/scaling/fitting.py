@@ -225,6 +225,9 @@ def constraints(problem: Problem, d: Design) -> tuple[tuple, tuple]:
         elif name.endswith("_latency"):
             lower.append((j, LATENCY_FLOOR))
             prior.append((j, "log", 0.0, pr.log_latency_sd))
+    if problem.coverage.pressure is not None and F.PRESSURE_COLUMN in (names := [c.name for c in d.columns]):
+        j = names.index(F.PRESSURE_COLUMN)  # >= 0 (the default bound), as uncertain as the rest of a pressed step
+        prior.append((j, "lin", 0.0, F.pressure_prior_sd(d, j, prior, problem.coverage.pressure.severity)))
     if d.n_compute < len(d.columns):
         prior.append(("gamma", "lin", pr.gamma, pr.gamma_sd))
     return tuple(lower), tuple(prior)
@@ -322,7 +325,8 @@ def fit_staged(family: Family, problem: Problem, init: tuple | None = None) -> F
 
 def _second_stage(family: Family, problem: Problem, est1: OverlapModel, cols: tuple) -> OverlapModel:
     """The inter-node columns fitted on every row and probe, the rest held at the first stage's `est1`."""
-    inter = [j for j, c in enumerate(cols) if c.name in INTER_COLUMNS]
+    # memory pressure too: a pressed row across nodes is seen only here (features.pressure_column)
+    inter = [j for j, c in enumerate(cols) if c.name in INTER_COLUMNS or c.name == F.PRESSURE_COLUMN]
     data = problem.data
     if data.empty:
         w = problem.workload

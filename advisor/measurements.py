@@ -118,8 +118,59 @@ class Measurements:
         return Measurements(runs, self.probes, self.source, self.peaks, self.layout)
 
 
+def fitted_layout(workload: "Workload", layout: tuple | None) -> "Workload":
+    """The workload measured runs are fitted as: the spec with the layout they ran (`layout`, a
+    calibration's `recorded_layout`; None: the spec's own, as for a CSV)."""
+    from types import SimpleNamespace
+
+    from advisor.scaling.fitting import measured_workload  # scaling imports this module
+
+    return measured_workload(workload, SimpleNamespace(layout=layout))
+
+
+def unsplit(workload: "Workload", layout: tuple | None, gpus, nodes) -> np.ndarray:
+    """Per measured placement: True where the layout it is fitted as (`fitted_layout`) cannot split its
+    GPU count (advisor.topology.layouts: the degrees multiply to the count, the expert degree divides
+    the data-parallel ranks). Such a run was measured under another layout: 4 GPUs under a spec's
+    TP 8 were fitted at 913 s for a measured 30 s and bent every coefficient to its bound."""
+    from advisor.topology.layouts import candidates
+
+    g, n = np.asarray(gpus, dtype=np.int64), np.asarray(nodes, dtype=np.int64)
+    if not g.size:
+        return np.zeros(0, dtype=bool)
+    pairs, back = np.unique(np.stack([g, n]), axis=1, return_inverse=True)  # a 1M-row CSV holds few placements
+    w = fitted_layout(workload, layout)
+    valid = np.stack([lay.valid for lay in candidates(w, pairs[0], pairs[1])]).any(axis=0)
+    return ~valid[np.ravel(back)]
+
+
+def unsplit_message(workload: "Workload", layout: tuple | None, gpus: int, nodes: int) -> str:
+    """Why a measured placement cannot be fitted (`unsplit`), in one clause with the rule it breaks."""
+    from advisor.topology.layouts import split_rule
+
+    whose = "the spec's parallel layout" if layout is None else "the parallel layout the file records"
+    return (f"{whose} cannot split {plural(gpus, 'GPU')} over {plural(nodes, 'node')} "
+            f"({split_rule(fitted_layout(workload, layout))}): measured under another layout, the run cannot be "
+            "fitted as this one")
+
+
+def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
+    """Refuse a run of `cal` that the layout it ran cannot split (`unsplit`): `FILE: runs[i].gpus: ...`.
+    Returns the calibration's `recorded_layout`."""
+    layout = recorded_layout(cal)
+    bad = unsplit(workload, layout, [r.gpus for r in cal.runs], [r.nodes for r in cal.runs])
+    if bad.any():
+        i = int(bad.argmax())
+        run = cal.runs[i]
+        raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].gpus",
+                            unsplit_message(workload, layout, run.gpus, run.nodes), run.gpus)
+    return layout
+
+
 def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
-    """Runs of a calibration file; exposed communication from compute_seconds or comm_seconds."""
+    """Runs of a calibration file; exposed communication from compute_seconds or comm_seconds. A run
+    the layout it ran cannot split is refused (`unsplit`), naming it."""
+    layout = check_runs_split(cal, workload)
     runs = []
     for run in cal.runs:
         steps = np.asarray(run.step_seconds, dtype=float)
@@ -134,8 +185,7 @@ def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
         runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm))
     from advisor.topology.memory import measured_peaks
 
-    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), measured_peaks(cal),
-                        recorded_layout(cal))
+    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), measured_peaks(cal), layout)
 
 
 _LABEL = re.compile(r"dp_shard=(\d+), dp_replicate=(\d+), tp=(\d+)")
@@ -386,6 +436,9 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
     table = read_csv_table(path)
     cols = measured_columns(table, workload)
     step, comm = cols["step_seconds"], cols["comm_seconds"]
+    if (row := _first(unsplit(workload, None, cols["gpus"], cols["nodes"]))) is not None:
+        g, n = int(cols["gpus"][row]), int(cols["nodes"][row])
+        raise table.fail(row, "gpus", unsplit_message(workload, None, g, n), g)
     has_comm = (~np.isnan(comm)).tolist()
     runs = [  # one-element views of the column arrays: no copy per row
         MeasuredRun(g, n, b, step[i:i + 1], comm[i:i + 1] if has_comm[i] else None)
@@ -435,6 +488,8 @@ def combine_sources(workload: "Workload", calibration=None, measurements=None) -
     kept = {id(f) for f in files}
     cals = [c if isinstance(c, Calibration) else load_calibration(c, workload.name)
             for c in items if isinstance(c, Calibration) or id(c) in kept]
+    for cal in cals:  # each file on its own, so that a refused run is named in the file that holds it
+        check_runs_split(cal, workload)
     csv = measurements if measurements is None or isinstance(measurements, Measurements) else \
         read_measurements_csv(measurements, workload)
     return combine_measurements(workload, merge_calibrations(cals) if cals else None, csv)

@@ -748,6 +748,24 @@ def _data_parallel_problems(w: Workload, model_parallel: int) -> list[tuple[str,
     return out
 
 
+def _layout_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """calibration.gpus the declared layout cannot split, by the one rule every command uses
+    (advisor.topology.layouts.build: the checks above name the common cases by their fields; this
+    catches the rest, such as an expert degree that HSDP's shard group in a node cannot hold: the
+    spec validated, then every command refused every count). Asked only of a spec that is otherwise
+    valid, since the layout is built from it."""
+    if w.parallelism.strategy == "auto":
+        return []
+    from advisor.topology.layouts import build, split_rule
+
+    gpus = w.calibration.gpus
+    bad = [n for n, ok in zip(gpus, build(w, gpus).valid.tolist(), strict=True) if not ok]
+    if not bad:
+        return []
+    return [("calibration.gpus", f"the parallel layout cannot split {', '.join(map(str, bad))} GPUs "
+             f"({split_rule(w)})", bad)]
+
+
 def parse_toml(path: Path) -> dict:
     """Read a TOML input through advisor's one reader (regular files only, size and depth capped);
     a syntax error names line and column."""
@@ -761,7 +779,7 @@ def workload_from_dict(data: dict, file: str | Path = "<spec>") -> Workload:
         workload = Workload.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc, file, Workload) from None
-    problems = _cross_field_problems(workload)
+    problems = _cross_field_problems(workload) or _layout_problems(workload)
     if problems:
         raise InputError([Problem(file, p, msg, v, v is not None) for p, msg, v in problems])
     if workload.job.tokens is not None:  # everything downstream counts samples

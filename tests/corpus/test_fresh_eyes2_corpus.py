@@ -158,3 +158,49 @@ def test_a_figure_of_an_uncalibrated_workload_prints_no_python_warning(tmp_path,
         code, _, err = invoke(command, LLM70B, *option)
     assert code == 0, err
     assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]
+
+
+# -- calibration plans the layout cannot run (advisor/calibrate/*: another helper's files) --------------
+
+@pytest.mark.xfail(strict=True, reason="advisor/calibrate/design.py candidates() skips the layout check when "
+                   "calibration.proxy_layers is set, and never asks batch.divides: llm70b (TP 8, global batch 512) "
+                   "is planned at 1@1 (TP 8 cannot split 1 GPU) and 24@3 (512 samples over 3 data-parallel ranks)")
+def test_plan_calibration_plans_only_placements_the_layout_and_batch_can_run():
+    code, out, err = invoke("plan-calibration", LLM70B, "--json")
+    assert code == 0, err
+    counts = [r["gpus"] for r in json.loads(out)["runs"]]
+    assert all(g % 8 == 0 and 512 % (g // 8) == 0 for g in counts), counts
+
+
+@pytest.mark.xfail(strict=True, reason="advisor/calibrate (--emit) checks --gpus against cluster.max_gpus but not "
+                   "against the layout, as the local session does (session.py): the worker refuses 1 GPU under "
+                   "TP 8 only once every rank has started on the rented nodes")
+def test_emit_refuses_a_count_the_layout_cannot_split(tmp_path):
+    code, out, err = invoke("calibrate", LLM70B, "--gpus", "1,8", "--emit", "torchrun")
+    assert_refused(code, out, err, "--gpus:", "cannot split")
+
+
+# -- a spec whose layout cannot split its own calibration counts ----------------------------------------
+# advisor.spec._layout_problems: HSDP shards inside a node, 8 / (tp 2 x cp 2) = 2 ranks, and carves the
+# expert degree out of that shard group (x cp): 4 ranks cannot hold EP 8. The field checks passed
+# (128 and 256 are multiples of tp x pp x EP = 64), validate said valid, and predict then refused under
+# cluster.max_gpus ("no count from 1 to 512 GPUs runs this layout"). The layout's own rule now says it.
+
+def test_a_layout_that_cannot_split_its_calibration_counts_is_refused_by_validate(tmp_path):
+    spec = _spec(tmp_path, MIXTRAL, parallelism={"strategy": "hsdp", "tensor_parallel_degree": 2,
+                                                 "pipeline_parallel_degree": 4, "context_parallel_degree": 2},
+                 calibration={"gpus": [128, 256]})
+    code, out, err = invoke("validate", spec)
+    assert_refused(code, out, err, f"{spec}: calibration.gpus: the parallel layout cannot split 128, 256 GPUs",
+                   "(got [128, 256])")
+
+
+@pytest.mark.xfail(strict=True, reason="advisor/topology/memory.py measured_peaks moves the footprint to the "
+                   "calibration's measured peak whatever the spec's shape: llm7b's published 8-GPU peak (88.5 GB "
+                   "at seq_len 8192) is kept at seq_len 4,000,000, 488x the activations, and 8 GPUs 'run'")
+def test_a_measured_peak_of_another_sequence_length_does_not_make_a_plan_fit(tmp_path):
+    spec = _spec(tmp_path, WORKLOADS / "llm7b.toml", model={"seq_len": 4_000_000})
+    code, out, err = invoke("predict", spec, "--gpus", "8", "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)["predictions"]
+    assert not row["fits_memory"], row["memory_bytes"]

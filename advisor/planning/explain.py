@@ -332,6 +332,11 @@ def _left_out(rec: "Recommendation") -> list[str]:
         out.append(f"Left out {_counts(sw.gpus[~sw.fits_batch])}: under one sample per GPU, or not dividing the "
                    f"fixed global batch evenly (the remainder would change the recipe).")
     for t, tier in enumerate(sw.tiers):
+        capped = sw.gpus > (tier.max_gpus or sw.gpus.max())
+        if run is not None and (capped & run.ok).any():  # counts that run, but not on this tier: said, or
+            # a tier capped below every count that runs read "no GPU count is possible" with no reason
+            out.append(f"{tier.name} offers at most {plural(tier.max_gpus, 'GPU')} (its max_gpus): "
+                       f"{_counts(sw.gpus[capped & run.ok])} that run are not priced there.")
         if tier.instance_gpus and tier.instance_gpus > 1 and not sw.offered[t].all():
             out.append(
                 f"{tier.name} rents whole {tier.instance_gpus}-GPU instances: only multiples of {tier.instance_gpus} "

@@ -204,3 +204,29 @@ def test_a_measured_peak_of_another_sequence_length_does_not_make_a_plan_fit(tmp
     assert code == 0, err
     (row,) = json.loads(out)["predictions"]
     assert not row["fits_memory"], row["memory_bytes"]
+
+
+# -- a tier capped below every count that runs ------------------------------------------------------------
+# llm70b (TP 8, 32+ GPUs to fit) on a tier of at most 4 GPUs: recommend said "no GPU count is possible on
+# the tiers considered" and gave every reason but the cap (advisor.planning.explain._left_out).
+
+def _capped(tmp_path):
+    doc = tomllib.loads(LLM70B.read_text())
+    doc["tiers"][0]["max_gpus"] = 4
+    path = tmp_path / "capped.toml"
+    path.write_text(tomli_w.dumps(doc))
+    return path
+
+
+def test_recommend_names_a_tier_cap_that_rules_out_the_counts_that_run(tmp_path):
+    code, out, err = invoke("recommend", _capped(tmp_path), "--tier", "on-demand")
+    assert code == 3, err
+    assert "No plan: no GPU count is possible on the tiers considered." in out
+    assert "on-demand offers at most 4 GPUs (its max_gpus): 8 counts (32, 64, 128, ...) that run are not" in out
+
+
+@pytest.mark.xfail(strict=True, reason="advisor/calibrate/design.py plans runs of 8, 16 and 24 GPUs on a --tier "
+                   "whose max_gpus is 4, and prices them there")
+def test_plan_calibration_keeps_to_the_tiers_cap(tmp_path):
+    code, out, _ = invoke("plan-calibration", _capped(tmp_path), "--tier", "on-demand", "--json")
+    assert code == 2 or all(r["gpus"] <= 4 for r in json.loads(out)["runs"]), out

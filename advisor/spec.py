@@ -63,6 +63,10 @@ Int = Annotated[int, BeforeValidator(_whole)]
 #: Engine docs, "Using FP8 with Transformer Engine"; torchtitan docs/float8.md).
 BYTES_PER_ELEMENT = {"fp8": 2, "bf16": 2, "fp16": 2, "fp32": 4}
 
+#: A declared cluster.peak_flops may exceed the catalog GPU's fastest peak by this much (a datasheet figure
+#: rounded or quoted at a boost clock), not more.
+PEAK_ROUNDING = 0.02
+
 #: Largest GPU count a spec may ask about: the recommendation sweep is vectorised over every
 #: count up to max_gpus, and 2^20 keeps that sweep under a second.
 MAX_GPUS_LIMIT = 2**20
@@ -580,6 +584,14 @@ def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:
     if c.intra_node_bandwidth is None and (gpu is None or gpu.intra_node_bandwidth is None):
         out.append(("cluster.intra_node_bandwidth",
                     f"required: GPU {c.gpu!r} is not in the catalog (advisor gpus)", None))
+    fastest = max((gpu.peak_flops(p) or 0.0 for p in BYTES_PER_ELEMENT), default=0.0) if gpu is not None else 0.0
+    if c.peak_flops is not None and fastest and c.peak_flops > fastest * (1 + PEAK_ROUNDING):
+        # a declared peak above every tensor-core peak of the catalog's GPU is compute the hardware does not
+        # have (fp8 declared at 600 TFLOP/s on an A100, whose fastest mode is bf16 at 312): refused
+        best = max(BYTES_PER_ELEMENT, key=lambda p: gpu.peak_flops(p) or 0.0)
+        out.append(("cluster.peak_flops", f"above the catalog's {gpu.name} at its fastest tensor-core mode "
+                    f"({best}: {fastest:.4g} FLOP/s): a GPU cannot compute faster than its hardware; leave it out "
+                    "or name the GPU you have", c.peak_flops))
     if gpu is not None and c.peak_flops is None and gpu.peak_flops(w.model.precision) is None:
         modes = [p for p in ("fp8", "bf16", "fp16", "fp32") if gpu.peak_flops(p)]
         out.append(("model.precision", f"the catalog's {gpu.name} has no {w.model.precision} tensor-core peak "

@@ -230,3 +230,25 @@ def test_recommend_names_a_tier_cap_that_rules_out_the_counts_that_run(tmp_path)
 def test_plan_calibration_keeps_to_the_tiers_cap(tmp_path):
     code, out, _ = invoke("plan-calibration", _capped(tmp_path), "--tier", "on-demand", "--json")
     assert code == 2 or all(r["gpus"] <= 4 for r in json.loads(out)["runs"]), out
+
+
+# -- a declared peak above the hardware ----------------------------------------------------------------
+# advisor.spec._gpu_problems: fp8 on an A100 is refused "unless cluster.peak_flops is declared", and any
+# declared peak was taken: fp8 at 600 TFLOP/s on an A100 (fastest mode bf16, 312 TFLOP/s) priced compute
+# the hardware does not have. A declared peak may not exceed the catalog GPU's fastest peak (+2%).
+
+@pytest.mark.parametrize("gpu, precision, peak, refused", [
+    ("A100-SXM", "fp8", 6e14, True),     # no FP8 on Ampere: faster than its bf16 peak is impossible
+    ("A100-SXM", "fp8", 3e14, False),    # declared at or under the hardware: the user's measurement
+    ("H100-SXM", "bf16", 1e16, True),    # 10x the H100's fp8 peak
+    ("H100-SXM", "bf16", 1.979e15, False),
+])
+def test_a_declared_peak_above_the_catalog_gpus_fastest_is_refused(tmp_path, gpu, precision, peak, refused):
+    spec = _spec(tmp_path, MIXTRAL, model={"precision": precision},
+                 cluster={"gpu": gpu, "peak_flops": peak, "intra_node_bandwidth": "300 GB/s"})
+    code, out, err = invoke("validate", spec)
+    if refused:
+        assert_refused(code, out, err, f"{spec}: cluster.peak_flops: above the catalog's {gpu} at its fastest "
+                       "tensor-core mode", "a GPU cannot compute faster than its hardware")
+    else:
+        assert code == 0, err

@@ -252,3 +252,20 @@ def test_a_declared_peak_above_the_catalog_gpus_fastest_is_refused(tmp_path, gpu
                        "tensor-core mode", "a GPU cannot compute faster than its hardware")
     else:
         assert code == 0, err
+
+
+# -- a calibration run on more GPUs per node than the spec's nodes hold ----------------------------------
+# advisor.measurements.check_runs_split: a CSV row of 8 GPUs on 1 node under gpus_per_node = 6 was refused
+# (line N.nodes), a calibration file's run was not: llm7b's published 8@1 under 6 GPUs per node predicted
+# 8@2 at 2.05 s against the 2.84 s measured, 139% efficiency. One rule for both now.
+
+def test_a_calibration_run_that_overfills_the_specs_nodes_is_refused_as_a_csv_row_is(tmp_path):
+    spec = _spec(tmp_path, WORKLOADS / "llm7b.toml", cluster={"gpus_per_node": 6},
+                 calibration={"gpus": [1, 2, 4]})
+    code, out, err = invoke("predict", spec)
+    assert_refused(code, out, err, f"{ROOT / 'calibrations' / 'llm7b_published_torchtitan.toml'}: runs[0].nodes: "
+                   "8 GPUs on 1 node exceed cluster.gpus_per_node (6) (got 1)")
+    csv = tmp_path / "m.csv"
+    csv.write_text("gpus,nodes,step_seconds\n8,1,2.84\n")
+    code, out, err = invoke("predict", spec, "--measurements", csv)
+    assert_refused(code, out, err, f"{csv}: line 2.nodes: 8 GPUs on 1 node exceed cluster.gpus_per_node (6) (got 1)")

@@ -127,8 +127,77 @@ class Measurements:
         return Measurements(runs, self.probes, self.source, self.peaks, self.layout)
 
 
+def fitted_layout(workload: "Workload", layout: tuple | None) -> "Workload":
+    """The workload measured runs are fitted as: the spec with the layout they ran (`layout`, a
+    calibration's `recorded_layout`; None: the spec's own, as for a CSV)."""
+    from types import SimpleNamespace
+
+    from advisor.scaling.fitting import measured_workload  # scaling imports this module
+
+    return measured_workload(workload, SimpleNamespace(layout=layout))
+
+
+def unsplit(workload: "Workload", layout: tuple | None, gpus, nodes) -> np.ndarray:
+    """Per measured placement: True where the layout it is fitted as (`fitted_layout`) cannot split its
+    GPU count (advisor.topology.layouts: the degrees multiply to the count, the expert degree divides
+    the data-parallel ranks). Such a run was measured under another layout: 4 GPUs under a spec's
+    TP 8 were fitted at 913 s for a measured 30 s and bent every coefficient to its bound."""
+    from advisor.topology.layouts import candidates
+
+    g, n = np.asarray(gpus, dtype=np.int64), np.asarray(nodes, dtype=np.int64)
+    if not g.size:
+        return np.zeros(0, dtype=bool)
+    pairs, back = np.unique(np.stack([g, n]), axis=1, return_inverse=True)  # a 1M-row CSV holds few placements
+    w = fitted_layout(workload, layout)
+    valid = np.stack([lay.valid for lay in candidates(w, pairs[0], pairs[1])]).any(axis=0)
+    return ~valid[np.ravel(back)]
+
+
+def unsplit_message(workload: "Workload", layout: tuple | None, gpus: int, nodes: int) -> str:
+    """Why a measured placement cannot be fitted (`unsplit`), in one clause with the rule it breaks."""
+    from advisor.topology.layouts import split_rule
+
+    whose = "the spec's parallel layout" if layout is None else "the parallel layout the file records"
+    return (f"{whose} cannot split {plural(gpus, 'GPU')} over {plural(nodes, 'node')} "
+            f"({split_rule(fitted_layout(workload, layout))}): measured under another layout, the run cannot be "
+            "fitted as this one")
+
+
+def over_node(gpus, nodes, per_node: int) -> np.ndarray:
+    """Per placement: more GPUs on a node than the spec's cluster.gpus_per_node (the fewest per node, ceil)."""
+    return -(-np.asarray(gpus, dtype=np.int64) // np.asarray(nodes, dtype=np.int64)) > per_node
+
+
+def over_node_message(gpus: int, nodes: int, per_node: int) -> str:
+    return f"{plural(gpus, 'GPU')} on {plural(nodes, 'node')} exceed cluster.gpus_per_node ({per_node})"
+
+
+def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
+    """Refuse a run of `cal` on more GPUs per node than the spec's nodes hold (as a CSV row is), or that
+    the layout it ran cannot split (`unsplit`): `FILE: runs[i].nodes|gpus: ...`. Returns the calibration's
+    `recorded_layout`. (8 GPUs measured on 1 node under a spec of 6 per node were fitted as if 8@1 were
+    possible, and 8@2 predicted 28% faster than the measured step: 139% efficiency.)"""
+    per_node = workload.cluster.gpus_per_node
+    where = str(cal.path or "<calibration>")
+    over = over_node([r.gpus for r in cal.runs], [r.nodes for r in cal.runs], per_node)
+    if over.any():
+        i = int(over.argmax())
+        run = cal.runs[i]
+        raise InputError.at(where, f"runs[{i}].nodes", over_node_message(run.gpus, run.nodes, per_node), run.nodes)
+    layout = recorded_layout(cal)
+    bad = unsplit(workload, layout, [r.gpus for r in cal.runs], [r.nodes for r in cal.runs])
+    if bad.any():
+        i = int(bad.argmax())
+        run = cal.runs[i]
+        raise InputError.at(where, f"runs[{i}].gpus",
+                            unsplit_message(workload, layout, run.gpus, run.nodes), run.gpus)
+    return layout
+
+
 def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
-    """Runs of a calibration file; exposed communication from compute_seconds or comm_seconds."""
+    """Runs of a calibration file; exposed communication from compute_seconds or comm_seconds. A run
+    the layout it ran cannot split is refused (`unsplit`), naming it."""
+    layout = check_runs_split(cal, workload)
     runs = []
     for run in cal.runs:
         steps = np.asarray(run.step_seconds, dtype=float)
@@ -143,8 +212,7 @@ def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
         runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm, bool(run.memory_bound)))
     from advisor.topology.memory import measured_peaks
 
-    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), measured_peaks(cal),
-                        recorded_layout(cal))
+    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), measured_peaks(cal), layout)
 
 
 _LABEL = re.compile(r"dp_shard=(\d+), dp_replicate=(\d+), tp=(\d+)")
@@ -369,11 +437,8 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
     nodes = np.where(np.isnan(nodes), -(-gpus // per_node), nodes).astype(np.int64)
     if (row := _first(nodes > gpus)) is not None:
         raise t.fail(row, "nodes", f"more nodes than GPUs ({gpus[row]})", int(nodes[row]))
-    if (row := _first(-(-gpus // nodes) > per_node)) is not None:
-        raise t.fail(row, "nodes", f"{plural(int(gpus[row]), 'GPU')} on {plural(int(nodes[row]), 'node')} "
-                     "exceed cluster.gpus_per_node "
-                     f"({per_node})",
-                     int(nodes[row]))
+    if (row := _first(over_node(gpus, nodes, per_node))) is not None:
+        raise t.fail(row, "nodes", over_node_message(int(gpus[row]), int(nodes[row]), per_node), int(nodes[row]))
     batch = v["global_batch"] if "global_batch" in v else np.full(len(gpus), np.nan)
     batch = np.where(np.isnan(batch), np.asarray(workload.global_batch(gpus), dtype=float), batch)
     step = v["step_seconds"] if "step_seconds" in v else np.full(len(gpus), np.nan)
@@ -398,6 +463,9 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
     table = read_csv_table(path)
     cols = measured_columns(table, workload)
     step, comm = cols["step_seconds"], cols["comm_seconds"]
+    if (row := _first(unsplit(workload, None, cols["gpus"], cols["nodes"]))) is not None:
+        g, n = int(cols["gpus"][row]), int(cols["nodes"][row])
+        raise table.fail(row, "gpus", unsplit_message(workload, None, g, n), g)
     has_comm = (~np.isnan(comm)).tolist()
     bound = cols["memory_bound"].tolist()
     runs = [  # one-element views of the column arrays: no copy per row
@@ -448,6 +516,8 @@ def combine_sources(workload: "Workload", calibration=None, measurements=None) -
     kept = {id(f) for f in files}
     cals = [c if isinstance(c, Calibration) else load_calibration(c, workload.name)
             for c in items if isinstance(c, Calibration) or id(c) in kept]
+    for cal in cals:  # each file on its own, so that a refused run is named in the file that holds it
+        check_runs_split(cal, workload)
     csv = measurements if measurements is None or isinstance(measurements, Measurements) else \
         read_measurements_csv(measurements, workload)
     return combine_measurements(workload, merge_calibrations(cals) if cals else None, csv)

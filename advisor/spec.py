@@ -17,7 +17,7 @@ from advisor.catalog import find_gpu, suggest_gpus
 from advisor.errors import InputError, Problem, control_character
 from advisor.fileio import load_toml
 from advisor.text import plural
-from advisor.units import parse_bandwidth, parse_count, parse_duration, parse_size
+from advisor.units import format_count, parse_bandwidth, parse_count, parse_duration, parse_size
 from advisor.validation import validation_error
 
 Count = Annotated[float, BeforeValidator(parse_count)]
@@ -62,6 +62,10 @@ Int = Annotated[int, BeforeValidator(_whole)]
 #: fp8 keeps bf16 weights, activations and gradients: only the matmul inputs are cast to FP8 (Transformer
 #: Engine docs, "Using FP8 with Transformer Engine"; torchtitan docs/float8.md).
 BYTES_PER_ELEMENT = {"fp8": 2, "bf16": 2, "fp16": 2, "fp32": 4}
+
+#: A declared cluster.peak_flops may exceed the catalog GPU's fastest peak by this much (a datasheet figure
+#: rounded or quoted at a boost clock), not more.
+PEAK_ROUNDING = 0.02
 
 #: Largest GPU count a spec may ask about: the recommendation sweep is vectorised over every
 #: count up to max_gpus, and 2^20 keeps that sweep under a second.
@@ -193,8 +197,17 @@ class ModelSpec(_Section):
         under 0.01% and count as dense. 0 without a transformer shape."""
         if not self.is_transformer:
             return 0.0
+        return self.attention_params + 2 * (self.vocab or DEFAULT_VOCAB) * self.hidden
+
+    @property
+    def attention_params(self) -> float:
+        """Weights of the attention projections, which every layer of the shape holds: Q and O (h x h
+        each), K and V (h x h·kv_heads/heads each), 2·L·h²·(1 + kv/heads); 0 without a transformer shape.
+        A model.params below it contradicts the shape (a count of another model, or a dropped letter)."""
+        if not self.is_transformer:
+            return 0.0
         kv = (self.kv_heads or self.heads) / self.heads
-        return 2 * self.layers * self.hidden**2 * (1 + kv) + 2 * (self.vocab or DEFAULT_VOCAB) * self.hidden
+        return 2 * self.layers * self.hidden**2 * (1 + kv)
 
     @property
     def routed_expert_params(self) -> float:
@@ -502,6 +515,15 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
                             "(a transformer shape needs layers, hidden, heads and seq_len)", None))
     if m.hidden is not None and m.heads is not None and m.hidden % m.heads:
         out.append(("model.heads", f"must divide model.hidden ({m.hidden})", m.heads))
+    elif (m.is_transformer and not m.is_moe and m.params < m.attention_params
+          and not (m.kv_heads and m.heads % m.kv_heads)):
+        # The FLOPs (6·params per token), the memory and the gradient bytes all read params: 1M with a Llama-8B
+        # shape planned a 1-GPU run 3.6x faster per GPU than the 8 it was calibrated on. (Mixture of experts:
+        # _expert_problems holds params above attention and embeddings.)
+        out.append(("model.params", f"fewer than the attention weights of the shape alone (2·layers·hidden²·"
+                    f"(1 + kv_heads/heads) = {format_count(m.attention_params)} for {plural(m.layers, 'layer')} of "
+                    f"{m.hidden}): the count or the shape is wrong",
+                    int(m.params) if m.params.is_integer() else m.params))
     if not given and m.flops_per_sample is None:
         out.append(("model.flops_per_sample",
                     "required when no transformer shape (layers, hidden, heads, seq_len) is given", None))
@@ -562,6 +584,14 @@ def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:
     if c.intra_node_bandwidth is None and (gpu is None or gpu.intra_node_bandwidth is None):
         out.append(("cluster.intra_node_bandwidth",
                     f"required: GPU {c.gpu!r} is not in the catalog (advisor gpus)", None))
+    fastest = max((gpu.peak_flops(p) or 0.0 for p in BYTES_PER_ELEMENT), default=0.0) if gpu is not None else 0.0
+    if c.peak_flops is not None and fastest and c.peak_flops > fastest * (1 + PEAK_ROUNDING):
+        # a declared peak above every tensor-core peak of the catalog's GPU is compute the hardware does not
+        # have (fp8 declared at 600 TFLOP/s on an A100, whose fastest mode is bf16 at 312): refused
+        best = max(BYTES_PER_ELEMENT, key=lambda p: gpu.peak_flops(p) or 0.0)
+        out.append(("cluster.peak_flops", f"above the catalog's {gpu.name} at its fastest tensor-core mode "
+                    f"({best}: {fastest:.4g} FLOP/s): a GPU cannot compute faster than its hardware; leave it out "
+                    "or name the GPU you have", c.peak_flops))
     if gpu is not None and c.peak_flops is None and gpu.peak_flops(w.model.precision) is None:
         modes = [p for p in ("fp8", "bf16", "fp16", "fp32") if gpu.peak_flops(p)]
         out.append(("model.precision", f"the catalog's {gpu.name} has no {w.model.precision} tensor-core peak "
@@ -730,6 +760,24 @@ def _data_parallel_problems(w: Workload, model_parallel: int) -> list[tuple[str,
     return out
 
 
+def _layout_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """calibration.gpus the declared layout cannot split, by the one rule every command uses
+    (advisor.topology.layouts.build: the checks above name the common cases by their fields; this
+    catches the rest, such as an expert degree that HSDP's shard group in a node cannot hold: the
+    spec validated, then every command refused every count). Asked only of a spec that is otherwise
+    valid, since the layout is built from it."""
+    if w.parallelism.strategy == "auto":
+        return []
+    from advisor.topology.layouts import build, split_rule
+
+    gpus = w.calibration.gpus
+    bad = [n for n, ok in zip(gpus, build(w, gpus).valid.tolist(), strict=True) if not ok]
+    if not bad:
+        return []
+    return [("calibration.gpus", f"the parallel layout cannot split {', '.join(map(str, bad))} GPUs "
+             f"({split_rule(w)})", bad)]
+
+
 def parse_toml(path: Path) -> dict:
     """Read a TOML input through advisor's one reader (regular files only, size and depth capped);
     a syntax error names line and column."""
@@ -743,7 +791,7 @@ def workload_from_dict(data: dict, file: str | Path = "<spec>") -> Workload:
         workload = Workload.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc, file, Workload) from None
-    problems = _cross_field_problems(workload)
+    problems = _cross_field_problems(workload) or _layout_problems(workload)
     if problems:
         raise InputError([Problem(file, p, msg, v, v is not None) for p, msg, v in problems])
     if workload.job.tokens is not None:  # everything downstream counts samples

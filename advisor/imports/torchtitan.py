@@ -173,6 +173,7 @@ def import_torchtitan(
 ) -> tuple["Calibration", Path, list[str]]:
     """Add one run per torchtitan log (all at placement N@M) to a calibration file, under its lock."""
     from advisor.calibration_data import update_calibration_file
+    from advisor.measurements import unsplit, unsplit_message
     from advisor.placement import parse_placements
     from advisor.spec import load_workload
 
@@ -181,6 +182,8 @@ def import_torchtitan(
     if len(places) != 1:
         raise InputError.at("--gpus", "", "give one placement N@M (the GPUs the logged job ran on)", placement)
     gpus, nodes = places[0]
+    if unsplit(w, None, [gpus], [nodes])[0]:  # the file would be refused by every command that reads it
+        raise InputError.at("--gpus", "", unsplit_message(w, None, gpus, nodes), placement)
     logs, notes = distinct_files(logs)
     runs = [run_from_log(p, w, gpus, nodes) for p in logs]
     notes += [

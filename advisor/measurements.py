@@ -128,13 +128,26 @@ class Measurements:
 
 
 def fitted_layout(workload: "Workload", layout: tuple | None) -> "Workload":
-    """The workload measured runs are fitted as: the spec with the layout they ran (`layout`, a
-    calibration's `recorded_layout`; None: the spec's own, as for a CSV)."""
-    from types import SimpleNamespace
+    """The workload measured runs are fitted as: `workload` with the parallel layout they ran
+    (`layout`, a calibration's `recorded_layout`: strategy, tensor-parallel degree, HSDP shard group)
+    in place of the spec's, so that each run is fitted with the traffic it had; `workload` itself when
+    nothing was recorded (a CSV) or it is the spec's own (a later `strategy = "auto"` would otherwise
+    fit DDP runs with FSDP's traffic)."""
+    if layout is None:
+        return workload
+    strategy, tp, shard = layout
+    p = workload.parallelism
+    if strategy == p.strategy and (tp or 1) == (p.tensor_parallel_degree or 1) and shard in (
+            None, p.data_parallel_shard_degree):
+        return workload
+    from advisor.topology.layouts import with_layout
 
-    from advisor.scaling.fitting import measured_workload  # scaling imports this module
+    return with_layout(workload, strategy, tp, shard if strategy == "hsdp" else None)
 
-    return measured_workload(workload, SimpleNamespace(layout=layout))
+
+def measured_workload(w: "Workload", m: "Measurements" | None) -> "Workload":
+    """`fitted_layout` of the layout `m` recorded (`Measurements.layout`; None for no measurements)."""
+    return fitted_layout(w, getattr(m, "layout", None))
 
 
 def unsplit(workload: "Workload", layout: tuple | None, gpus, nodes) -> np.ndarray:

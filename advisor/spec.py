@@ -17,6 +17,7 @@ from advisor.catalog import find_gpu, suggest_gpus
 from advisor.errors import InputError, Problem, control_character
 from advisor.fileio import load_toml
 from advisor.text import plural
+from advisor.topology.memory import DEFAULT_VOCAB
 from advisor.units import format_count, parse_bandwidth, parse_count, parse_duration, parse_size
 from advisor.validation import validation_error
 
@@ -94,8 +95,6 @@ MAX_GPU_MEMORY = 2.0**44
 MAX_LAYERS, MAX_HIDDEN, MAX_HEADS, MAX_SEQ_LEN, MAX_VOCAB = 10_000, 2**20, 2**16, 2**26, 2**26
 #: Routed experts per MoE layer: DeepSeek-V3 has 256 (arXiv:2412.19437 §4.2); 2^16 is 256x that.
 MAX_EXPERTS = 2**16
-#: Vocabulary when the spec gives none (the calibration proxy's embedding; memory's logits).
-DEFAULT_VOCAB = 32000
 #: Training FLOPs per sample (6·P·T at MAX_PARAMS and a 1M-token sample is ~6e21).
 MAX_FLOPS_PER_SAMPLE = 1e24
 #: Bytes/s of one link: NVLink 5 is 900 GB/s per GPU per direction, 8x800 Gbit/s NICs are 800 GB/s
@@ -502,10 +501,11 @@ def _like(gpus: Any, values: Any) -> Any:
     return values
 
 
-def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
-    """Checks that span fields: (dotted path, message, offending value)."""
+def _model_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """The model section's cross-field checks: a whole transformer shape, heads dividing the width,
+    params holding the shape's attention weights, FLOPs when no shape says them."""
     out: list[tuple[str, str, object]] = []
-    m, b = w.model, w.batch
+    m = w.model
     shape = {"layers": m.layers, "hidden": m.hidden, "heads": m.heads, "seq_len": m.seq_len}
     given = [k for k, v in shape.items() if v is not None]
     if given and len(given) < len(shape):
@@ -527,8 +527,13 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
     if not given and m.flops_per_sample is None:
         out.append(("model.flops_per_sample",
                     "required when no transformer shape (layers, hidden, heads, seq_len) is given", None))
+    return out
 
-    # Each policy needs its own batch size (which the micro-batch must divide) and ignores the other's.
+
+def _batch_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """Each policy needs its own batch size (which the micro-batch must divide) and ignores the other's."""
+    out: list[tuple[str, str, object]] = []
+    b = w.batch
     policies = {"fixed-global": "global_samples", "fixed-per-gpu": "per_gpu_samples"}
     for policy, key in sorted(policies.items(), key=lambda item: item[0] != b.policy):
         size = getattr(b, key)
@@ -540,9 +545,13 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
             out.append((f"batch.{key}", f"only used when batch.policy is '{policy}'", size))
     if b.max_global_samples is not None and b.policy != "fixed-per-gpu":
         out.append(("batch.max_global_samples", "only used when batch.policy is 'fixed-per-gpu'", b.max_global_samples))
+    return out
 
-    out += _gpu_problems(w)
 
+def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """Checks that span fields: (dotted path, message, offending value)."""
+    out = _model_problems(w) + _batch_problems(w) + _gpu_problems(w)
+    m = w.model
     if sum(x is not None for x in (w.job.samples, w.job.steps, w.job.tokens)) != 1:
         out.append(("job", "give exactly one of job.samples, job.steps or job.tokens", None))
     elif w.job.tokens is not None and m.seq_len is None:

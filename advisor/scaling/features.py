@@ -156,7 +156,7 @@ class MemoryPressure:
     placements: np.ndarray  # (rows, 3): gpus, nodes, global batch of the grouped measured rows
     flags: np.ndarray  # per row: pressed
     peaks: tuple  # advisor.topology.memory.MeasuredPeak: measured, and the flagged rows' at capacity
-    measured: "Workload"  # the layout the rows ran (fitting.measured_workload)
+    measured: "Workload"  # the layout the rows ran (measurements.measured_workload)
     capacity: float
     near: float
     #: how sure the flags are that memory slowed the rows, 0..1: the pressure prior's share of its full

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from advisor.measurements import measured_workload
 from advisor.scaling import features as F
 from advisor.scaling.estimator import OverlapModel
 from advisor.scaling.families import Coverage, Design, Family
@@ -122,7 +123,8 @@ class Problem:
     coverage: Coverage = NO_COVERAGE
     priors: Priors = LEARNED
     #: the workload as the runs were measured: the spec with the parallel layout the calibration
-    #: recorded (`measured_workload`); the data rows are designed with it, predictions with `workload`
+    #: recorded (`advisor.measurements.measured_workload`); the data rows are designed with it,
+    #: predictions with `workload`
     measured: "Workload" | None = None
 
     @classmethod
@@ -175,24 +177,6 @@ class Problem:
     def data_design(self, family: Family, gpus, nodes, batch) -> Design:
         """The design of measured rows: in the layout they ran (`measured`), whatever the spec now says."""
         return family.design(self.data_workload, gpus, nodes, batch, self.coverage)
-
-
-def measured_workload(w: "Workload", m: "Measurements" | None) -> "Workload":
-    """`w` with the parallel layout the measurements ran (`Measurements.layout`: strategy, tensor-parallel
-    degree, HSDP shard group) in place of the spec's, so that each run is fitted with the traffic it
-    had; `w` itself when nothing was recorded or it is the spec's own (a later `strategy = "auto"`
-    would otherwise fit DDP runs with FSDP's traffic)."""
-    layout = getattr(m, "layout", None)
-    if layout is None:
-        return w
-    strategy, tp, shard = layout
-    p = w.parallelism
-    if strategy == p.strategy and (tp or 1) == (p.tensor_parallel_degree or 1) and shard in (None,
-                                                                                            p.data_parallel_shard_degree):
-        return w
-    from advisor.topology.layouts import with_layout
-
-    return with_layout(w, strategy, tp, shard if strategy == "hsdp" else None)
 
 
 def constraints(problem: Problem, d: Design) -> tuple[tuple, tuple]:

@@ -31,6 +31,7 @@ from advisor.errors import InputError
 from advisor.fileio import MAX_CSV_BYTES, read_input_text
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
 from advisor.text import plural
+from advisor.topology.layouts import split_rule
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration, Collective
@@ -168,8 +169,6 @@ def unsplit(workload: "Workload", layout: tuple | None, gpus, nodes) -> np.ndarr
 
 def unsplit_message(workload: "Workload", layout: tuple | None, gpus: int, nodes: int) -> str:
     """Why a measured placement cannot be fitted (`unsplit`), in one clause with the rule it breaks."""
-    from advisor.topology.layouts import split_rule
-
     whose = "the spec's parallel layout" if layout is None else "the parallel layout the file records"
     return (f"{whose} cannot split {plural(gpus, 'GPU')} over {plural(nodes, 'node')} "
             f"({split_rule(fitted_layout(workload, layout))}): measured under another layout, the run cannot be "
@@ -207,12 +206,31 @@ def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
     return layout
 
 
-def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
+def from_calibration(cal: "Calibration", workload: "Workload",
+                     left_out: list[str] | None = None) -> Measurements | None:
     """Runs of a calibration file; exposed communication from compute_seconds or comm_seconds. A run
-    the layout it ran cannot split is refused (`unsplit`), naming it."""
-    layout = check_runs_split(cal, workload)
+    the layout it ran cannot split is refused (`unsplit`), naming it; with `left_out` (a list, for the
+    workload's checked-in calibration, which the user did not name) such runs are left out instead and
+    one sentence per file is appended to it: a spec edited to another layout then answers from the runs
+    that still apply, or from the prior (None) when none does, instead of refusing every command."""
+    if left_out is None:
+        layout = check_runs_split(cal, workload)
+        kept = list(cal.runs)
+    else:
+        layout = recorded_layout(cal)
+        g, n = [r.gpus for r in cal.runs], [r.nodes for r in cal.runs]
+        bad = over_node(g, n, workload.cluster.gpus_per_node) | unsplit(workload, layout, g, n)
+        kept = [r for r, b in zip(cal.runs, bad.tolist(), strict=True) if not b]
+        if bad.any():
+            gone = sorted({f"{r.gpus}@{r.nodes}" for r, b in zip(cal.runs, bad.tolist(), strict=True) if b})
+            left_out.append(f"{cal.path or '<calibration>'}: left out {plural(len(gone), 'placement')} measured "
+                            f"under a layout this spec's cannot run ({', '.join(gone)}): "
+                            f"{split_rule(fitted_layout(workload, layout))}, on at most "
+                            f"{plural(workload.cluster.gpus_per_node, 'GPU')} per node")
+            if not kept and not cal.collectives:
+                return None
     runs = []
-    for run in cal.runs:
+    for run in kept:
         steps = np.asarray(run.step_seconds, dtype=float)
         comm = None
         if run.compute_seconds:

@@ -64,9 +64,11 @@ if TYPE_CHECKING:
 
 def load_measurements(workload: "Workload", calibration: "Calibration" | str | Path | None = None,
                       measurements: Measurements | str | Path | None = None,
-                      required: bool = True) -> Measurements | None:
+                      required: bool = True, left_out: list[str] | None = None) -> Measurements | None:
     """The measurements to fit: a CSV, a calibration file, or the workload's checked-in calibration.
-    None when there is none and `required` is false (the model then answers from its prior)."""
+    None when there is none and `required` is false (the model then answers from its prior). Runs of
+    the checked-in calibration that this spec's layout cannot run are left out, with a sentence in
+    `left_out` when given (advisor.measurements.from_calibration); runs in files the user names are refused."""
     from advisor.calibration_data import load_workload_calibration
 
     if calibration or measurements is not None:  # several files and/or a CSV combine (docs/formats.md)
@@ -81,15 +83,22 @@ def load_measurements(workload: "Workload", calibration: "Calibration" | str | P
         raise InputError.at(where, "", f"no calibration data (calibrations/{workload.name}*.toml); "
                                        "run `advisor calibrate` or pass --calibration FILE.toml or "
                                        "--measurements FILE.csv")
-    return from_calibration(cal, workload)
+    notes: list[str] = []
+    m = from_calibration(cal, workload, left_out=notes)
+    if left_out is not None:
+        left_out += notes
+    if m is None and required:
+        raise InputError.at(workload.source or workload.name, "", f"{notes[0]}; nothing else measured to fit")
+    return m
 
 
 def build_model(workload: "Workload", calibration=None, measurements=None, family: str = "auto",
                 n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED) -> "ScalingModel":
     """Fit the scaling model of `workload` (see the module docstring); with no calibration data at
     all, the prior-only model (`calibrated` False)."""
-    m = load_measurements(workload, calibration, measurements, required=False)
-    return ScalingModel(workload, m, family, n_bootstrap, seed, priors)
+    notes: list[str] = []
+    m = load_measurements(workload, calibration, measurements, required=False, left_out=notes)
+    return ScalingModel(workload, m, family, n_bootstrap, seed, priors, notes=tuple(notes))
 
 
 @dataclass(kw_only=True)
@@ -248,8 +257,9 @@ class ScalingModel(StepTimeModel):
     `record` (FitRecord); everything else is read from them."""
 
     def __init__(self, workload: "Workload", measurements: Measurements | None, family: str = "auto",
-                 n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED):
+                 n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED, notes: tuple[str, ...] = ()):
         family_named(family)  # an unknown name fails before any fitting
+        self.notes = notes  # what loading the measurements left out (load_measurements), warned with the fit's
         from threadpoolctl import threadpool_limits
 
         # Small least-squares problems: multi-threaded BLAS only adds contention, and one thread
@@ -294,7 +304,7 @@ class ScalingModel(StepTimeModel):
 
     def warnings(self, gpus=None, nodes=None) -> list[str]:
         """The fit's caveats, and with placements those of extrapolating to them (advisor.scaling.evidence)."""
-        out = list(self.record.warnings)
+        out = list(self.notes) + list(self.record.warnings)
         if gpus is not None:
             out += extrapolation_warnings(self.record.extent, np.asarray(gpus), np.asarray(nodes))
         return out

@@ -264,10 +264,34 @@ def test_a_declared_peak_above_the_catalog_gpus_fastest_is_refused(tmp_path, gpu
 def test_a_calibration_run_that_overfills_the_specs_nodes_is_refused_as_a_csv_row_is(tmp_path):
     spec = _spec(tmp_path, WORKLOADS / "llm7b.toml", cluster={"gpus_per_node": 6},
                  calibration={"gpus": [1, 2, 4]})
-    code, out, err = invoke("predict", spec)
-    assert_refused(code, out, err, f"{ROOT / 'calibrations' / 'llm7b_published_torchtitan.toml'}: runs[0].nodes: "
+    published = ROOT / "calibrations" / "llm7b_published_torchtitan.toml"
+    code, out, err = invoke("predict", spec, "--calibration", published)
+    assert_refused(code, out, err, f"{published}: runs[0].nodes: "
                    "8 GPUs on 1 node exceed cluster.gpus_per_node (6) (got 1)")
+    # the workload's checked-in calibration, which the user did not name: its runs (8@1, 128@16: 8 per
+    # node each) are left out with a warning naming them, and the prior answers
+    code, out, err = invoke("predict", spec, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["model"]["calibrated"] is False
+    assert any(w.startswith(f"{published}: left out 2 placements") and "(128@16, 8@1)" in w for w in doc["warnings"])
     csv = tmp_path / "m.csv"
     csv.write_text("gpus,nodes,step_seconds\n8,1,2.84\n")
     code, out, err = invoke("predict", spec, "--measurements", csv)
     assert_refused(code, out, err, f"{csv}: line 2.nodes: 8 GPUs on 1 node exceed cluster.gpus_per_node (6) (got 1)")
+
+
+# -- the checked-in calibration under an edited layout ---------------------------------------------------
+# A spec edited to another layout (tiny-cpu at TP 2) refused every command because its checked-in
+# calibration holds a 1-rank run TP 2 cannot split. The runs that still apply are fitted; the others are
+# named in one warning. A file the user names is still refused (test above).
+
+def test_an_edited_layout_fits_the_checked_in_runs_that_still_apply(tmp_path):
+    spec = _spec(tmp_path, WORKLOADS / "tiny-cpu.toml", parallelism={"tensor_parallel_degree": 2},
+                 calibration={"gpus": [2, 4]})
+    code, out, err = invoke("predict", spec, "--gpus", "2,4,8", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["model"]["calibrated"] is True
+    (note,) = [w for w in doc["warnings"] if "left out" in w]
+    assert "left out 1 placement" in note and "(1@1)" in note and "degrees 2" in note

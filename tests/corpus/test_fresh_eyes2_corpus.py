@@ -147,9 +147,6 @@ def test_predict_explain_for_a_job_no_count_runs_says_so(tmp_path):
     assert "where the median step goes" not in out
 
 
-@pytest.mark.xfail(strict=True, reason="advisor/scaling/plot.py _measured takes the median of the measured "
-                   "throughput at the baseline count, and an uncalibrated model has none: numpy's 'Mean of empty "
-                   "slice' RuntimeWarning (with its install path) reaches stderr; scaling/ is another helper's")
 @pytest.mark.parametrize("command", ["predict", "recommend"])
 def test_a_figure_of_an_uncalibrated_workload_prints_no_python_warning(tmp_path, command):
     option = ["--plot", tmp_path / "p.png"] if command == "predict" else ["--html", tmp_path / "r.html"]

@@ -159,9 +159,6 @@ def test_a_figure_of_an_uncalibrated_workload_prints_no_python_warning(tmp_path,
 
 # -- calibration plans the layout cannot run (advisor/calibrate/*: another helper's files) --------------
 
-@pytest.mark.xfail(strict=True, reason="advisor/calibrate/design.py candidates() skips the layout check when "
-                   "calibration.proxy_layers is set, and never asks batch.divides: llm70b (TP 8, global batch 512) "
-                   "is planned at 1@1 (TP 8 cannot split 1 GPU) and 24@3 (512 samples over 3 data-parallel ranks)")
 def test_plan_calibration_plans_only_placements_the_layout_and_batch_can_run():
     code, out, err = invoke("plan-calibration", LLM70B, "--json")
     assert code == 0, err
@@ -169,9 +166,6 @@ def test_plan_calibration_plans_only_placements_the_layout_and_batch_can_run():
     assert all(g % 8 == 0 and 512 % (g // 8) == 0 for g in counts), counts
 
 
-@pytest.mark.xfail(strict=True, reason="advisor/calibrate (--emit) checks --gpus against cluster.max_gpus but not "
-                   "against the layout, as the local session does (session.py): the worker refuses 1 GPU under "
-                   "TP 8 only once every rank has started on the rented nodes")
 def test_emit_refuses_a_count_the_layout_cannot_split(tmp_path):
     code, out, err = invoke("calibrate", LLM70B, "--gpus", "1,8", "--emit", "torchrun")
     assert_refused(code, out, err, "--gpus:", "cannot split")
@@ -224,8 +218,6 @@ def test_recommend_names_a_tier_cap_that_rules_out_the_counts_that_run(tmp_path)
             "priced there.") in text
 
 
-@pytest.mark.xfail(strict=True, reason="advisor/calibrate/design.py plans runs of 8, 16 and 24 GPUs on a --tier "
-                   "whose max_gpus is 4, and prices them there")
 def test_plan_calibration_keeps_to_the_tiers_cap(tmp_path):
     code, out, _ = invoke("plan-calibration", _capped(tmp_path), "--tier", "on-demand", "--json")
     assert code == 2 or all(r["gpus"] <= 4 for r in json.loads(out)["runs"]), out

@@ -88,6 +88,9 @@ class Run(_Strict):
     """Whole-job tokens per second, where reported."""
     layout: str | None = None
     """Parallel layout of the run, e.g. "dp_shard=8, dp_replicate=4, tp=1, pp=1" (advisor.topology.layouts)."""
+    memory_bound: bool | None = None
+    """The source says this run was slowed by memory pressure (allocator retries, a memory-bound
+    configuration): its efficiency is a lower bound where memory is freed (advisor.scaling.evidence)."""
     source: str | None = None
     """Citation for this run's values (published files: required)."""
 

@@ -34,6 +34,8 @@ class GPU:
     peaks: dict
     intra_node_bandwidth: float | None
     source: str
+    has_tensor_cores: bool = True
+    """False for GPUs built without tensor or matrix cores (Pascal, Kepler): every peak is a CUDA-core one."""
 
     def peak_flops(self, precision: str) -> float | None:
         """Peak dense FLOP/s at a compute precision, or None when the GPU has no such mode."""
@@ -41,6 +43,21 @@ class GPU:
             if self.peaks.get(column):
                 return float(self.peaks[column])
         return None
+
+    def peak_column(self, precision: str) -> str | None:
+        """The catalog column `peak_flops(precision)` reads (fp32: TF32 where the GPU has it), or None."""
+        return next((c for c in _PEAK_COLUMN[precision] if self.peaks.get(c)), None)
+
+    def tensor_cores(self, precision: str) -> bool:
+        """Whether the peak at `precision` is a tensor-core (matrix-core) peak. Not for plain FP32 (the
+        "single precision" figure every datasheet gives is the CUDA cores', Volta's and Turing's tensor
+        cores take fp16 only: NVIDIA Tesla V100 GPU architecture whitepaper WP-08608-001, "Tensor Cores"),
+        nor on a GPU built without them (`tensor_cores = false`: Pascal, Kepler). A CUDA-core peak is 8x
+        lower and far easier to approach: NVIDIA's Transformer-XL Large on one DGX-2H reaches ~58% of the
+        V100's 15.7 TFLOP/s in fp32 and ~20% of its 125 in fp16 (benchmarks/data/transformerxl-*), which
+        the compute prior conditions on (`priors.mfu_features`)."""
+        column = self.peak_column(precision)
+        return column is not None and column != "peak_fp32_flops" and self.has_tensor_cores
 
 
 #: Vendor words that nvidia-smi / rocm-smi put before the model ("NVIDIA H100 80GB HBM3", "Tesla T4",
@@ -73,6 +90,7 @@ def gpus() -> tuple[GPU, ...]:
             peaks={k: v for k, v in e.items() if k.startswith("peak_")},
             intra_node_bandwidth=parse_bandwidth(e["intra_node_bandwidth"]) if "intra_node_bandwidth" in e else None,
             source=e["source"],
+            has_tensor_cores=bool(e.get("tensor_cores", True)),
         )
         for e in entries
     )

@@ -9,7 +9,8 @@ row, then one row per measurement: `gpus` (required), `nodes` (default ceil(gpus
 gpus_per_node)), `step_seconds` or `throughput` (samples/s, whole job), optional `global_batch`
 (samples per step; default: the workload's batch policy) and, an addition of ours, optional
 `comm_seconds`: communication per step not hidden behind compute (step minus compute time; the
-Pollux traces' `sync_time`). Rows may differ in batch size.
+Pollux traces' `sync_time`), and optional `memory_bound` (1: the source says this row was slowed by
+memory pressure, 0 or empty: not; advisor.scaling.evidence.memory_pressed). Rows may differ in batch size.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from advisor.errors import InputError
 from advisor.fileio import MAX_CSV_BYTES, read_input_text
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
 from advisor.text import plural
+from advisor.topology.layouts import split_rule
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration, Collective
     from advisor.spec import Workload
 
-CSV_COLUMNS = ("gpus", "nodes", "step_seconds", "throughput", "global_batch", "comm_seconds")
+CSV_COLUMNS = ("gpus", "nodes", "step_seconds", "throughput", "global_batch", "comm_seconds", "memory_bound")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ class MeasuredRun:
     """Raw timed steps (after warm-up); one value for a CSV row."""
     comm_seconds: np.ndarray | None = None
     """Exposed (not overlapped) communication per step, same length as step_seconds, or None."""
+    memory_bound: bool = False
+    """The source flags this run as slowed by memory pressure (a calibration run's `memory_bound`, a CSV's
+    `memory_bound` column): advisor.scaling.evidence.memory_pressed."""
 
     @property
     def median_step(self) -> float:
@@ -108,6 +113,11 @@ class Measurements:
         """Median exposed communication seconds per run (NaN where not measured)."""
         return np.array([r.median_comm for r in self.runs])
 
+    @cached_property
+    def memory_bound(self) -> np.ndarray:
+        """Per run: whether its source flags it as slowed by memory pressure."""
+        return np.array([r.memory_bound for r in self.runs], dtype=bool)
+
     @property
     def n_steps(self) -> int:
         return int(sum(len(r.step_seconds) for r in self.runs))
@@ -118,10 +128,109 @@ class Measurements:
         return Measurements(runs, self.probes, self.source, self.peaks, self.layout)
 
 
-def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
-    """Runs of a calibration file; exposed communication from compute_seconds or comm_seconds."""
+def fitted_layout(workload: "Workload", layout: tuple | None) -> "Workload":
+    """The workload measured runs are fitted as: `workload` with the parallel layout they ran
+    (`layout`, a calibration's `recorded_layout`: strategy, tensor-parallel degree, HSDP shard group)
+    in place of the spec's, so that each run is fitted with the traffic it had; `workload` itself when
+    nothing was recorded (a CSV) or it is the spec's own (a later `strategy = "auto"` would otherwise
+    fit DDP runs with FSDP's traffic)."""
+    if layout is None:
+        return workload
+    strategy, tp, shard = layout
+    p = workload.parallelism
+    if strategy == p.strategy and (tp or 1) == (p.tensor_parallel_degree or 1) and shard in (
+            None, p.data_parallel_shard_degree):
+        return workload
+    from advisor.topology.layouts import with_layout
+
+    return with_layout(workload, strategy, tp, shard if strategy == "hsdp" else None)
+
+
+def measured_workload(w: "Workload", m: "Measurements" | None) -> "Workload":
+    """`fitted_layout` of the layout `m` recorded (`Measurements.layout`; None for no measurements)."""
+    return fitted_layout(w, getattr(m, "layout", None))
+
+
+def unsplit(workload: "Workload", layout: tuple | None, gpus, nodes) -> np.ndarray:
+    """Per measured placement: True where the layout it is fitted as (`fitted_layout`) cannot split its
+    GPU count (advisor.topology.layouts: the degrees multiply to the count, the expert degree divides
+    the data-parallel ranks). Such a run was measured under another layout: 4 GPUs under a spec's
+    TP 8 were fitted at 913 s for a measured 30 s and bent every coefficient to its bound."""
+    from advisor.topology.layouts import candidates
+
+    g, n = np.asarray(gpus, dtype=np.int64), np.asarray(nodes, dtype=np.int64)
+    if not g.size:
+        return np.zeros(0, dtype=bool)
+    pairs, back = np.unique(np.stack([g, n]), axis=1, return_inverse=True)  # a 1M-row CSV holds few placements
+    w = fitted_layout(workload, layout)
+    valid = np.stack([lay.valid for lay in candidates(w, pairs[0], pairs[1])]).any(axis=0)
+    return ~valid[np.ravel(back)]
+
+
+def unsplit_message(workload: "Workload", layout: tuple | None, gpus: int, nodes: int) -> str:
+    """Why a measured placement cannot be fitted (`unsplit`), in one clause with the rule it breaks."""
+    whose = "the spec's parallel layout" if layout is None else "the parallel layout the file records"
+    return (f"{whose} cannot split {plural(gpus, 'GPU')} over {plural(nodes, 'node')} "
+            f"({split_rule(fitted_layout(workload, layout))}): measured under another layout, the run cannot be "
+            "fitted as this one")
+
+
+def over_node(gpus, nodes, per_node: int) -> np.ndarray:
+    """Per placement: more GPUs on a node than the spec's cluster.gpus_per_node (the fewest per node, ceil)."""
+    return -(-np.asarray(gpus, dtype=np.int64) // np.asarray(nodes, dtype=np.int64)) > per_node
+
+
+def over_node_message(gpus: int, nodes: int, per_node: int) -> str:
+    return f"{plural(gpus, 'GPU')} on {plural(nodes, 'node')} exceed cluster.gpus_per_node ({per_node})"
+
+
+def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
+    """Refuse a run of `cal` on more GPUs per node than the spec's nodes hold (as a CSV row is), or that
+    the layout it ran cannot split (`unsplit`): `FILE: runs[i].nodes|gpus: ...`. Returns the calibration's
+    `recorded_layout`. (8 GPUs measured on 1 node under a spec of 6 per node were fitted as if 8@1 were
+    possible, and 8@2 predicted 28% faster than the measured step: 139% efficiency.)"""
+    per_node = workload.cluster.gpus_per_node
+    where = str(cal.path or "<calibration>")
+    over = over_node([r.gpus for r in cal.runs], [r.nodes for r in cal.runs], per_node)
+    if over.any():
+        i = int(over.argmax())
+        run = cal.runs[i]
+        raise InputError.at(where, f"runs[{i}].nodes", over_node_message(run.gpus, run.nodes, per_node), run.nodes)
+    layout = recorded_layout(cal)
+    bad = unsplit(workload, layout, [r.gpus for r in cal.runs], [r.nodes for r in cal.runs])
+    if bad.any():
+        i = int(bad.argmax())
+        run = cal.runs[i]
+        raise InputError.at(where, f"runs[{i}].gpus",
+                            unsplit_message(workload, layout, run.gpus, run.nodes), run.gpus)
+    return layout
+
+
+def from_calibration(cal: "Calibration", workload: "Workload",
+                     left_out: list[str] | None = None) -> Measurements | None:
+    """Runs of a calibration file; exposed communication from compute_seconds or comm_seconds. A run
+    the layout it ran cannot split is refused (`unsplit`), naming it; with `left_out` (a list, for the
+    workload's checked-in calibration, which the user did not name) such runs are left out instead and
+    one sentence per file is appended to it: a spec edited to another layout then answers from the runs
+    that still apply, or from the prior (None) when none does, instead of refusing every command."""
+    if left_out is None:
+        layout = check_runs_split(cal, workload)
+        kept = list(cal.runs)
+    else:
+        layout = recorded_layout(cal)
+        g, n = [r.gpus for r in cal.runs], [r.nodes for r in cal.runs]
+        bad = over_node(g, n, workload.cluster.gpus_per_node) | unsplit(workload, layout, g, n)
+        kept = [r for r, b in zip(cal.runs, bad.tolist(), strict=True) if not b]
+        if bad.any():
+            gone = sorted({f"{r.gpus}@{r.nodes}" for r, b in zip(cal.runs, bad.tolist(), strict=True) if b})
+            left_out.append(f"{cal.path or '<calibration>'}: left out {plural(len(gone), 'placement')} measured "
+                            f"under a layout this spec's cannot run ({', '.join(gone)}): "
+                            f"{split_rule(fitted_layout(workload, layout))}, on at most "
+                            f"{plural(workload.cluster.gpus_per_node, 'GPU')} per node")
+            if not kept and not cal.collectives:
+                return None
     runs = []
-    for run in cal.runs:
+    for run in kept:
         steps = np.asarray(run.step_seconds, dtype=float)
         comm = None
         if run.compute_seconds:
@@ -131,11 +240,10 @@ def from_calibration(cal: "Calibration", workload: "Workload") -> Measurements:
         elif run.comm_seconds is not None and len(run.comm_seconds) == len(steps):
             comm = np.asarray(run.comm_seconds, dtype=float)
         batch = run.global_batch if run.global_batch is not None else float(workload.global_batch(run.gpus))
-        runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm))
+        runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm, bool(run.memory_bound)))
     from advisor.topology.memory import measured_peaks
 
-    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), measured_peaks(cal),
-                        recorded_layout(cal))
+    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), measured_peaks(cal), layout)
 
 
 _LABEL = re.compile(r"dp_shard=(\d+), dp_replicate=(\d+), tp=(\d+)")
@@ -177,6 +285,7 @@ _CELL_LIMITS = {
     "throughput": (False, False, 1e12),
     "global_batch": (False, False, float(MAX_BATCH_SAMPLES) * MAX_GPUS_LIMIT),
     "comm_seconds": (False, True, MAX_SECONDS),
+    "memory_bound": (True, True, 1.0),
 }
 
 #: A row giving both step_seconds and throughput must agree within this relative tolerance:
@@ -359,11 +468,8 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
     nodes = np.where(np.isnan(nodes), -(-gpus // per_node), nodes).astype(np.int64)
     if (row := _first(nodes > gpus)) is not None:
         raise t.fail(row, "nodes", f"more nodes than GPUs ({gpus[row]})", int(nodes[row]))
-    if (row := _first(-(-gpus // nodes) > per_node)) is not None:
-        raise t.fail(row, "nodes", f"{plural(int(gpus[row]), 'GPU')} on {plural(int(nodes[row]), 'node')} "
-                     "exceed cluster.gpus_per_node "
-                     f"({per_node})",
-                     int(nodes[row]))
+    if (row := _first(over_node(gpus, nodes, per_node))) is not None:
+        raise t.fail(row, "nodes", over_node_message(int(gpus[row]), int(nodes[row]), per_node), int(nodes[row]))
     batch = v["global_batch"] if "global_batch" in v else np.full(len(gpus), np.nan)
     batch = np.where(np.isnan(batch), np.asarray(workload.global_batch(gpus), dtype=float), batch)
     step = v["step_seconds"] if "step_seconds" in v else np.full(len(gpus), np.nan)
@@ -378,7 +484,9 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
                      f"{batch[row] / step[row]:.4g} samples/s (more than {THROUGHPUT_TOLERANCE:.0%} apart)")
     step = np.where(np.isnan(step), batch / thr, step)
     comm = v["comm_seconds"] if "comm_seconds" in v else np.full(len(gpus), np.nan)
-    return {"gpus": gpus, "nodes": nodes, "global_batch": batch, "step_seconds": step, "comm_seconds": comm}
+    bound = np.nan_to_num(v["memory_bound"]) > 0 if "memory_bound" in v else np.zeros(len(gpus), bool)
+    return {"gpus": gpus, "nodes": nodes, "global_batch": batch, "step_seconds": step, "comm_seconds": comm,
+            "memory_bound": bound}
 
 
 def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurements:
@@ -386,9 +494,13 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
     table = read_csv_table(path)
     cols = measured_columns(table, workload)
     step, comm = cols["step_seconds"], cols["comm_seconds"]
+    if (row := _first(unsplit(workload, None, cols["gpus"], cols["nodes"]))) is not None:
+        g, n = int(cols["gpus"][row]), int(cols["nodes"][row])
+        raise table.fail(row, "gpus", unsplit_message(workload, None, g, n), g)
     has_comm = (~np.isnan(comm)).tolist()
+    bound = cols["memory_bound"].tolist()
     runs = [  # one-element views of the column arrays: no copy per row
-        MeasuredRun(g, n, b, step[i:i + 1], comm[i:i + 1] if has_comm[i] else None)
+        MeasuredRun(g, n, b, step[i:i + 1], comm[i:i + 1] if has_comm[i] else None, bound[i])
         for i, (g, n, b) in enumerate(zip(cols["gpus"].tolist(), cols["nodes"].tolist(), cols["global_batch"].tolist(),
                                           strict=True))
     ]
@@ -435,6 +547,8 @@ def combine_sources(workload: "Workload", calibration=None, measurements=None) -
     kept = {id(f) for f in files}
     cals = [c if isinstance(c, Calibration) else load_calibration(c, workload.name)
             for c in items if isinstance(c, Calibration) or id(c) in kept]
+    for cal in cals:  # each file on its own, so that a refused run is named in the file that holds it
+        check_runs_split(cal, workload)
     csv = measurements if measurements is None or isinstance(measurements, Measurements) else \
         read_measurements_csv(measurements, workload)
     return combine_measurements(workload, merge_calibrations(cals) if cals else None, csv)

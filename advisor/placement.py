@@ -58,3 +58,16 @@ def parse_placements(text: str, gpus_per_node: int, where: str = "--gpus") -> li
         out.append((gpus, nodes))
     return out
 
+
+def check_layout_splits(w, placements: list[tuple[int, int]], where: str, item: object) -> None:
+    """Refuse (InputError at `where`) the first placement the spec's parallel layout cannot split, by the
+    layout's own rule (advisor.topology.layouts.split_rule): the worker would refuse it only after every
+    rank had started, on rented nodes for an emitted job."""
+    from advisor.text import plural
+    from advisor.topology.layouts import build, split_rule
+
+    valid = build(w, [n for n, _ in placements], [m for _, m in placements]).valid
+    for (n, m), ok in zip(placements, valid.tolist(), strict=True):
+        if not ok:
+            raise InputError.at(where, "", f"the parallel layout cannot split {plural(n, 'GPU')} over "
+                                f"{plural(m, 'node')}: {split_rule(w)}", item)

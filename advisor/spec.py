@@ -17,7 +17,8 @@ from advisor.catalog import find_gpu, suggest_gpus
 from advisor.errors import InputError, Problem, control_character
 from advisor.fileio import load_toml
 from advisor.text import plural
-from advisor.units import parse_bandwidth, parse_count, parse_duration, parse_size
+from advisor.topology.memory import DEFAULT_VOCAB
+from advisor.units import format_count, parse_bandwidth, parse_count, parse_duration, parse_size
 from advisor.validation import validation_error
 
 Count = Annotated[float, BeforeValidator(parse_count)]
@@ -63,6 +64,10 @@ Int = Annotated[int, BeforeValidator(_whole)]
 #: Engine docs, "Using FP8 with Transformer Engine"; torchtitan docs/float8.md).
 BYTES_PER_ELEMENT = {"fp8": 2, "bf16": 2, "fp16": 2, "fp32": 4}
 
+#: A declared cluster.peak_flops may exceed the catalog GPU's fastest peak by this much (a datasheet figure
+#: rounded or quoted at a boost clock), not more.
+PEAK_ROUNDING = 0.02
+
 #: Largest GPU count a spec may ask about: the recommendation sweep is vectorised over every
 #: count up to max_gpus, and 2^20 keeps that sweep under a second.
 MAX_GPUS_LIMIT = 2**20
@@ -90,8 +95,6 @@ MAX_GPU_MEMORY = 2.0**44
 MAX_LAYERS, MAX_HIDDEN, MAX_HEADS, MAX_SEQ_LEN, MAX_VOCAB = 10_000, 2**20, 2**16, 2**26, 2**26
 #: Routed experts per MoE layer: DeepSeek-V3 has 256 (arXiv:2412.19437 §4.2); 2^16 is 256x that.
 MAX_EXPERTS = 2**16
-#: Vocabulary when the spec gives none (the calibration proxy's embedding; memory's logits).
-DEFAULT_VOCAB = 32000
 #: Training FLOPs per sample (6·P·T at MAX_PARAMS and a 1M-token sample is ~6e21).
 MAX_FLOPS_PER_SAMPLE = 1e24
 #: Bytes/s of one link: NVLink 5 is 900 GB/s per GPU per direction, 8x800 Gbit/s NICs are 800 GB/s
@@ -193,8 +196,17 @@ class ModelSpec(_Section):
         under 0.01% and count as dense. 0 without a transformer shape."""
         if not self.is_transformer:
             return 0.0
+        return self.attention_params + 2 * (self.vocab or DEFAULT_VOCAB) * self.hidden
+
+    @property
+    def attention_params(self) -> float:
+        """Weights of the attention projections, which every layer of the shape holds: Q and O (h x h
+        each), K and V (h x h·kv_heads/heads each), 2·L·h²·(1 + kv/heads); 0 without a transformer shape.
+        A model.params below it contradicts the shape (a count of another model, or a dropped letter)."""
+        if not self.is_transformer:
+            return 0.0
         kv = (self.kv_heads or self.heads) / self.heads
-        return 2 * self.layers * self.hidden**2 * (1 + kv) + 2 * (self.vocab or DEFAULT_VOCAB) * self.hidden
+        return 2 * self.layers * self.hidden**2 * (1 + kv)
 
     @property
     def routed_expert_params(self) -> float:
@@ -489,10 +501,11 @@ def _like(gpus: Any, values: Any) -> Any:
     return values
 
 
-def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
-    """Checks that span fields: (dotted path, message, offending value)."""
+def _model_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """The model section's cross-field checks: a whole transformer shape, heads dividing the width,
+    params holding the shape's attention weights, FLOPs when no shape says them."""
     out: list[tuple[str, str, object]] = []
-    m, b = w.model, w.batch
+    m = w.model
     shape = {"layers": m.layers, "hidden": m.hidden, "heads": m.heads, "seq_len": m.seq_len}
     given = [k for k, v in shape.items() if v is not None]
     if given and len(given) < len(shape):
@@ -502,11 +515,25 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
                             "(a transformer shape needs layers, hidden, heads and seq_len)", None))
     if m.hidden is not None and m.heads is not None and m.hidden % m.heads:
         out.append(("model.heads", f"must divide model.hidden ({m.hidden})", m.heads))
+    elif (m.is_transformer and not m.is_moe and m.params < m.attention_params
+          and not (m.kv_heads and m.heads % m.kv_heads)):
+        # The FLOPs (6·params per token), the memory and the gradient bytes all read params: 1M with a Llama-8B
+        # shape planned a 1-GPU run 3.6x faster per GPU than the 8 it was calibrated on. (Mixture of experts:
+        # _expert_problems holds params above attention and embeddings.)
+        out.append(("model.params", f"fewer than the attention weights of the shape alone (2·layers·hidden²·"
+                    f"(1 + kv_heads/heads) = {format_count(m.attention_params)} for {plural(m.layers, 'layer')} of "
+                    f"{m.hidden}): the count or the shape is wrong",
+                    int(m.params) if m.params.is_integer() else m.params))
     if not given and m.flops_per_sample is None:
         out.append(("model.flops_per_sample",
                     "required when no transformer shape (layers, hidden, heads, seq_len) is given", None))
+    return out
 
-    # Each policy needs its own batch size (which the micro-batch must divide) and ignores the other's.
+
+def _batch_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """Each policy needs its own batch size (which the micro-batch must divide) and ignores the other's."""
+    out: list[tuple[str, str, object]] = []
+    b = w.batch
     policies = {"fixed-global": "global_samples", "fixed-per-gpu": "per_gpu_samples"}
     for policy, key in sorted(policies.items(), key=lambda item: item[0] != b.policy):
         size = getattr(b, key)
@@ -518,9 +545,13 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
             out.append((f"batch.{key}", f"only used when batch.policy is '{policy}'", size))
     if b.max_global_samples is not None and b.policy != "fixed-per-gpu":
         out.append(("batch.max_global_samples", "only used when batch.policy is 'fixed-per-gpu'", b.max_global_samples))
+    return out
 
-    out += _gpu_problems(w)
 
+def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """Checks that span fields: (dotted path, message, offending value)."""
+    out = _model_problems(w) + _batch_problems(w) + _gpu_problems(w)
+    m = w.model
     if sum(x is not None for x in (w.job.samples, w.job.steps, w.job.tokens)) != 1:
         out.append(("job", "give exactly one of job.samples, job.steps or job.tokens", None))
     elif w.job.tokens is not None and m.seq_len is None:
@@ -562,6 +593,14 @@ def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:
     if c.intra_node_bandwidth is None and (gpu is None or gpu.intra_node_bandwidth is None):
         out.append(("cluster.intra_node_bandwidth",
                     f"required: GPU {c.gpu!r} is not in the catalog (advisor gpus)", None))
+    fastest = max((gpu.peak_flops(p) or 0.0 for p in BYTES_PER_ELEMENT), default=0.0) if gpu is not None else 0.0
+    if c.peak_flops is not None and fastest and c.peak_flops > fastest * (1 + PEAK_ROUNDING):
+        # a declared peak above every tensor-core peak of the catalog's GPU is compute the hardware does not
+        # have (fp8 declared at 600 TFLOP/s on an A100, whose fastest mode is bf16 at 312): refused
+        best = max(BYTES_PER_ELEMENT, key=lambda p: gpu.peak_flops(p) or 0.0)
+        out.append(("cluster.peak_flops", f"above the catalog's {gpu.name} at its fastest tensor-core mode "
+                    f"({best}: {fastest:.4g} FLOP/s): a GPU cannot compute faster than its hardware; leave it out "
+                    "or name the GPU you have", c.peak_flops))
     if gpu is not None and c.peak_flops is None and gpu.peak_flops(w.model.precision) is None:
         modes = [p for p in ("fp8", "bf16", "fp16", "fp32") if gpu.peak_flops(p)]
         out.append(("model.precision", f"the catalog's {gpu.name} has no {w.model.precision} tensor-core peak "
@@ -730,6 +769,24 @@ def _data_parallel_problems(w: Workload, model_parallel: int) -> list[tuple[str,
     return out
 
 
+def _layout_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """calibration.gpus the declared layout cannot split, by the one rule every command uses
+    (advisor.topology.layouts.build: the checks above name the common cases by their fields; this
+    catches the rest, such as an expert degree that HSDP's shard group in a node cannot hold: the
+    spec validated, then every command refused every count). Asked only of a spec that is otherwise
+    valid, since the layout is built from it."""
+    if w.parallelism.strategy == "auto":
+        return []
+    from advisor.topology.layouts import build, split_rule
+
+    gpus = w.calibration.gpus
+    bad = [n for n, ok in zip(gpus, build(w, gpus).valid.tolist(), strict=True) if not ok]
+    if not bad:
+        return []
+    return [("calibration.gpus", f"the parallel layout cannot split {', '.join(map(str, bad))} GPUs "
+             f"({split_rule(w)})", bad)]
+
+
 def parse_toml(path: Path) -> dict:
     """Read a TOML input through advisor's one reader (regular files only, size and depth capped);
     a syntax error names line and column."""
@@ -743,7 +800,7 @@ def workload_from_dict(data: dict, file: str | Path = "<spec>") -> Workload:
         workload = Workload.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc, file, Workload) from None
-    problems = _cross_field_problems(workload)
+    problems = _cross_field_problems(workload) or _layout_problems(workload)
     if problems:
         raise InputError([Problem(file, p, msg, v, v is not None) for p, msg, v in problems])
     if workload.job.tokens is not None:  # everything downstream counts samples

@@ -89,12 +89,11 @@ def evidence(s) -> dict:
             continue
         lik_m = (post_m / post_v - prior_m / prior_sd**2) / lik_prec
         out[key] = (float(lik_m), float(1.0 / lik_prec))
-    from advisor.catalog import find_gpu
-    from advisor.scaling.priors import mfu_features
+    from advisor.scaling.priors import mfu_applies, mfu_class, mfu_features
 
     w = s.workload
-    known = w.model.is_transformer and find_gpu(w.cluster.gpu) is not None
-    out["mfu_features"] = mfu_features(w) if known and "log_inv_mfu" in out else None
+    out["mfu_features"] = mfu_features(w) if mfu_applies(w) and "log_inv_mfu" in out else None
+    out["mfu_class"] = mfu_class(w)
     r = np.array([x["error"] for x in m.residuals()])
     out["noise"] = float(np.sqrt(np.mean(np.log1p(r) ** 2))) if r.size > 2 else None
     return out
@@ -116,9 +115,10 @@ def learn(samples: dict[str, dict], without: str | None = None):
         feats = samples[n].get("mfu_features")
         if feats is not None:  # the conditioned compute prior (priors.learn_mfu) learns from these
             value, var = samples[n]["log_inv_mfu"]
-            mfu.append((tuple(feats), value, var, 1.0 / size[corpus.cluster_of(n)], corpus.cluster_of(n)))
+            mfu.append((tuple(feats), value, var, 1.0 / size[corpus.cluster_of(n)], corpus.cluster_of(n),
+                        samples[n]["mfu_class"]))
         for k, v in samples[n].items():
-            if k == "mfu_features":
+            if k in ("mfu_features", "mfu_class"):
                 continue
             if k == "noise":
                 if v is not None:

@@ -1,14 +1,18 @@
 """The conditioned compute prior (advisor.scaling.priors.MFUModel), learned from the corpus and scored
-leave-one-testbed-out.
+leave-one-testbed-out, beside the candidate conditionings tried.
 
     python benchmarks/mfu_prior.py [--json]
 
-For every corpus series with a transformer shape on a catalog GPU (benchmarks/corpus.py), the
-evidence its rows put on ln(1/MFU) (benchmarks/accuracy.py `evidence`: the fit under the vague prior,
-the prior divided out); `priors.learn_mfu` regresses it on `priors.MFU_FEATURES`. Printed: the learned
-model (pasted into priors.LEARNED.mfu), and per series the held-out residual of the model learned
-without its testbed, beside the unconditioned prior's (the learned scalar log_inv_mfu): what a new
-testbed meets with and without the conditioning.
+For every corpus series on a catalog GPU with a known peak (benchmarks/corpus.py; `priors.mfu_applies`),
+the evidence its rows put on ln(1/MFU) (benchmarks/accuracy.py `evidence`: the fit under the vague
+prior, the prior divided out; the small-batch penalty is a column of that fit, so the evidence is the
+large-micro-batch MFU: the one candidate with tokens per micro-batch asks whether the penalty leaves
+any of their effect, and is no feature of the chosen set); `priors.learn_mfu`
+regresses it on a set of features. Printed: per candidate set, the weighted rms of the held-out residual
+(each series predicted by the model learned without its testbed: what a new testbed meets) per class
+(priors.MFU_CLASSES) and overall, the scalar prior's (one mean for all, learned the same way) beside
+it; per series, the chosen set's held-out residual; and the model learned on every series with the
+chosen set (`priors.MFU_FEATURES`, pasted into priors.LEARNED.mfu).
 """
 
 from __future__ import annotations
@@ -27,55 +31,147 @@ import accuracy
 import corpus
 
 
-def points() -> list[tuple]:
-    out = []
-    series = corpus.load()
-    size: dict[str, int] = {}
-    evid = {}
-    for s in series:
+def _catalog(w):
+    from advisor.catalog import find_gpu
+
+    return find_gpu(w.cluster.gpu)
+
+
+def _flag(name):
+    from advisor.scaling import priors
+
+    i = priors.MFU_FEATURES.index(name)
+    return lambda w: priors.mfu_features(w)[i]
+
+
+def _older_any(w):  # before: Volta or older, whatever the peak's kind
+    from advisor.scaling.priors import _OLDER
+
+    return float(_catalog(w).name.startswith(_OLDER))
+
+
+def _fp32(w):  # before: fp32, TF32 or CUDA-core alike
+    return float(w.model.precision == "fp32")
+
+
+def _tf32(w):
+    g = _catalog(w)
+    return float(w.model.precision == "fp32" and g.peak_column("fp32") == "peak_tf32_flops")
+
+
+def _log_flops(w):  # FLOPs per sample, centred on 1 TFLOP (ln): bigger models, bigger GEMMs
+    return float(np.log(w.model.training_flops_per_sample / 1e12))
+
+
+def _log_params(w):  # parameters, centred on 1B (ln)
+    return float(np.log(w.model.params / 1e9))
+
+
+def _log_tokens(w):  # ln(tokens per micro-batch / 4096) of a transformer (0 without a shape): beyond the penalty
+    b = w.batch
+    samples = b.micro_samples or b.per_gpu_samples  # every series here declares one of them
+    return float(np.log(samples * w.model.seq_len / 4096)) if w.model.is_transformer and samples else 0.0
+
+
+def _declared_cuda(w):  # interaction: declared FLOPs on CUDA cores (every Pollux trace)
+    return _flag("declared_flops")(w) * _flag("cuda_core")(w)
+
+
+#: Candidate feature sets: name -> feature functions of a workload. "chosen" is priors.MFU_FEATURES.
+CANDIDATES = {
+    "intercept only": (),
+    "before (gen, fp32, llm)": ((_flag("hopper_or_newer"), _older_any, _fp32, _flag("llm"))),
+    "peak kind + llm": (_flag("hopper_or_newer"), _flag("volta_or_turing"), _flag("cuda_core"), _flag("llm")),
+    "peak kind + declared": (_flag("hopper_or_newer"), _flag("volta_or_turing"), _flag("cuda_core"),
+                             _flag("declared_flops")),
+    "gen (any peak) + llm + declared": (_flag("hopper_or_newer"), _older_any, _flag("llm"), _flag("declared_flops")),
+    "chosen": None,
+    "chosen + tf32": "tf32",
+    "chosen + ln FLOPs/sample": "log_flops",
+    "chosen + ln params": "log_params",
+    "chosen + declared x cuda": "declared_cuda",
+    "chosen + ln tokens/micro-batch": "log_tokens",
+}
+_EXTRA = {"tf32": _tf32, "log_flops": _log_flops, "log_params": _log_params, "log_tokens": _log_tokens,
+          "declared_cuda": _declared_cuda}
+
+
+def series_evidence() -> list[tuple]:
+    """(series name, workload, testbed, weight, ln(1/MFU), its variance, class) for every series the
+    conditioned prior speaks for, each testbed weighing 1 in all."""
+    from advisor.scaling.priors import mfu_applies, mfu_class
+
+    rows = []
+    for s in corpus.load():
+        if not mfu_applies(s.workload):
+            continue
         ev = accuracy.evidence(s)
-        if ev.get("mfu_features") is not None:
-            evid[s.name] = ev
-            size[corpus.cluster_of(s.name)] = size.get(corpus.cluster_of(s.name), 0) + 1
-    for name, ev in evid.items():
-        bed = corpus.cluster_of(name)
-        out.append((name, (tuple(ev["mfu_features"]), *ev["log_inv_mfu"], 1.0 / size[bed], bed)))
-    return out
+        if "log_inv_mfu" in ev:
+            rows.append((s.name, s.workload, corpus.cluster_of(s.name), *ev["log_inv_mfu"], mfu_class(s.workload)))
+    size: dict[str, int] = {}
+    for r in rows:
+        size[r[2]] = size.get(r[2], 0) + 1
+    return [(n, w, bed, 1.0 / size[bed], y, v, c) for n, w, bed, y, v, c in rows]
+
+
+def functions(name):
+    from advisor.scaling.priors import MFU_FEATURES
+
+    spec = CANDIDATES[name]
+    chosen = tuple(_flag(f) for f in MFU_FEATURES)
+    if spec is None:
+        return chosen
+    if isinstance(spec, str):
+        return (*chosen, _EXTRA[spec])
+    return spec
+
+
+def score(rows, fns) -> dict:
+    """The held-out residuals and their weighted rms per class and overall, of features `fns`."""
+    from advisor.scaling.priors import MFU_CLASSES, learn_mfu
+
+    pts = [(tuple(f(w) for f in fns), y, v, wt, bed, c) for _, w, bed, wt, y, v, c in rows]
+    held = []
+    for p in pts:
+        m = learn_mfu([q for q in pts if q[4] != p[4]])
+        held.append(p[1] - (m.intercept + float(np.dot(m.coef, p[0]))))
+    held = np.array(held)
+    wt = np.array([p[3] for p in pts])
+    cls = np.array([p[5] for p in pts])
+
+    def rms(keep):
+        return float(np.sqrt(np.sum(wt[keep] * held[keep] ** 2) / np.sum(wt[keep])))
+
+    out = {c: rms(cls == c) for c in MFU_CLASSES if (cls == c).any()}
+    out["all"] = rms(np.ones(len(pts), bool))
+    return {"rms": out, "held": held.tolist(), "model": learn_mfu(pts)}
 
 
 def main(argv=None) -> int:
-    from advisor.scaling.priors import LEARNED, learn_mfu
+    from advisor.scaling.priors import MFU_CLASSES, MFU_FEATURES
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    pts = points()
-    model = learn_mfu([p for _, p in pts])
-    rows = []
-    for name, p in pts:
-        held = learn_mfu([q for _, q in pts if q[4] != p[4]])
-        mean = held.intercept + float(np.dot(held.coef, p[0]))
-        rows.append({"series": name, "testbed": p[4], "features": p[0], "ln_inv_mfu": p[1], "weight": p[3],
-                     "conditioned_residual": p[1] - mean, "scalar_residual": p[1] - LEARNED.log_inv_mfu})
-    w = np.array([r["weight"] for r in rows])
-
-    def rms(key, keep):
-        x = np.array([r[key] for r in rows])[keep]
-        return float(np.sqrt(np.sum(w[keep] * x**2) / np.sum(w[keep])))
-
-    llm = np.array([r["features"][-1] > 0 for r in rows])
-    every = np.ones(len(rows), bool)
-    summary = {k: {"conditioned": rms("conditioned_residual", c), "scalar": rms("scalar_residual", c)}
-               for k, c in (("all", every), ("llm", llm), ("other", ~llm))}
+    rows = series_evidence()
+    results = {name: score(rows, functions(name)) for name in CANDIDATES}
+    chosen = results["chosen"]
     if args.json:
-        print(json.dumps({"model": model.__dict__, "rows": rows, "summary": summary}, indent=2))
+        print(json.dumps({"features": MFU_FEATURES, "model": chosen["model"].__dict__,
+                          "candidates": {k: r["rms"] for k, r in results.items()},
+                          "rows": [{"series": r[0], "testbed": r[2], "class": r[6], "ln_inv_mfu": r[4],
+                                    "held_out_residual": h} for r, h in zip(rows, chosen["held"], strict=True)]},
+                         indent=2))
         return 0
-    for r in rows:
-        print(f"{r['series']:40} {r['ln_inv_mfu']:6.2f}  held-out residual {r['conditioned_residual']:+.2f} "
-              f"(scalar prior {r['scalar_residual']:+.2f})")
-    for k, v in summary.items():
-        print(f"{k:6} held-out rms of ln(1/MFU): conditioned {v['conditioned']:.3f}, scalar {v['scalar']:.3f}")
-    print("learned:", model)
+    print(f"held-out rms of ln(1/MFU), leave-one-testbed-out ({len(rows)} series, "
+          f"{len({r[2] for r in rows})} testbeds, each weighted once)")
+    print(f"{'candidate':32}" + "".join(f"{c:>16}" for c in (*MFU_CLASSES, "all")))
+    for name, r in results.items():
+        print(f"{name:32}" + "".join(f"{r['rms'].get(c, float('nan')):16.3f}" for c in (*MFU_CLASSES, "all")))
+    print(f"\nchosen: {', '.join(MFU_FEATURES)}; per series, held-out residual (intercept only beside it)")
+    for r, h, h0 in zip(rows, chosen["held"], results["intercept only"]["held"], strict=True):
+        print(f"  {r[0]:40} {r[6]:15} {r[4]:6.2f}  {h:+.2f}  ({h0:+.2f})")
+    print("learned:", chosen["model"])
     return 0
 
 

@@ -124,18 +124,24 @@ def default_tier(w: "Workload", name: str | None) -> "Tier":
     return (plain or list(w.tiers))[0]
 
 
-def candidates(w: "Workload", max_nodes: int) -> list[tuple[int, int]]:
-    """Placements worth measuring: powers of two in one node, then whole nodes (module docstring)."""
+def candidates(w: "Workload", max_nodes: int, max_gpus: int | None = None) -> list[tuple[int, int]]:
+    """Placements worth measuring: powers of two in one node, then whole nodes (module docstring), up to
+    `max_gpus` (default cluster.max_gpus; a tier's cap) and only where the layout splits the count and
+    the batch divides over its data-parallel ranks (advisor.batch.divides). With a proxy
+    (calibration.proxy_layers, sized to fit) memory is not asked; without one the full model must fit."""
+    from advisor.batch import divides
     from advisor.topology.layouts import build
 
     g = w.cluster.gpus_per_node
+    cap = w.cluster.max_gpus if max_gpus is None else max_gpus
     inside = [1 << i for i in range(g.bit_length()) if (1 << i) <= g]
     places = [(n, 1) for n in inside] + [(m * g, m) for m in range(2, max_nodes + 1)]
-    places = [(n, m) for n, m in places if n <= w.cluster.max_gpus]
-    if w.calibration.proxy_layers is not None:
-        return places  # calibration trains a proxy of proxy_layers layers, sized to fit
-    ok = build(w, [n for n, _ in places], [m for _, m in places]).fits(w)
-    return [p for p, fit in zip(places, ok, strict=True) if fit]
+    places = [(n, m) for n, m in places if n <= cap]
+    if not places:
+        return []
+    lay = build(w, [n for n, _ in places], [m for _, m in places])
+    ok = (lay.valid if w.calibration.proxy_layers is not None else lay.fits(w)) & divides(w, [n for n, _ in places])
+    return [p for p, fit in zip(places, ok.tolist(), strict=True) if fit]
 
 
 class _StepModel:
@@ -266,19 +272,22 @@ def plan_calibration(
     """The runs to measure (module docstring). InputError when no node-aware plan fits the budget."""
     tier = default_tier(w, tier_name)
     g = w.cluster.gpus_per_node
-    limit = max(1, w.cluster.max_gpus // g)
+    capped = tier.max_gpus is not None and tier.max_gpus < w.cluster.max_gpus
+    cap = tier.max_gpus if capped else w.cluster.max_gpus
+    limit = max(1, cap // g)
     max_nodes = min(max_nodes if max_nodes is not None else DEFAULT_MAX_NODES, limit)
     if max_nodes < 3:
+        allows = f"tier {tier.name}'s max_gpus ({cap})" if capped else "cluster.max_gpus"
         raise InputError.at(
             "--max-nodes",
             "",
             "the inter-node terms need runs on at least 3 distinct node counts "
-            f"(1, 2 and 3+); cluster.max_gpus allows {plural(limit, 'node')}",
+            f"(1, 2 and 3+); {allows} allows {plural(limit, 'node')}",
             max_nodes,
         )
     target = target or (w.cluster.max_gpus, int(w.nodes(w.cluster.max_gpus)))
     sm = _StepModel(w)
-    places = candidates(w, max_nodes)
+    places = candidates(w, max_nodes, cap)
     steps = sm.step_seconds([p[0] for p in places], [p[1] for p in places])
     runs = {p: _cost(w, tier, p[0], p[1], float(s), startup_seconds) for p, s in zip(places, steps, strict=True)}
     runs, skipped = _drop_long_runs(w, runs)

@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 from advisor.spec import Workload
+from advisor.topology.memory import DEFAULT_VOCAB
 
 MIB = 1 << 20
 
@@ -37,8 +38,6 @@ PROBE_CAP_BYTES = {"cpu": 64 * MIB, "cuda": 1024 * MIB}
 #: buckets - DDP's default bucket_cap_mb = 25 - are never that small).
 PROBE_MIN_BYTES = MIB
 
-#: Vocabulary of the proxy's embedding when the spec gives none (spec.ModelSpec.vocab default).
-DEFAULT_VOCAB = 32000
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from advisor.calibration_data import (
 )
 from advisor.errors import InputError, Problem
 from advisor.fileio import check_output_target, exclusive_lock, signals_deferred
-from advisor.placement import parse_placements
+from advisor.placement import check_layout_splits, parse_placements
 from advisor.spec import Workload, load_workload
 from advisor.text import plural
 
@@ -117,14 +117,7 @@ def local_counts(w: Workload, gpus: str | None, device: str, available: int | No
         if n > MAX_LOCAL_RANKS:
             raise InputError.at("--gpus", "", f"{n} ranks on one host: at most {MAX_LOCAL_RANKS} (more ranks run "
                                 "as multi-node counts: --emit torchrun)", gpus)
-    from advisor.topology.layouts import build
-
-    valid = build(w, [n for n, _ in placements]).valid
-    for (n, _), ok in zip(placements, valid, strict=True):
-        if not ok:  # the worker would refuse it after starting every rank
-            raise InputError.at("--gpus", "", f"the parallel layout cannot split {n} GPUs: tensor x pipeline x "
-                                f"context degrees ({w.model_parallel_size()}) and the data-parallel degrees must "
-                                "multiply to it", gpus)
+    check_layout_splits(w, placements, "--gpus", gpus)
     return [n for n, _ in placements]
 
 

@@ -45,8 +45,22 @@ NODES_LINK_HELP = 'Bandwidth between nodes, all NICs together: "8x400 Gbit/s", "
 
 
 def _shape(params: float) -> tuple[int, int, int, str]:
-    """The published shape closest in log(params)."""
-    best = min(SHAPES, key=lambda s: abs(math.log(s[0] / params)))
+    """The published shape closest in log(params) among those whose attention weights alone do not
+    exceed it (advisor.spec.ModelSpec.attention_params: the spec refuses fewer parameters than that)."""
+    from advisor.spec import ModelSpec
+
+    def attention(s) -> float:
+        return ModelSpec(params=s[0], layers=s[1], hidden=s[2], heads=s[3], seq_len=1).attention_params
+
+    fit = [s for s in SHAPES if attention(s) <= params]
+    if not fit:
+        from advisor.units import format_count
+
+        small = SHAPES[0]
+        raise InputError.at("--params", "", f"below {format_count(attention(small))}, the attention weights of the "
+                            f"smallest shape advisor init writes ({small[4]}: {small[1]} layers of {small[2]}): "
+                            "write the spec's [model] section by hand", format_count(params))
+    best = min(fit, key=lambda s: abs(math.log(s[0] / params)))
     return best[1], best[2], best[3], best[4]
 
 

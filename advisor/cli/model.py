@@ -252,7 +252,11 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
     for line in _left_out(rows):
         say(con, line)
     if explain:
-        _print_breakdown(m, [r for r in rows if r["runs"]])
+        running = [r for r in rows if r["runs"]]
+        if running:
+            _print_breakdown(m, running)
+        else:  # an empty table read as a broken one
+            say(con, "No step is broken down: none of these counts runs (see why above).")
     if plot is not None:
         current().note(f"wrote {plot}")
     _warn(p.warnings)

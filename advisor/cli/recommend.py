@@ -276,4 +276,8 @@ def _curve(model, rec):
     from advisor.planning.layout_choice import predict
 
     counts = sorted({int(rec.sweep.gpus[c]) for _, c in _shown(rec)})
+    if not counts:  # no count runs, so no plan is shown (--html crashed on the empty curve): the counts
+        # the layout splits, up to the baseline's doublings, as predict shows them, each marked as not running
+        sw, split = rec.sweep, rec.runnable.splits if rec.runnable is not None else rec.sweep.gpus > 0
+        counts = [int(g) for g in sw.gpus[split & ((sw.gpus & (sw.gpus - 1)) == 0)]] or [int(sw.baseline_gpus)]
     return predict(model, counts, None, model.peaks)[0]

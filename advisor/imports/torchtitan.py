@@ -16,6 +16,12 @@ sequence length, one optimizer step over N GPUs processes global_batch x seq_len
 
 Steps up to the spec's `calibration.warmup_steps` are left out (the first steps include
 compilation and allocator warm-up), like advisor's own calibration.
+
+Memory pressure: torchtitan warns `N CUDA memory allocation retries.` whenever the caching allocator
+has had to free its cache and retry a cudaMalloc (`num_alloc_retries` of torch.cuda.memory_stats, a
+count since the process started; torchtitan/components/metrics.py `DeviceMemoryMonitor.get_peak_stats`).
+A count that grows after the warm-up means the timed steps retried: the run is recorded `memory_bound`
+(advisor.scaling.evidence.memory_pressed reads its efficiency as a lower bound where memory is freed).
 """
 
 from __future__ import annotations
@@ -38,6 +44,21 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: the work is linear in the line (no pattern rescans the rest of a line from every `step:`).
 _KEY = re.compile(r"(?<![A-Za-z0-9_])(step|loss|memory|tps|wps):", re.ASCII)
 GIB = 2**30
+#: torchtitan's allocator-retry warning, `N CUDA memory allocation retries.` (module docstring)
+_RETRIES = "memory allocation retries"
+
+
+def retried_while_timed(path: str | Path, first_timed_line: int) -> bool:
+    """Whether the allocator-retry count the log prints grew from its last value before
+    `first_timed_line` (the first step kept after warm-up) to its largest after it."""
+    before, during = 0, 0
+    for lineno, raw in enumerate(read_log(path).splitlines(), start=1):
+        at = raw.find(_RETRIES)
+        words = raw[:at].split() if at >= 0 else []
+        if len(words) >= 2 and words[-2].isascii() and words[-2].isdigit():  # "N CUDA memory allocation retries"
+            count = int(words[-2])
+            before, during = (count, during) if lineno < first_timed_line else (before, max(during, count))
+    return during > before
 
 
 def _fields(line: str) -> dict[str, str]:
@@ -136,6 +157,7 @@ def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) 
         global_batch=batch,
         peak_memory_bytes=max(memories) if memories else None,
         tokens_per_second=tps_median * gpus,
+        memory_bound=True if retried_while_timed(path, kept[0][3]) else None,
         source=f"torchtitan log {Path(path).name}: steps {kept[0][0]}-{kept[-1][0]} "
         f"(lines {kept[0][3]}-{kept[-1][3]}); step_seconds = {batch} samples x {workload.model.seq_len} tokens "
         f"/ (tps x {gpus} GPUs)",
@@ -151,6 +173,7 @@ def import_torchtitan(
 ) -> tuple["Calibration", Path, list[str]]:
     """Add one run per torchtitan log (all at placement N@M) to a calibration file, under its lock."""
     from advisor.calibration_data import update_calibration_file
+    from advisor.measurements import unsplit, unsplit_message
     from advisor.placement import parse_placements
     from advisor.spec import load_workload
 
@@ -159,6 +182,8 @@ def import_torchtitan(
     if len(places) != 1:
         raise InputError.at("--gpus", "", "give one placement N@M (the GPUs the logged job ran on)", placement)
     gpus, nodes = places[0]
+    if unsplit(w, None, [gpus], [nodes])[0]:  # the file would be refused by every command that reads it
+        raise InputError.at("--gpus", "", unsplit_message(w, None, gpus, nodes), placement)
     logs, notes = distinct_files(logs)
     runs = [run_from_log(p, w, gpus, nodes) for p in logs]
     notes += [
@@ -174,6 +199,7 @@ def import_torchtitan(
         "step_seconds": [t for r in runs for t in r.step_seconds],
         "peak_memory_bytes": max((r.peak_memory_bytes for r in runs if r.peak_memory_bytes is not None), default=None),
         "tokens_per_second": sorted(r.tokens_per_second for r in runs)[len(runs) // 2],
+        "memory_bound": True if any(r.memory_bound for r in runs) else None,
         "source": "; ".join(r.source for r in runs)})
 
     def change(cal: Calibration) -> Calibration:

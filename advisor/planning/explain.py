@@ -324,13 +324,19 @@ def _left_out(rec: "Recommendation") -> list[str]:
     over = _over_memory(sw)
     out = [_memory_sentence(rec, over)] if over.any() else []
     run = rec.runnable
-    if run is not None and not sw.fits_batch.all():
-        out += [_batch_sentence(rec, cause, ~sw.fits_batch & ~ok) for cause, ok in
-                ((LAYOUT, run.splits), (RANKS, run.whole), (UNEVEN, run.even))]
+    if run is not None:
+        # each count under its first cause (Runnable.cause): a count the expert degree cannot split
+        # passes batch.divides and was left out without a word (1, 2 and 4 GPUs under EP 8)
+        out += [_batch_sentence(rec, cause, run.first_cause(cause)) for cause in (LAYOUT, RANKS, UNEVEN)]
     elif not sw.fits_batch.all():
         out.append(f"Left out {_counts(sw.gpus[~sw.fits_batch])}: under one sample per GPU, or not dividing the "
                    f"fixed global batch evenly (the remainder would change the recipe).")
     for t, tier in enumerate(sw.tiers):
+        capped = sw.gpus > (tier.max_gpus or sw.gpus.max())
+        if run is not None and (capped & run.ok).any():  # counts that run, but not on this tier: said, or
+            # a tier capped below every count that runs read "no GPU count is possible" with no reason
+            out.append(f"{tier.name} offers at most {plural(tier.max_gpus, 'GPU')} (its max_gpus): "
+                       f"{_counts(sw.gpus[capped & run.ok])} that run are not priced there.")
         if tier.instance_gpus and tier.instance_gpus > 1 and not sw.offered[t].all():
             out.append(
                 f"{tier.name} rents whole {tier.instance_gpus}-GPU instances: only multiples of {tier.instance_gpus} "
@@ -351,8 +357,7 @@ def _batch_sentence(rec: "Recommendation", cause: str, mask) -> str:
         return ""
     run, gpus = rec.runnable, rec.sweep.gpus[mask]
     if cause == LAYOUT:
-        why = (f"not a multiple of the tensor x pipeline x context parallel degrees ({run.model_parallel}), "
-               f"so the layout cannot split them")
+        why = f"the layout cannot split them ({run.split_rule})"
     elif cause == RANKS:
         why = "under one sample per data-parallel rank"
     else:

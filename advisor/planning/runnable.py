@@ -51,6 +51,15 @@ class Runnable:
     def ok(self) -> np.ndarray:
         return self.splits & self.whole & self.even & self.fits
 
+    def first_cause(self, cause: str) -> np.ndarray:
+        """The counts whose first reason not to run (`cause`'s order) is `cause`: one reason per count."""
+        before = np.ones(self.gpus.shape, dtype=bool)
+        for name, ok in ((LAYOUT, self.splits), (RANKS, self.whole), (UNEVEN, self.even), (MEMORY, self.fits)):
+            if name == cause:
+                return before & ~ok
+            before = before & ok
+        raise ValueError(cause)
+
     def cause(self, i: int) -> str | None:
         """The first reason count `i` cannot run (LAYOUT, RANKS, UNEVEN, MEMORY), None when it runs."""
         for name, ok in ((LAYOUT, self.splits), (RANKS, self.whole), (UNEVEN, self.even), (MEMORY, self.fits)):

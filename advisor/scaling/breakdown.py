@@ -6,7 +6,8 @@ median step (`ScalingModel.step_time`):
 - compute: the model's FLOPs at the fitted 1/MFU (`features.compute_parts`);
 - recompute: what activation recomputation repeats (`features.recompute_flops_per_sample`);
 - bubble: the pipeline's idle share, the `bubble_*` columns (Megatron-LM SC21 §2.2);
-- overhead: per-step constants and host contention (the `overhead`, `contention*`, `small_batch` columns);
+- overhead: per-step constants, host contention and memory-pressure stalls (the `overhead`, `contention*`,
+  `small_batch` and `memory_pressure` columns);
 - intra_node_comm, inter_node_comm: communication *not hidden* under compute. The model is
   T = (Tc^γ + Ts^γ)^(1/γ) + Te (docs/model.md): the traffic no compute hides (the `exposed_*`
   columns) goes to its link whole; of the traffic that can hide, the exposed part is
@@ -74,6 +75,9 @@ def breakdown(model: "ScalingModel", gpus, nodes, batch, median) -> dict[str, np
     for j in range(end, len(names)):
         if names[j].startswith("bubble_"):
             parts["bubble"] = parts["bubble"] + terms[:, j]
+            continue
+        if names[j] == F.PRESSURE_COLUMN:  # allocator stalls near memory capacity: per-step overhead
+            parts["overhead"] = parts["overhead"] + terms[:, j]
             continue
         for p in links:
             links[p] = links[p] + np.where(link_of(source.get(j, names[j])) == p, terms[:, j], 0.0)

@@ -51,20 +51,27 @@ class Ceiling:
     gpus: np.ndarray
     local: np.ndarray
     rate: np.ndarray
+    #: per row: ran near memory capacity (advisor.scaling.evidence.memory_pressed); None: no row did
+    pressed: np.ndarray | None = None
 
     @classmethod
-    def of(cls, data: "FitData") -> "Ceiling":
+    def of(cls, data: "FitData", pressed: np.ndarray | None = None) -> "Ceiling":
         ok = np.isfinite(data.step) & (data.step > 0)
         g, b, t = data.gpus[ok], data.batch[ok], data.step[ok]
-        return cls(gpus=g, local=b / g, rate=b / (t * g))
+        keep = None if pressed is None or not np.any(pressed) else np.asarray(pressed, bool)[ok]
+        return cls(gpus=g, local=b / g, rate=b / (t * g), pressed=keep)
 
-    def step_floor(self, gpus: np.ndarray, batch: np.ndarray) -> np.ndarray:
+    def step_floor(self, gpus: np.ndarray, batch: np.ndarray, pressed_at: np.ndarray | None = None) -> np.ndarray:
         """Shortest physical step at each (N, global batch): batch / (N x best rate x (1 + NOISE)), the
         best over measured rows with count <= N, whatever their batch; 0 below the smallest measured
         count, and where this per-GPU batch exceeds every such row's (more samples per step amortise the
         per-step communication and constants: a rate no row measured). Not only rows with at least this
         per-GPU batch: MPT-13B's 8-GPU row (64 per GPU, accumulated, 0.81 samples/s/GPU) would then cap
-        32-128 GPUs at 14-16 per GPU below what its 16-GPU row (10 per GPU) and they ran (0.97)."""
+        32-128 GPUs at 14-16 per GPU below what its 16-GPU row (10 per GPU) and they ran (0.97).
+
+        A row that ran near memory capacity (`pressed`) caps only the placements still near capacity
+        (`pressed_at`, per query; None: none is): where memory is freed its per-GPU throughput is a
+        lower bound, not a ceiling (the allocator's retries slowed it, not communication)."""
         gpus, batch = np.asarray(gpus, float), np.asarray(batch, float)
         out = np.zeros(gpus.shape)
         if self.gpus.size == 0 or gpus.size == 0:
@@ -73,6 +80,9 @@ class Ceiling:
         step = max(1, BLOCK // self.gpus.size)
         for s in range(0, gpus.size, step):
             ok = self.gpus <= gpus[s:s + step, None]
+            if self.pressed is not None:
+                here = np.zeros(ok.shape[0], bool) if pressed_at is None else np.asarray(pressed_at, bool)[s:s + step]
+                ok = ok & (~self.pressed[None, :] | here[:, None])
             best = np.where(ok, self.rate, 0.0).max(axis=1)
             most = np.where(ok, self.local, 0.0).max(axis=1)
             capped = (best > 0) & (local[s:s + step] <= most * (1 + SAME_BATCH))
@@ -81,8 +91,12 @@ class Ceiling:
         return out
 
     def _per_count(self) -> tuple[np.ndarray, np.ndarray]:
-        counts = np.unique(self.gpus)
-        return counts, np.array([float(np.median(self.rate[self.gpus == c])) for c in counts])
+        """Median per-GPU throughput per count, of the rows with memory to spare when any has."""
+        g, rate = self.gpus, self.rate
+        if self.pressed is not None and not self.pressed.all():
+            g, rate = g[~self.pressed], rate[~self.pressed]
+        counts = np.unique(g)
+        return counts, np.array([float(np.median(rate[g == c])) for c in counts])
 
     def reference_count(self) -> int | None:
         """The count speedup and efficiency are measured against: the smallest, unless a larger count's

@@ -23,6 +23,7 @@ from advisor.text import plural
 from advisor.topology.collectives import bus_bandwidth
 
 if TYPE_CHECKING:
+    from advisor.scaling.features import MemoryPressure
     from advisor.scaling.fitting import FitData, FittedFamily
     from advisor.scaling.intervals import NoiseModel
 
@@ -182,6 +183,7 @@ def term_sources(fitted: "FittedFamily") -> dict[str, str]:
     A column is measured when a measured step's or probe's design row reaches it (non-zero); in a
     staged fit (advisor.scaling.fitting.fit_staged) only one-node rows and probes reach the one-node
     columns; γ when a step mixed compute with communication. The rest is the prior's (docs/model.md)."""
+    from advisor.scaling.features import PRESSURE_COLUMN
     from advisor.scaling.fitting import INTER_COLUMNS, staged
 
     problem, fam, cols = fitted.problem, fitted.family, fitted.columns
@@ -190,7 +192,7 @@ def term_sources(fitted: "FittedFamily") -> dict[str, str]:
     probe_X, _ = fam.probe_design(problem.workload, probes, problem.coverage)
     probe_X = probe_X if probe_X.size else np.zeros((0, len(cols)))
     if staged(fam, problem):
-        local = np.array([c.name not in INTER_COLUMNS for c in cols])
+        local = np.array([c.name not in (*INTER_COLUMNS, PRESSURE_COLUMN) for c in cols])
         steps, probe_X = steps.copy(), probe_X.copy()
         steps[np.ix_(d.nodes > 1, local)] = 0.0
         probe_X[np.ix_(np.array([p.nodes > 1 for p in probes], bool), local)] = 0.0
@@ -205,31 +207,83 @@ def term_sources(fitted: "FittedFamily") -> dict[str, str]:
     return out
 
 
-def memory_pressed(data: "FitData", peaks, w) -> np.ndarray:
-    """Per grouped row: whether its count measured a full-model peak (advisor.topology.memory.MeasuredPeak)
-    above MEMORY_NEAR of the GPU's memory (the spec's or the catalog's). Such a row runs slower than
-    its count would with memory to spare: its efficiency is a lower bound, not the level of the counts
-    where sharding frees memory (issue 21: a series whose only small row ran memory-bound was
-    projected at that rate to every scale, -34%)."""
+def memory_pressed(data: "FitData", peaks, w, flagged=()) -> np.ndarray:
+    """Per grouped row: whether it ran near memory capacity, by its count's full-model peak
+    (advisor.topology.memory.MeasuredPeak) above MEMORY_NEAR of the GPU's memory (the spec's or the
+    catalog's), or by its source's own flag (`flagged`: the (gpus, nodes, global batch) of runs marked
+    `memory_bound`, advisor.measurements). Such a row runs slower than its count would with memory to
+    spare: its efficiency is a lower bound, not the level of the counts where sharding frees memory
+    (issue 21: a series whose only small row ran memory-bound was projected at that rate to every
+    scale, -34%). The spec's footprint estimate alone flags nothing: on the corpus it puts rows that ran
+    at 97-656% of their GPU's memory (mpt-13b-a100-roce 8 GPUs: 6.6x; gpt3-5b-nemo 1.4x), so only its
+    change between counts is read (features.MemoryPressure)."""
     from advisor.topology.memory import gpu_memory_bytes
 
+    out = np.zeros(data.gpus.shape, bool)
+    if data.empty:
+        return out
+    if flagged:
+        keys = np.column_stack([data.gpus, data.nodes, data.batch])
+        out |= (keys[:, None, :] == np.asarray(flagged, float)[None, :, :]).all(axis=2).any(axis=1)
     capacity = gpu_memory_bytes(w)
-    if data.empty or not peaks or not capacity:
-        return np.zeros(data.gpus.shape, bool)
-    near = sorted({p.gpus for p in peaks if p.peak_bytes > MEMORY_NEAR * capacity})
-    return np.isin(data.gpus, near)
+    if peaks and capacity:
+        near = sorted({p.gpus for p in peaks if p.peak_bytes > MEMORY_NEAR * capacity})
+        out |= np.isin(data.gpus, near)
+    return out
 
 
-def memory_warnings(data: "FitData", pressed: np.ndarray, set_aside: bool) -> list[str]:
-    """Say which counts ran near memory capacity and what the fit did with them (`set_aside`: other
-    counts set the level instead, advisor.scaling.model.fit_record)."""
+def memory_pressure(data: "FitData", pressed: np.ndarray, peaks, w, measured, flagged=()) -> "MemoryPressure | None":
+    """The rule that says which placements run near capacity (advisor.scaling.features.MemoryPressure),
+    from the grouped rows' flags (`memory_pressed`), the measured peaks and the workload `w` whose
+    footprint is estimated (`measured`: the layout the rows ran); None when no row is pressed (the fit
+    is then what it was before memory pressure was modelled, bit for bit) or the GPU's memory is unknown."""
+    from advisor.scaling.features import MemoryPressure
+    from advisor.topology.memory import MeasuredPeak, gpu_memory_bytes
+
+    capacity = gpu_memory_bytes(w)
+    if not pressed.any() or not capacity:
+        return None
+    has_peak = {p.gpus for p in peaks}
+    implied = tuple(MeasuredPeak(int(g), capacity, None, "a row its source flags as memory-bound")
+                    for g in np.unique(data.gpus[pressed]) if int(g) not in has_peak)
+    return MemoryPressure(placements=np.column_stack([data.gpus, data.nodes, data.batch]), flags=pressed.copy(),
+                          peaks=tuple(peaks) + implied, measured=measured, capacity=float(capacity), near=MEMORY_NEAR,
+                          severity=pressure_severity(data, pressed, peaks, capacity, flagged))
+
+
+def pressure_severity(data: "FitData", pressed: np.ndarray, peaks, capacity: float, flagged=()) -> float:
+    """How sure the flags are that memory slowed the pressed rows, 0..1 (the share of its full spread the
+    memory-pressure prior gets, advisor.scaling.features.pressure_prior_sd): 1 for a row its source flags
+    as memory-bound; for a peak, the square of its height above MEMORY_NEAR as a share of the rest of the
+    memory, ((peak / capacity - MEMORY_NEAR) / (1 - MEMORY_NEAR))^2: the expected stall is the chance that
+    an allocation finds no free block times what the flush and retry cost, and both grow from nothing at
+    the threshold to certain and whole at capacity (a judgement; no source measures either). A peak that
+    crosses the threshold then moves the fit continuously: torchtitan's Llama 3.1 8B at 92% of 96 GB
+    weighs 0.05 (its 8-GPU row was not slowed: the faster per GPU of the published two), 95% 0.25. The
+    most sure pressed row decides."""
+    keys = np.column_stack([data.gpus, data.nodes, data.batch])
+    if flagged and (keys[pressed][:, None, :] == np.asarray(flagged, float)[None, :, :]).all(axis=2).any():
+        return 1.0
+    at = set(np.unique(data.gpus[pressed]).tolist())
+    shares = [(p.peak_bytes / capacity - MEMORY_NEAR) / (1 - MEMORY_NEAR) for p in peaks if p.gpus in at]
+    return float(np.clip(max(shares, default=1.0), 0.0, 1.0) ** 2)
+
+
+def memory_warnings(data: "FitData", pressed: np.ndarray, modelled: bool) -> list[str]:
+    """Say which counts ran near memory capacity and what the fit did with them (`modelled`: the
+    memory-pressure column explains their extra time, advisor.scaling.model.fit_record)."""
     if not pressed.any():
         return []
     counts = ", ".join(f"N={int(g)}" for g in np.unique(data.gpus[pressed]))
-    if set_aside:
-        return [f"{counts} ran with peak memory near capacity (> {MEMORY_NEAR:.0%}), where the allocator frees and "
-                "retries: their efficiency is read as a lower bound, and the other counts set the level and the "
-                "per-GPU ceiling of the counts above them"]
+    near = f"near memory capacity (peak > {MEMORY_NEAR:.0%}, or marked memory-bound)"
+    if not pressed.all():
+        return [f"{counts} ran {near}, where the allocator frees and retries: read as a lower bound on efficiency, "
+                "the fit's memory-pressure term takes the extra time, and only counts whose estimated memory stays "
+                "near capacity carry it (their level and per-GPU ceiling included)"]
+    if modelled:
+        return [f"every measured count ({counts}) ran {near}: the memory-pressure term and compute share their "
+                "time by their priors, so where sharding frees memory MFU comes partly from the prior; measure a "
+                "count with memory to spare"]
     return [f"every measured count ({counts}) ran with peak memory near capacity (> {MEMORY_NEAR:.0%}): the "
             "fitted MFU is a lower bound, and counts whose sharding frees memory may run faster than predicted; "
             "measure a count with memory to spare"]

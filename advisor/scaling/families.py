@@ -22,7 +22,7 @@ priors of every column live in `advisor.scaling.fitting.constraints`, by column 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -67,6 +67,8 @@ class Coverage:
     steps_crossed_nodes: bool
     probes_crossed_nodes: bool
     link_speeds: tuple[float, float] | None = None
+    #: advisor.scaling.features.MemoryPressure: which placements run near memory capacity (None: none did)
+    pressure: object | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,14 @@ class Family:
 
     def design(self, workload: "Workload", gpus, nodes, global_batch, coverage: Coverage) -> Design:
         gpus, nodes, global_batch = (np.asarray(a, float) for a in (gpus, nodes, global_batch))
-        return self.build(workload, gpus, nodes, global_batch, coverage)
+        d = self.build(workload, gpus, nodes, global_batch, coverage)
+        if coverage.pressure is None or not self.has_overlap:
+            return d
+        # memory pressure, last in the exposed block (features.pressure_column)
+        values = F.pressure_column(workload, gpus, nodes, global_batch, coverage.pressure)
+        return replace(d, X=np.column_stack([d.X, values]),
+                       columns=(*d.columns, Column(F.PRESSURE_COLUMN, F.PRESSURE_UNIT, F.PRESSURE_MEANING)),
+                       n_exposed=d.n_exposed + 1)
 
     def probe_design(self, workload: "Workload", probes, coverage: Coverage) -> tuple[np.ndarray, np.ndarray]:
         """Design rows and seconds for collective probes (only the communication columns are non-zero)."""

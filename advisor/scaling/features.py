@@ -20,6 +20,7 @@ Formulas (docs/model.md):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -133,3 +134,93 @@ def probe_link_seconds(workload: "Workload", op: str, gpus: np.ndarray, nodes: n
     k = np.asarray(gpus, float)
     bus = busbw_factor(op, k) * np.asarray(nbytes, float)
     return LinkLoad.of(op, k, np.ones_like(k), k, nodes, bus, np.ones_like(k), inter_hops).seconds(workload)
+
+
+#: Name of the design column that carries memory pressure (MemoryPressure, `with_pressure`).
+PRESSURE_COLUMN = "memory_pressure"
+
+
+@dataclass(frozen=True, eq=False)
+class MemoryPressure:
+    """Which placements run near memory capacity (advisor.scaling.evidence.memory_pressed decides the
+    measured rows): a measured row by its own flag, any other placement by the memory it needs there.
+
+    That memory is THE estimate the plan's memory check uses (`Layout.memory_bytes`: the spec's footprint,
+    advisor.topology.memory, moved to the nearest measured peak in log N), with a row its source flags as
+    memory-bound read as a peak at `capacity` (it ran, so it fitted, with nothing to spare). A placement
+    is pressed where that estimate is above `near` x `capacity`: FSDP/ZeRO shard the model state over
+    the ranks, so counts above a pressed one free memory (16 bytes per parameter over N), while DDP's
+    state stays whole at every count and its pressure carries. Measured placements keep their flags in
+    the layout they ran (another layout, `ScalingModel.for_workload`, is judged by its own memory)."""
+
+    placements: np.ndarray  # (rows, 3): gpus, nodes, global batch of the grouped measured rows
+    flags: np.ndarray  # per row: pressed
+    peaks: tuple  # advisor.topology.memory.MeasuredPeak: measured, and the flagged rows' at capacity
+    measured: "Workload"  # the layout the rows ran (measurements.measured_workload)
+    capacity: float
+    near: float
+    #: how sure the flags are that memory slowed the rows, 0..1: the pressure prior's share of its full
+    #: spread (advisor.scaling.evidence.pressure_severity)
+    severity: float = 1.0
+
+    def at(self, workload: "Workload", gpus, nodes, batch) -> np.ndarray:
+        """1.0 where a placement is pressed, else 0.0. A placement whose nearest measured count (in log
+        N, as for the peaks) ran with memory to spare and recorded no peak is not pressed: that run is
+        the nearest evidence of how much memory the job needs there."""
+        gpus, nodes, batch = (np.atleast_1d(np.asarray(a, float)) for a in (gpus, nodes, batch))
+        used = _layout(workload, gpus, nodes).memory_bytes(workload, self.peaks, self.measured)
+        out = np.asarray(used > self.near * self.capacity, float)
+        with_peak = {p.gpus for p in self.peaks}
+        spare = np.unique([g for g, f in zip(self.placements[:, 0], self.flags, strict=True)
+                           if not f and int(g) not in with_peak]) if self.placements.size else np.zeros(0)
+        if spare.size and out.any():
+            known = np.concatenate([spare, np.array(sorted(with_peak), float)])
+            nearest = np.abs(np.log(gpus)[:, None] - np.log(known)[None, :]).argmin(axis=1)
+            out = np.where(nearest < spare.size, 0.0, out)
+        if self.placements.size and workload.parallelism == self.measured.parallelism:  # flags of the layout run
+            query = np.column_stack([gpus, nodes, batch])
+            same = (query[:, None, :] == self.placements[None, :, :]).all(axis=2)
+            hit = same.any(axis=1)
+            out = np.where(hit, self.flags[same.argmax(axis=1)].astype(float), out)
+        return out
+
+
+def pressure_prior_sd(design, column: int, priors, severity: float) -> float:
+    """Prior spread of the memory-pressure coefficient (x peak-time): the spread the other columns'
+    priors (`priors`: advisor.scaling.fitting.constraints' entries, (column, "lin"|"log", mean, sd); a
+    log prior's by the delta method, e^mean x sd) put on the step of the smallest pressed row of
+    `design`, over that row's compute at peak (tied columns count with their source; overlap is
+    ignored, so communication counts whole). Pressure and the rest of that step are then equally
+    uncertain: where only pressed rows were measured the fit splits their time beyond the priors about
+    evenly between pressure and the terms that carry to other counts (compute, contention, a link
+    factor), and neither the pressed rate nor the prior alone sets them where memory is freed. No source
+    measures what allocator retries cost (0 for torchtitan's Llama 3.1 8B at 92% of its 96 GB, whose
+    8-GPU row is the faster per GPU of the published two; issue 21's series ~20%), so the prior claims
+    no more than the others already do. Scaled by `severity` (a peak just over the threshold is barely
+    evidence of a slowdown). Without a pressed row here (a staged fit's one-node stage, when only rows
+    across nodes were pressed): the compute prior's spread."""
+    X = np.array(design.X, float)
+    for col, src in design.tied:  # a tied column's seconds move with its source's coefficient
+        X[:, src] += X[:, col]
+    rows = np.flatnonzero(X[:, column] > 0)
+    spread = {int(q[0]): (np.exp(q[2]) if q[1] == "log" else 1.0) * q[3] for q in priors if q[0] != "gamma"}
+    if not rows.size:
+        compute = [c for c, col in enumerate(design.columns) if col.name == "compute"]
+        return float(severity * spread.get(compute[0], 1.0)) if compute else float(severity)
+    i = rows[0]
+    var = sum((X[i, c] * sd) ** 2 for c, sd in spread.items() if c != column)
+    return float(severity * np.sqrt(var) / X[i, column])
+
+
+#: Unit and meaning of the memory-pressure column (advisor.scaling.families appends it, `pressure_column`).
+PRESSURE_UNIT = "x peak-time where memory is near capacity"
+PRESSURE_MEANING = "extra time of a pressed placement (allocator retries): compute x [pressed]"
+
+
+def pressure_column(workload: "Workload", gpus, nodes, batch, pressure: MemoryPressure) -> np.ndarray:
+    """The memory-pressure column: compute at peak (W) where a placement is pressed, else 0. It belongs
+    to the exposed block (Te): a cache flush and cudaMalloc retry synchronises the device
+    (torch.cuda.memory_stats, `num_alloc_retries`), idle time that hides no communication, as the
+    pipeline bubble's is. Its coefficient is the pressed rows' extra time as a share of compute
+    (advisor.scaling.fitting.constraints: >= 0, with the compute prior's own spread)."""
+    return compute_seconds(workload, gpus, batch) * pressure.at(workload, gpus, nodes, batch)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from advisor.measurements import measured_workload
 from advisor.scaling import features as F
 from advisor.scaling.estimator import OverlapModel
 from advisor.scaling.families import Coverage, Design, Family
@@ -122,7 +123,8 @@ class Problem:
     coverage: Coverage = NO_COVERAGE
     priors: Priors = LEARNED
     #: the workload as the runs were measured: the spec with the parallel layout the calibration
-    #: recorded (`measured_workload`); the data rows are designed with it, predictions with `workload`
+    #: recorded (`advisor.measurements.measured_workload`); the data rows are designed with it,
+    #: predictions with `workload`
     measured: "Workload" | None = None
 
     @classmethod
@@ -177,24 +179,6 @@ class Problem:
         return family.design(self.data_workload, gpus, nodes, batch, self.coverage)
 
 
-def measured_workload(w: "Workload", m: "Measurements" | None) -> "Workload":
-    """`w` with the parallel layout the measurements ran (`Measurements.layout`: strategy, tensor-parallel
-    degree, HSDP shard group) in place of the spec's, so that each run is fitted with the traffic it
-    had; `w` itself when nothing was recorded or it is the spec's own (a later `strategy = "auto"`
-    would otherwise fit DDP runs with FSDP's traffic)."""
-    layout = getattr(m, "layout", None)
-    if layout is None:
-        return w
-    strategy, tp, shard = layout
-    p = w.parallelism
-    if strategy == p.strategy and (tp or 1) == (p.tensor_parallel_degree or 1) and shard in (None,
-                                                                                            p.data_parallel_shard_degree):
-        return w
-    from advisor.topology.layouts import with_layout
-
-    return with_layout(w, strategy, tp, shard if strategy == "hsdp" else None)
-
-
 def constraints(problem: Problem, d: Design) -> tuple[tuple, tuple]:
     """(lower bounds, priors) of the estimator for design `d`, by column name (module docstring)."""
     pr, w = problem.priors, problem.workload
@@ -225,6 +209,9 @@ def constraints(problem: Problem, d: Design) -> tuple[tuple, tuple]:
         elif name.endswith("_latency"):
             lower.append((j, LATENCY_FLOOR))
             prior.append((j, "log", 0.0, pr.log_latency_sd))
+    if problem.coverage.pressure is not None and F.PRESSURE_COLUMN in (names := [c.name for c in d.columns]):
+        j = names.index(F.PRESSURE_COLUMN)  # >= 0 (the default bound), as uncertain as the rest of a pressed step
+        prior.append((j, "lin", 0.0, F.pressure_prior_sd(d, j, prior, problem.coverage.pressure.severity)))
     if d.n_compute < len(d.columns):
         prior.append(("gamma", "lin", pr.gamma, pr.gamma_sd))
     return tuple(lower), tuple(prior)
@@ -322,7 +309,8 @@ def fit_staged(family: Family, problem: Problem, init: tuple | None = None) -> F
 
 def _second_stage(family: Family, problem: Problem, est1: OverlapModel, cols: tuple) -> OverlapModel:
     """The inter-node columns fitted on every row and probe, the rest held at the first stage's `est1`."""
-    inter = [j for j, c in enumerate(cols) if c.name in INTER_COLUMNS]
+    # memory pressure too: a pressed row across nodes is seen only here (features.pressure_column)
+    inter = [j for j, c in enumerate(cols) if c.name in INTER_COLUMNS or c.name == F.PRESSURE_COLUMN]
     data = problem.data
     if data.empty:
         w = problem.workload

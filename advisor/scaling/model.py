@@ -46,11 +46,12 @@ from advisor.scaling.evidence import (
     extrapolation_warnings,
     fit_warnings,
     memory_pressed,
+    memory_pressure,
     memory_warnings,
     term_sources,
 )
 from advisor.scaling.families import family_named
-from advisor.scaling.features import compute_seconds, flops_per_gpu
+from advisor.scaling.features import PRESSURE_COLUMN, compute_seconds, flops_per_gpu
 from advisor.scaling.fitting import FIT_NOISE, FitData, FittedFamily, Problem, fit_family, naive_step
 from advisor.scaling.intervals import Draws, NoiseModel, interval, pooled_noise, posterior_draws, sigma_spread
 from advisor.scaling.priors import LEARNED, Priors
@@ -63,9 +64,11 @@ if TYPE_CHECKING:
 
 def load_measurements(workload: "Workload", calibration: "Calibration" | str | Path | None = None,
                       measurements: Measurements | str | Path | None = None,
-                      required: bool = True) -> Measurements | None:
+                      required: bool = True, left_out: list[str] | None = None) -> Measurements | None:
     """The measurements to fit: a CSV, a calibration file, or the workload's checked-in calibration.
-    None when there is none and `required` is false (the model then answers from its prior)."""
+    None when there is none and `required` is false (the model then answers from its prior). Runs of
+    the checked-in calibration that this spec's layout cannot run are left out, with a sentence in
+    `left_out` when given (advisor.measurements.from_calibration); runs in files the user names are refused."""
     from advisor.calibration_data import load_workload_calibration
 
     if calibration or measurements is not None:  # several files and/or a CSV combine (docs/formats.md)
@@ -80,15 +83,22 @@ def load_measurements(workload: "Workload", calibration: "Calibration" | str | P
         raise InputError.at(where, "", f"no calibration data (calibrations/{workload.name}*.toml); "
                                        "run `advisor calibrate` or pass --calibration FILE.toml or "
                                        "--measurements FILE.csv")
-    return from_calibration(cal, workload)
+    notes: list[str] = []
+    m = from_calibration(cal, workload, left_out=notes)
+    if left_out is not None:
+        left_out += notes
+    if m is None and required:
+        raise InputError.at(workload.source or workload.name, "", f"{notes[0]}; nothing else measured to fit")
+    return m
 
 
 def build_model(workload: "Workload", calibration=None, measurements=None, family: str = "auto",
                 n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED) -> "ScalingModel":
     """Fit the scaling model of `workload` (see the module docstring); with no calibration data at
     all, the prior-only model (`calibrated` False)."""
-    m = load_measurements(workload, calibration, measurements, required=False)
-    return ScalingModel(workload, m, family, n_bootstrap, seed, priors)
+    notes: list[str] = []
+    m = load_measurements(workload, calibration, measurements, required=False, left_out=notes)
+    return ScalingModel(workload, m, family, n_bootstrap, seed, priors, notes=tuple(notes))
 
 
 @dataclass(kw_only=True)
@@ -169,10 +179,16 @@ def fit_record(workload: "Workload", measurements: Measurements | None, requeste
     fam = family_named(requested)
     problem = Problem.of(workload, measurements, priors.for_workload(workload))
     # Rows near memory capacity ran slower than their count would with memory to spare (evidence.
-    # memory_pressed): with other rows beside them they stay in the fit, where they pin compute, but
-    # neither anchor the level nor cap the per-GPU throughput of the counts above them.
-    pressed = memory_pressed(problem.data, measurements.peaks if measurements is not None else [], workload)
-    spare = ~pressed if pressed.any() and not pressed.all() else np.ones(pressed.shape, bool)
+    # memory_pressed): they stay in the fit, where the memory-pressure column (features.pressure_column)
+    # explains their extra time, so compute is what the other rows or the prior say; counts where the
+    # memory estimate frees memory carry no pressure, and pressed rows neither anchor their level nor cap
+    # their per-GPU throughput (the ceiling).
+    peaks = measurements.peaks if measurements is not None else []
+    flagged = _flagged(measurements)
+    pressed = memory_pressed(problem.data, peaks, workload, flagged)
+    pressure = memory_pressure(problem.data, pressed, peaks, workload, problem.data_workload, flagged)
+    if pressure is not None:
+        problem = replace(problem, coverage=replace(problem.coverage, pressure=pressure))
     fitted = fit_family(fam, problem)
     est = fitted.estimator
     cv = leave_one_count_out(fam, problem, init=(est.coef_, est.gamma_))
@@ -181,14 +197,22 @@ def fit_record(workload: "Workload", measurements: Measurements | None, requeste
     calibrated = measurements is not None and bool(measurements.runs)  # probes alone leave compute to the prior
     if calibrated:  # the posterior at the data's own noise (the fit weighed them at FIT_NOISE)
         est.cov_ = est.covariance((FIT_NOISE / pooled_noise(in_sample, priors.noise)) ** 2)
-    ceiling = Ceiling.of(problem.data.take(spare))
+    ceiling = Ceiling.of(problem.data, pressed)
     return FitRecord(fitted=fitted, requested_family=requested, cv=cv, naive_cv_mape=_naive_cv(problem.data),
-                     anchor=_anchor(problem.data, in_sample, ~spare), noise=noise,
+                     anchor=_anchor(problem.data, in_sample, pressed), noise=noise,
                      draws=posterior_draws(est, n_draws, seed),
                      extent=Extent.of(problem.data) if calibrated else Extent(), ceiling=ceiling,
                      warnings=tuple(fit_warnings(fitted, noise, calibrated=calibrated)
                                     + ceiling.superlinear_warnings()
-                                    + memory_warnings(problem.data, pressed, bool((~spare).any()))))
+                                    + memory_warnings(problem.data, pressed, pressure is not None)))
+
+
+def _flagged(m: Measurements | None) -> tuple:
+    """(gpus, nodes, global batch) of the runs their source flags as memory-bound (advisor.measurements)."""
+    if m is None or not m.runs or not m.memory_bound.any():
+        return ()
+    keep = m.memory_bound
+    return tuple(zip(m.gpus[keep], m.nodes[keep], m.global_batch[keep], strict=True))
 
 
 def _anchor(d: FitData, in_sample: np.ndarray, pressed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -199,6 +223,13 @@ def _anchor(d: FitData, in_sample: np.ndarray, pressed: np.ndarray) -> tuple[np.
     counts = np.unique(d.gpus)
     return (np.log2(counts), np.array([float(np.median(in_sample[d.gpus == c])) for c in counts]),
             np.array([bool(pressed[d.gpus == c].all()) for c in counts]))
+
+
+def _pressed_at(d) -> np.ndarray | None:
+    """Per placement of design `d`: near memory capacity (its memory-pressure column is non-zero);
+    None without the column (no measured row was pressed)."""
+    names = [c.name for c in d.columns]
+    return d.X[:, names.index(PRESSURE_COLUMN)] > 0 if PRESSURE_COLUMN in names else None
 
 
 def _naive_cv(d: FitData) -> float | None:
@@ -226,8 +257,9 @@ class ScalingModel(StepTimeModel):
     `record` (FitRecord); everything else is read from them."""
 
     def __init__(self, workload: "Workload", measurements: Measurements | None, family: str = "auto",
-                 n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED):
+                 n_bootstrap: int = 40, seed: int = 0, priors: Priors = LEARNED, notes: tuple[str, ...] = ()):
         family_named(family)  # an unknown name fails before any fitting
+        self.notes = notes  # what loading the measurements left out (load_measurements), warned with the fit's
         from threadpoolctl import threadpool_limits
 
         # Small least-squares problems: multi-threaded BLAS only adds contention, and one thread
@@ -272,7 +304,7 @@ class ScalingModel(StepTimeModel):
 
     def warnings(self, gpus=None, nodes=None) -> list[str]:
         """The fit's caveats, and with placements those of extrapolating to them (advisor.scaling.evidence)."""
-        out = list(self.record.warnings)
+        out = list(self.notes) + list(self.record.warnings)
         if gpus is not None:
             out += extrapolation_warnings(self.record.extent, np.asarray(gpus), np.asarray(nodes))
         return out
@@ -311,7 +343,8 @@ class ScalingModel(StepTimeModel):
         gpus, nodes, batch = self._placements(gpus, nodes, global_batch)
         fitted = self.record.fitted
         d = fitted.design(gpus, nodes, batch)
-        median = fitted.estimator.predict(d.X) * self.anchoring(gpus)
+        pressed = _pressed_at(d)
+        median = fitted.estimator.predict(d.X) * self.anchoring(gpus, pressed)
         spread = sigma_spread(d.X, fitted.estimator)
         low, high = interval(median, spread, self.record.noise, self.record.extent.distance(gpus, nodes))
         # The limits (docs/model.md, "Limits"): neither the fit, anchoring nor the band lifts achieved
@@ -319,10 +352,10 @@ class ScalingModel(StepTimeModel):
         # below N beyond the noise (advisor.scaling.ceiling). The band's low end is a future measurement,
         # noise included, so only the peak bounds it.
         peak = compute_seconds(self.workload, gpus, batch) if self.workload.peak_flops else np.zeros(gpus.shape)
-        median = np.maximum(median, np.maximum(peak, self.record.ceiling.step_floor(gpus, batch)))
+        median = np.maximum(median, np.maximum(peak, self.record.ceiling.step_floor(gpus, batch, pressed)))
         return median, np.maximum(low, peak), np.maximum(high, median)
 
-    def anchoring(self, gpus) -> np.ndarray:
+    def anchoring(self, gpus, pressed_at: np.ndarray | None = None) -> np.ndarray:
         """Factor on the fitted step: exp of the fit's median log residual at the largest measured
         count at or below N (the smallest's below it).
 
@@ -335,10 +368,11 @@ class ScalingModel(StepTimeModel):
         residual, which carries the inter-node declaration's misfit, into the counts below it, so a
         faster declared link predicted a slower step (bert-large at 16 GPUs, declared 10 then 20
         Gbit/s: 10.98 -> 11.29 s) and a one-node fit's level moved with the declaration. A count that
-        ran near memory capacity (evidence.memory_pressed) sets the level at itself (and below the
-        smallest count) only: above it, where memory is freed, the largest count with memory to spare
-        at or below N does, else nothing (the fit's own level; never a larger count's, which would
-        carry its links' misfit down)."""
+        ran near memory capacity (evidence.memory_pressed) sets the level at itself, below the smallest
+        count, and at the counts still near capacity (`pressed_at`, per query: the memory-pressure
+        column's placements; None: none is) only: above it, where memory is freed, the largest count
+        with memory to spare at or below N does, else nothing (the fit's own level; never a larger
+        count's, which would carry its links' misfit down)."""
         x, r, pressed = self.record.anchor
         if x.size == 0:
             return np.ones_like(np.asarray(gpus, float))
@@ -350,7 +384,8 @@ class ScalingModel(StepTimeModel):
             at_spare = np.searchsorted(spare_x, lg + 1e-9, side="right") - 1
             spare = np.where(at_spare >= 0, spare_r[np.maximum(at_spare, 0)] if spare_r.size else 0.0, 0.0)
             exact = (at >= 0) & np.isclose(x[np.maximum(at, 0)], lg)
-            held = np.where((at >= 0) & pressed[np.maximum(at, 0)] & ~exact, spare, held)
+            still = np.zeros(lg.shape, bool) if pressed_at is None else np.asarray(pressed_at, bool)
+            held = np.where((at >= 0) & pressed[np.maximum(at, 0)] & ~exact & ~still, spare, held)
         return np.exp(held)
 
     def predict(self, gpus, nodes=None, global_batch=None) -> Prediction:

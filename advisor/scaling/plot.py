@@ -62,10 +62,14 @@ def scaling_png(model: "ScalingModel", requested: "Prediction", baseline: tuple[
 
 
 def _measured(model: "ScalingModel") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Measured runs: GPUs, throughput (samples/s), efficiency against the median at the baseline count."""
+    """Measured runs: GPUs, throughput (samples/s), efficiency against the median at the baseline count
+    (NaN, not plotted, where no run is at the baseline count: no median of nothing)."""
     d = model.record.problem.data
     throughput = d.batch / d.step
-    base = float(np.median(throughput[d.gpus == model.baseline_gpus]))
+    at_base = throughput[d.gpus == model.baseline_gpus]
+    if not at_base.size:
+        return d.gpus, throughput, np.full(d.gpus.shape, np.nan)
+    base = float(np.median(at_base))
     return d.gpus, throughput, (throughput / d.gpus) / (base / model.baseline_gpus)
 
 

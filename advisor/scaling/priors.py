@@ -32,63 +32,88 @@ LINK_TOLERANCE = 0.15
 MAX_MFU = 1.0
 
 
-#: What the compute prior is conditioned on (`mfu_features`), besides its intercept: the GPU's
-#: generation (Hopper and newer, Volta and older, against Ampere: a newer GPU's higher peak is harder to
-#: feed, NVIDIA's MLPerf and torchtitan runs reach ~40% of an H100's bf16 peak where A100 runs reach
-#: ~50%), fp32 (TF32 matmuls) and the LLM class (a transformer at >= 2048 tokens per sample: large,
-#: regular matmuls). Model width and tokens per micro-batch were tried and raised the held-out error
-#: (benchmarks/mfu_prior.py: 0.45 and 0.42 against 0.42 in ln(1/MFU)), so they are left out.
-MFU_FEATURES = ("hopper_or_newer", "volta_or_older", "fp32", "llm")
+#: What the compute prior is conditioned on (`mfu_features`), besides its intercept (Ampere's tensor
+#: cores, a transformer shorter than an LLM's): the kind of peak MFU is measured against, which the
+#: catalog fixes per GPU and precision (`advisor.catalog.GPU.tensor_cores`): tensor cores of Hopper or
+#: newer (a higher peak is harder to feed: NVIDIA's MLPerf and torchtitan runs reach ~40% of an H100's
+#: bf16 peak where A100 runs reach ~50%), tensor cores of Volta or Turing, or CUDA cores (plain FP32
+#: before Ampere, any precision on Pascal and Kepler: an 8x lower peak that a GEMM approaches far
+#: more closely). TF32 on Ampere and newer is a tensor-core peak like bf16's (the same BERT-Large on one
+#: DGX A100 reaches 48% of 156 TF32 TFLOP/s and 41% of 312 fp16 ones: benchmarks/data/bert-large-tf2-*),
+#: not a class of its own: a flag on fp32 put the TF32 series 2.4x off held out. And the model class the
+#: spec lets us see: an LLM (a transformer shape at >= 2048 tokens per sample: large, regular matmuls),
+#: or declared FLOPs without a shape (a CNN, a recommender, a speech model: the Pollux traces, EfficientNet).
+#: benchmarks/mfu_prior.py prints the candidates tried and their held-out errors.
+MFU_FEATURES = ("hopper_or_newer", "volta_or_turing", "cuda_core", "llm", "declared_flops")
+
+#: The classes the compute prior's spread is kept for (`MFUModel.sd`, `mfu_class`).
+MFU_CLASSES = ("llm", "transformer", "declared_flops")
 
 #: Catalog names by generation (advisor/data/gpus.toml): newer than Ampere, older than Ampere.
 _NEWER = ("H100", "H200", "GH200", "B200", "B300", "GB200", "GB300", "MI300X", "MI325X", "MI355X", "L40S", "L4")
 _OLDER = ("V100", "P100", "K80", "T4")
 
 #: Least spread of the conditioned compute prior: the held-out spread of a handful of LLM testbeds
-#: (0.09 in ln(1/MFU)) is not evidence of a tighter law than ~25% (one sd) for a new job.
+#: (0.10 in ln(1/MFU), benchmarks/mfu_prior.py) is not evidence of a tighter law than ~25% (one sd) for a new job.
 MFU_SD_FLOOR = 0.25
 
 
+def mfu_applies(w) -> bool:
+    """Whether the conditioned compute prior speaks for `w`: a catalog GPU (its peak's kind known) and a peak."""
+    from advisor.catalog import find_gpu
+
+    return bool(w.peak_flops) and find_gpu(w.cluster.gpu) is not None
+
+
+def mfu_class(w) -> str:
+    """The MFU_CLASSES entry of a workload: an LLM, another transformer shape, or declared FLOPs only."""
+    m = w.model
+    if not m.is_transformer:
+        return "declared_flops"
+    return "llm" if m.seq_len >= 2048 else "transformer"
+
+
 def mfu_features(w) -> tuple[float, ...]:
-    """The MFU_FEATURES of a workload (0/1 each)."""
+    """The MFU_FEATURES of a workload (0/1 each); all 0 off the catalog."""
     from advisor.catalog import find_gpu
 
     gpu = find_gpu(w.cluster.gpu)
-    name = gpu.name if gpu else ""
-    m = w.model
-    return (float(name.startswith(_NEWER)), float(name.startswith(_OLDER)), float(m.precision == "fp32"),
-            float(m.is_transformer and m.seq_len >= 2048))
+    tensor = gpu is not None and gpu.tensor_cores(w.model.precision)
+    cls = mfu_class(w)
+    return (float(tensor and gpu.name.startswith(_NEWER)), float(tensor and gpu.name.startswith(_OLDER)),
+            float(gpu is not None and not tensor), float(cls == "llm"), float(cls == "declared_flops"))
 
 
 @dataclass(frozen=True)
 class MFUModel:
-    """ln(1/MFU) of a transformer = intercept + coef · mfu_features, with the held-out spread per class
-    (LLM or other transformer) as its sd: learned by `learn_mfu` from the corpus."""
+    """ln(1/MFU) = intercept + coef · mfu_features, with the held-out spread of each of MFU_CLASSES as
+    its sd (`sds`, in that order): learned by `learn_mfu` from the corpus."""
 
     intercept: float
     coef: tuple[float, ...]
-    sd_llm: float
-    sd_other: float
+    sds: tuple[float, ...]
 
     def mean(self, w) -> float:
         return float(self.intercept + np.dot(self.coef, mfu_features(w)))
 
     def sd(self, w) -> float:
-        return self.sd_llm if mfu_features(w)[-1] else self.sd_other
+        return self.sds[MFU_CLASSES.index(mfu_class(w))]
 
 
-def learn_mfu(points: list[tuple[tuple[float, ...], float, float, float, str]], tau: float = 0.3,
+def learn_mfu(points: list[tuple[tuple[float, ...], float, float, float, str, str]], tau: float = 0.3,
               ridge: float = 0.5) -> MFUModel | None:
-    """The MFUModel from per-series evidence (features, value of ln(1/MFU), its variance, weight, testbed):
-    weighted least squares (weight / (tau² + variance), tau the between-series spread `learn` finds for
-    MFU's scale), a ridge of `ridge` on the coefficients (not the intercept) so a feature a few series
-    share does not swing on them; its sd per class is the root-mean-square leave-one-testbed-out
-    residual (what a new testbed meets), floored at MFU_SD_FLOOR. None with fewer than 4 testbeds."""
+    """The MFUModel from per-series evidence (features, value of ln(1/MFU), its variance, weight, testbed,
+    class of MFU_CLASSES): weighted least squares (weight / (tau² + variance), tau the between-series
+    spread `learn` finds for MFU's scale), a ridge of `ridge` on the coefficients (not the intercept) so
+    a feature a few series share does not swing on them; its sd per class is the root-mean-square
+    leave-one-testbed-out residual (what a new testbed meets), floored at MFU_SD_FLOOR; a class no series
+    has gets the largest. None with fewer than 4 testbeds."""
     if len({p[4] for p in points}) < 4:
         return None
     X = np.array([(1.0, *p[0]) for p in points])
     y, v, wt = (np.array([p[i] for p in points], float) for i in (1, 2, 3))
     beds = [p[4] for p in points]
+    classes = np.array([p[5] for p in points])
 
     def fit(keep):
         W = wt[keep] / (tau**2 + v[keep])
@@ -97,11 +122,11 @@ def learn_mfu(points: list[tuple[tuple[float, ...], float, float, float, str]], 
         return np.linalg.solve(X[keep].T @ (W[:, None] * X[keep]) + R, X[keep].T @ (W * y[keep]))
 
     held = np.array([y[i] - X[i] @ fit(np.array([b != beds[i] for b in beds])) for i in range(len(y))])
-    llm = X[:, -1] > 0
-    sds = [max(float(np.sqrt(np.sum(wt[c] * held[c] ** 2) / np.sum(wt[c]))), MFU_SD_FLOOR) if c.any()
-           else MFU_SD_FLOOR for c in (llm, ~llm)]
+    sds = {c: max(float(np.sqrt(np.sum(wt[k] * held[k] ** 2) / np.sum(wt[k]))), MFU_SD_FLOOR)
+           for c in MFU_CLASSES if (k := classes == c).any()}
+    widest = max(sds.values())
     beta = fit(np.ones(len(y), bool))
-    return MFUModel(float(beta[0]), tuple(float(b) for b in beta[1:]), *sds)
+    return MFUModel(float(beta[0]), tuple(float(b) for b in beta[1:]), tuple(sds.get(c, widest) for c in MFU_CLASSES))
 
 
 #: ln(declared / achieved bus bandwidth) by declared link class (`cluster.intra_node_link`,
@@ -172,15 +197,13 @@ class Priors:
         return asdict(self)
 
     def for_workload(self, w) -> "Priors":
-        """These priors with the compute prior conditioned on `w` (transformers with a known peak), else as is."""
-        from advisor.catalog import find_gpu
-
+        """These priors with the compute prior conditioned on `w` (a catalog GPU with a known peak), else as is."""
         out = {}
         if self.by_link_class:
             for key, link in (("intra", w.cluster.intra_node_link), ("inter", w.cluster.inter_node_link)):
                 if link in LINK_CLASS_LOG_BW:
                     out[f"log_{key}_bw"] = LINK_CLASS_LOG_BW[link]
-        if self.mfu is not None and w.model.is_transformer and w.peak_flops and find_gpu(w.cluster.gpu) is not None:
+        if self.mfu is not None and mfu_applies(w):
             out.update(log_inv_mfu=self.mfu.mean(w), log_inv_mfu_sd=self.mfu.sd(w))
         return replace(self, **out) if out else self
 
@@ -200,14 +223,14 @@ DEFAULTS = Priors(log_inv_mfu=1.0, log_inv_mfu_sd=0.6, log_intra_bw=0.3, log_int
 #: and ring attention hidden by decomposition, `layouts.Traffic.decomposed`; the estimator's start fixed),
 #: rounded to 3 decimals: γ 1.116 ± 1.0 (floored) from bert-large-dgx1-weak (γ = 1, weight 1) and the
 #: DGX-2H Transformer-XL pair (fp32 γ = 1, fp16 2.48, weight 1/2 each); inter-node mean 1.0 (`tuned`'s grid
-#: point; the spread learned, 1.320); intra 0.630 ± 0.946; MFU 1.051 ± 0.717; noise 0.038. `mfu=` is
-#: the conditioned compute prior as learned before (benchmarks/mfu_prior.py: held-out rms of ln(1/MFU)
-#: 0.07 on LLMs, floored to 0.25, 0.51 others); --learn prints the same to 3 decimals but 0.625 and
-#: -0.545 for the Volta and fp32 coefficients, within the rounding of its own inputs.
+#: point; the spread learned, 1.320); intra 0.630 ± 0.946; MFU 1.051 ± 0.717; noise 0.038. `mfu=`, the
+#: conditioned compute prior, is main's (benchmarks/mfu_prior.py: held-out, leave-one-testbed-out rms of
+#: ln(1/MFU) 0.10 on LLMs (floored to 0.25), 0.47 other transformers, 1.25 declared FLOPs: the Pollux
+#: traces on T4 CUDA cores and EfficientNet-B4 on V100s disagree).
 LEARNED = Priors(log_inv_mfu=1.051, log_inv_mfu_sd=0.717, log_intra_bw=0.630, log_intra_bw_sd=0.946, log_inter_bw=1.0,
                  log_inter_bw_sd=1.320, log_latency_sd=1.0, gamma=1.116, gamma_sd=1.0, contention_sd=0.05,
                  step_share_sd=0.02, noise=0.038, widening=0.5, by_link_class=True,
-                 mfu=MFUModel(intercept=0.827, coef=(0.217, 0.624, -0.544, -0.142), sd_llm=0.25, sd_other=0.512))
+                 mfu=MFUModel(intercept=0.790, coef=(0.219, 0.966, -0.664, -0.107, 1.125), sds=(0.25, 0.468, 1.254)))
 
 #: Priors for learning (empirical Bayes): wide and neutral (declared speeds, γ = 2) on what is
 #: learned, so the data decide wherever they can; as in use on the per-step constants: in a

@@ -59,13 +59,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from advisor.batch import micro_batch, per_gpu_batch
-from advisor.spec import DEFAULT_VOCAB
 
 if TYPE_CHECKING:
     import numpy as np
 
     from advisor.calibration_data import Calibration
     from advisor.spec import Workload
+
+#: Vocabulary when the spec gives none (the spec's embedding parameters, the calibration proxy's
+#: embedding, the logits here): Llama 2's 32,000 (Touvron et al. 2023). Here, below the spec, so that
+#: the spec's own checks can build layouts without an import cycle.
+DEFAULT_VOCAB = 32000
 
 #: Bytes of model state per parameter in mixed-precision Adam training (ZeRO §3.1: 2 + 2 + 12).
 STATE_BYTES_PER_PARAM = 16

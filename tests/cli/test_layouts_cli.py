@@ -62,7 +62,7 @@ def test_calibrate_as_a_user_runs_it_refuses_a_count_the_layout_cannot_split_bef
     (tmp_path / "tp.toml").write_text(text)
     r = run_cli("calibrate", "tp.toml", "--gpus", "1", "--device", "cpu", "--out", "out.toml", cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.startswith("--gpus: the parallel layout cannot split 1 GPUs")
+    assert r.stderr.startswith("--gpus: the parallel layout cannot split 1 GPU over 1 node: tensor x pipeline")
     assert not (tmp_path / "out.toml").exists()
 
 

@@ -17,7 +17,7 @@ TORCHTITAN = (ROOT / "calibrations" / "llm7b_published_torchtitan.toml").read_te
 CSV_CASES = {
     "missing columns": ("gpus,foo\n1,0.5\n2,0.6\n",
                         "data.csv: line 1: unknown column; known columns: gpus, nodes, step_seconds, throughput, "
-                        "global_batch, comm_seconds (got 'foo')"),
+                        "global_batch, comm_seconds, memory_bound (got 'foo')"),
     "no step column": ("gpus,nodes\n1,1\n2,1\n", "data.csv: line 1: needs a 'step_seconds' or a 'throughput' column"),
     "non-numeric cell": ("gpus,step_seconds\n1,abc\n2,0.6\n",
                          "data.csv: line 2.step_seconds: must be a number (got 'abc')"),

@@ -317,3 +317,25 @@ def test_an_uneven_calibration_count_in_the_spec_is_not_emitted(tmp_path):
     assert "gpus = [8, 12, 20]" in spec.read_text()
     code, out, err = invoke("calibrate", spec, "--emit", "torchrun")
     _clean(code, out, err, f"{spec}: calibration.gpus", "20 GPUs do not split evenly over 3 nodes")
+
+
+# -- 4. memory pressure --------------------------------------------------------------------------
+
+def _retry_line(count: int) -> str:
+    """torchtitan's allocator-retry warning (torchtitan/components/metrics.py, DeviceMemoryMonitor)."""
+    return f"[rank0]:[titan] 2025-07-21 15:57:45,200 - root - WARNING - {count} CUDA memory allocation retries."
+
+
+@pytest.mark.parametrize(("counts", "bound"), [((), False), ((3, 3), False), ((3, 5), True), ((0, 2), True)])
+def test_allocator_retries_while_timed_mark_the_run_memory_bound(tmp_path, counts, bound):
+    """The retry count torchtitan prints is cumulative: retries only in the warm-up (3 before the timed
+    steps and still 3 after) leave the run as it was; a count that grows after them (3 -> 5, 0 -> 2)
+    marks it memory_bound. The log: the PR 1437 fixture (steps 3-10; calibration.warmup_steps' default 3
+    leaves step 3 out), one warning inserted before step 3 and one after step 8 (synthetic lines)."""
+    lines = TITAN_LOG.splitlines()
+    if counts:
+        lines = [_retry_line(counts[0]), *lines[:6], _retry_line(counts[1]), *lines[6:]]
+    code, _, err, _, out = _titan(tmp_path, "\n".join(lines) + "\n")
+    assert code == 0, err
+    (run,) = load_calibration(out, "rental-ethernet").runs
+    assert bool(run.memory_bound) is bound

@@ -48,3 +48,23 @@ def test_a_typo_gets_the_close_names_and_nonsense_none():
     assert suggest_gpus("H10O")[0] == "H100-SXM"
     assert suggest_gpus("B2OO")[0] == "B200"
     assert suggest_gpus("Z9000") == []
+
+
+@pytest.mark.parametrize("name, precision, tflops, tensor", [
+    ("V100-SXM2", "fp32", 15.7, False), ("V100-SXM2", "fp16", 125, True), ("V100-PCIe", "fp32", 14, False),
+    ("T4", "fp32", 8.1, False), ("T4", "fp16", 65, True), ("P100", "fp16", 21.2, False), ("K80", "fp32", 4.37, False),
+    ("A100-SXM", "fp32", 156, True), ("H100-SXM", "fp32", 494.7, True), ("B200", "fp32", 1125, True),
+    ("MI300X", "fp32", 653.7, True),
+])
+def test_fp32_is_tf32_where_the_gpu_has_it_else_the_cuda_cores(name, precision, tflops, tensor):
+    """Datasheets: V100 SXM2 15.7 TFLOPS single precision (no TF32 before Ampere), A100 TF32 156 dense,
+    HGX B200 TF32 18 PFLOPS per 8 GPUs with sparsity (1.125 dense each); Pascal and Kepler have no tensor cores."""
+    gpu = find_gpu(name)
+    assert gpu.peak_flops(precision) == pytest.approx(tflops * 1e12)
+    assert gpu.tensor_cores(precision) is tensor
+
+
+def test_tf32_is_half_the_16_bit_tensor_peak_on_every_gpu_that_has_it():
+    for gpu in gpus():
+        if gpu.peaks.get("peak_tf32_flops") and gpu.peaks.get("peak_bf16_flops"):
+            assert gpu.peak_flops("fp32") == pytest.approx(gpu.peak_flops("bf16") / 2, rel=0.02), gpu.name

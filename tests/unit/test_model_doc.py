@@ -10,11 +10,16 @@ from conftest import ROOT, WORKLOADS
 
 
 def test_column_table_matches_the_topology_family():
+    import numpy as np
+
+    from advisor.scaling.features import MemoryPressure
     from advisor.spec import load_workload
 
     w = load_workload(WORKLOADS / "llm7b.toml")
     code = set()
-    for cov in (Coverage(False, False), Coverage(True, False)):
+    pressed = MemoryPressure(placements=np.array([[1.0, 1.0, 2.0]]), flags=np.array([True]), peaks=(), measured=w,
+                             capacity=96e9, near=0.9)  # a memory-bound 1-GPU row adds the memory-pressure column
+    for cov in (Coverage(False, False), Coverage(True, False), Coverage(True, False, pressure=pressed)):
         d = FAMILIES["topology"].design(w, [1.0, 16.0], [1.0, 2.0], [2.0, 32.0], cov)
         code |= {c.name for c in d.columns}
     code.add("gamma")

@@ -57,8 +57,8 @@ def test_each_left_out_count_names_its_own_cause(recs):
     "under one sample per GPU" would be false; 24 GPUs are 3 ranks, 512 / 3 is uneven."""
     why = recs["llm70b"].why
     layout = next(s for s in why if "cannot split" in s)
-    assert layout.startswith("Left out 3 counts (1, 2, 4): not a multiple of the tensor x pipeline x context "
-                             "parallel degrees (8)")
+    assert layout.startswith("Left out 3 counts (1, 2, 4): the layout cannot split them (tensor x pipeline x "
+                             "context degrees 8 and the data-parallel degrees must multiply to it)")
     assert not any("under one sample" in s for s in why)
     uneven = next(s for s in why if "does not divide evenly" in s)
     assert "(24, 40, 48, ...)" in uneven and "512 samples" in uneven

@@ -16,7 +16,7 @@ from pathlib import Path
 from advisor.calibrate.launchers.quoting import Word, check_text, join_words, relative_path
 from advisor.calibrate.settings import SETTINGS
 from advisor.errors import InputError
-from advisor.placement import check_placement, parse_placements
+from advisor.placement import check_layout_splits, check_placement, parse_placements
 from advisor.spec import Workload
 from advisor.text import plural
 
@@ -99,6 +99,7 @@ def emit_placements(w: Workload, gpus: str | None) -> list[tuple[int, int]]:
                 "or pass --gpus N@NODES", list(w.calibration.gpus))
         for n, nodes in placements:  # the one placement rule, as --gpus gets it from parse_placements
             check_placement(n, nodes, w.cluster.gpus_per_node, f"{w.source or '<spec>'}: calibration.gpus", n)
+        check_layout_splits(w, placements, f"{w.source or '<spec>'}: calibration.gpus", list(w.calibration.gpus))
         return placements
     placements = parse_placements(gpus, w.cluster.gpus_per_node)  # refuses uneven placements (8@3)
     if len(set(placements)) != len(placements):
@@ -107,6 +108,7 @@ def emit_placements(w: Workload, gpus: str | None) -> list[tuple[int, int]]:
         if n > w.cluster.max_gpus:  # (--gpus 1000000 wrote 250,000 node lines for minutes)
             raise InputError.at("--gpus", "", f"{n}@{nodes} exceeds cluster.max_gpus ({w.cluster.max_gpus}) of "
                                 f"{w.source or 'the spec'}: calibrate at counts the job may rent", gpus)
+    check_layout_splits(w, placements, "--gpus", gpus)
     return placements
 
 

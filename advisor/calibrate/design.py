@@ -36,9 +36,9 @@ Cost: each run is rented on its own (a SkyPilot task per placement; in one Slurm
 start-ups are shared, so this is an upper bound): billed GPUs are N inside one node and whole
 nodes beyond, for start-up + (warm-up + timed steps) x 2 step times (advisor calibrate pairs every
 step with one without gradient synchronisation), at the tier's usd_per_gpu_hour, billed at least
-the tier's min_hours. Step times come from the workload's fitted model when it has calibration
-data, else from the declared hardware at ASSUMED_MFU; both are the full model's, so with a proxy
-(`calibration.proxy_layers`) the cost is an upper bound.
+the tier's min_hours. Step times are predict's medians: the workload's fitted model when it has calibration data, else
+its prior (the first estimate `advisor predict` prints, uncalibrated); both are the full model's, so
+with a proxy (`calibration.proxy_layers`) the cost is an upper bound.
 """
 
 from __future__ import annotations
@@ -60,10 +60,6 @@ if TYPE_CHECKING:
 #: cloud nodes, pulling an image, torch start-up, NCCL init and the collective probes. An
 #: assumption (SkyPilot and cloud consoles report minutes to provision GPU nodes); --startup sets it.
 DEFAULT_STARTUP_SECONDS = 600.0
-
-#: MFU assumed for step times before anything is measured (dense LLM training typically reaches
-#: 35-45% on H100/A100: torchtitan's published Llama-3 8B runs, calibrations/llm7b_*.toml, 33-39%).
-ASSUMED_MFU = 0.4
 
 #: Stop adding runs once one narrows the target interval by less than this fraction.
 MIN_GAIN = 0.02
@@ -153,19 +149,16 @@ class _StepModel:
         self.w = w
         self.family = FAMILIES["topology"]
         self.coverage = Coverage(steps_crossed_nodes=True, probes_crossed_nodes=True)
-        self.model = None
-        try:
-            from advisor.scaling import build_model
+        from advisor.scaling import build_model
+        from advisor.scaling.priors import LEARNED
 
-            model = build_model(w, n_bootstrap=5)
-            self.model = model if getattr(model, "calibrated", True) else None
-        except InputError:
-            self.model = None
-        self.source = (
-            "the workload's fitted model"
-            if self.model is not None
-            else f"declared hardware at an assumed {ASSUMED_MFU:.0%} MFU"
-        )
+        # predict's model, fitted or the prior alone: the plan's step times are predict's medians
+        self.model = build_model(w, n_bootstrap=5)
+        self.source = ("the workload's fitted model" if self.model.calibrated
+                       else "the prior (uncalibrated: predict's first estimate)")
+        #: the prior's compute coefficient (1/MFU at the catalog peak, advisor.scaling.priors), the
+        #: scale of the weak prior on it in the information matrix
+        self.inverse_mfu = math.exp(LEARNED.for_workload(w).log_inv_mfu)
 
     def design(self, gpus, nodes) -> np.ndarray:
         g = np.asarray(gpus, float)
@@ -177,16 +170,13 @@ class _StepModel:
         beta = np.zeros(d.X.shape[1])
         for j, col in enumerate(d.columns):
             if col.name == "compute":
-                beta[j] = 1.0 / ASSUMED_MFU
+                beta[j] = self.inverse_mfu
             elif col.unit == "x declared":
                 beta[j] = 1.0
         return tie(beta, d.tied)  # the bubble and the exposed traffic at their sources' values
 
     def step_seconds(self, gpus, nodes) -> np.ndarray:
-        if self.model is not None:
-            return np.asarray(self.model.step_time(np.asarray(gpus, float), np.asarray(nodes, float))[0], float)
-        d = self.design(gpus, nodes)
-        return d.X @ self.nominal(d)
+        return np.asarray(self.model.step_time(np.asarray(gpus, float), np.asarray(nodes, float))[0], float)
 
 
 def _cost(w: "Workload", tier: "Tier", gpus: int, nodes: int, step: float, startup: float) -> PlannedRun:

@@ -79,3 +79,29 @@ def test_the_rental_ethernet_table_in_the_usage_guide_is_what_recommend_prints()
         p = plans[int(gpus)]
         assert (p["strategy"], p["layout"].startswith(layout + ",")) == (strategy, True), gpus
         assert (f"{p['step_seconds']:.2f}", f"{p['speedup']:.2f}") == (step, speedup), gpus
+
+
+def _sig(x: float) -> str:
+    """x as the worked example prints it: three significant figures."""
+    return f"{x:.3g}"
+
+
+def test_usage_worked_example_8_to_16_is_what_predict_says():
+    """docs/usage.md's "is 8 → 16 GPUs worth it?" table: step, its 90% interval, speedup, efficiency
+    and MFU per workload and count, as `predict --json` gives them now (the table went stale once)."""
+    from conftest import ROOT
+
+    text = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (llm7b|rental-ethernet) \| (\d+) \| (\d+) \| ([\d.]+) \(([\d.]+)–([\d.]+)\) \| "
+                      r"([\d.]+)x \| (\d+)% \| ([\d.]+)% \|$", text, re.M)
+    assert len(rows) == 4, "the table moved or changed shape"
+    for name in ("llm7b", "rental-ethernet"):
+        r = run_in_process("predict", WORKLOADS / f"{name}.toml", "--gpus", "8,16", "--json")
+        assert r.returncode == 0, r.stderr
+        got = {p["gpus"]: p for p in json.loads(r.stdout)["predictions"]}
+        for _, gpus, nodes, step, lo, hi, speedup, eff, mfu in (row for row in rows if row[0] == name):
+            p = got[int(gpus)]
+            assert (p["nodes"], _sig(p["step_seconds"]), _sig(p["step_seconds_low"]), _sig(p["step_seconds_high"]),
+                    f"{p['speedup']:.2f}", f"{p['efficiency']:.0%}", f"{p['mfu']:.1%}") == (
+                int(nodes), _sig(float(step)), _sig(float(lo)), _sig(float(hi)), speedup, eff + "%", mfu + "%"
+            ), (name, gpus)

@@ -5,7 +5,11 @@ requested predictions, the measured runs drawn on top, the ideal line (linear fr
 and the naive guess (per-GPU throughput of the largest measured count held constant), a dotted
 line where jobs leave one node and a dashed one at the largest measured count. Right: scaling
 efficiency (model and measured) and, where the peak is known, MFU, in percent as the tables print
-them. GPU axes are labelled 8, 16, ..., 1,024; every axis has labelled ticks (advisor.plot_axes).
+them. Third, where the prediction carries a step breakdown (advisor.scaling.breakdown): where the
+median step goes at each requested count, as stacked bars of seconds per part (compute, recompute,
+exposed intra- and inter-node communication, pipeline bubble, overhead), so a growing share of
+communication is seen, not read off a table. GPU axes are labelled 8, 16, ..., 1,024; every axis
+has labelled ticks (advisor.plot_axes).
 matplotlib is imported lazily with the Agg backend (no display needed); the PNG is written atomically.
 """
 
@@ -51,9 +55,12 @@ def scaling_png(model: "ScalingModel", requested: "Prediction", baseline: tuple[
     if b != model.baseline_gpus:
         speedup = curve.throughput / float(model.predict(np.array([b]), np.array([bn])).throughput[0])
         curve = replace(curve, speedup=speedup, efficiency=speedup * b / grid)
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
-    _throughput_panel(ax, model, requested, grid, curve)
-    _efficiency_panel(ax2, model, grid, curve, b)
+    parts = _parts(requested)
+    fig, axes = plt.subplots(1, 3 if parts else 2, figsize=(18 if parts else 12, 4.8))
+    _throughput_panel(axes[0], model, requested, grid, curve)
+    _efficiency_panel(axes[1], model, grid, curve, b)
+    if parts:
+        _breakdown_panel(axes[2], model, requested, parts)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
@@ -134,3 +141,27 @@ def _efficiency_panel(ax2, model, grid, curve, base: int | None = None) -> None:
     ax2.set_ylabel("efficiency, MFU (%)")
     ax2.set_title("efficiency and MFU")
     ax2.legend(fontsize=7, loc="lower left")
+
+
+def _parts(requested: "Prediction") -> list[str]:
+    """The breakdown parts with any time at the requested counts, in advisor.scaling.breakdown.PARTS' order."""
+    from advisor.scaling.breakdown import PARTS
+
+    return [k for k in PARTS if k in requested.breakdown and np.nansum(requested.breakdown[k]) > 0]
+
+
+def _breakdown_panel(ax3, model, requested, parts) -> None:
+    """Stacked bars: seconds of each part of the median step at each requested count (they sum to it)."""
+    x = np.arange(requested.gpus.size)
+    bottom = np.zeros(x.size)
+    for i, k in enumerate(parts):
+        v = np.nan_to_num(np.asarray(requested.breakdown[k], float))
+        ax3.bar(x, v, bottom=bottom, color=f"C{i}", label=k.replace("_", " "))
+        bottom = bottom + v
+    ax3.set_xticks(x, [f"{g:,.0f}" for g in requested.gpus])
+    ax3.set_xlabel("GPUs (requested)")
+    ax3.set_ylabel("seconds per step (median)")
+    ax3.set_ylim(0, float(bottom.max()) * 1.25 if bottom.max() > 0 else 1.0)
+    ax3.set_title("where the step goes (communication: what compute does not hide)", fontsize=9)
+    ax3.grid(axis="y", alpha=0.3)
+    ax3.legend(fontsize=7, loc="upper left", ncol=2)

@@ -133,3 +133,29 @@ def test_a_workload_with_no_possible_plan_gets_a_panel_that_says_so(tmp_path):
     png = tmp_path / "f.png"
     plot_frontier([rec, _rec("tiny-cpu")], png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_scaling_plot_stacks_where_the_step_goes_at_each_requested_count():
+    """The third panel: one bar per requested count, its stacked parts summing to the median step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from advisor.scaling import plot
+    from advisor.scaling.model import build_model
+    from advisor.spec import load_workload
+
+    m = build_model(load_workload(WORKLOADS / "rental-ethernet.toml"))
+    requested = m.predict([8, 16, 64])
+    parts = plot._parts(requested)
+    assert "inter_node_comm" in parts and "compute" in parts
+    fig, ax = plt.subplots()
+    plot._breakdown_panel(ax, m, requested, parts)
+    heights = np.zeros(3)
+    for bar in ax.patches:
+        heights[round(bar.get_x() + bar.get_width() / 2)] += bar.get_height()
+    assert heights == pytest.approx(requested.step_seconds, rel=0.01)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "16", "64"]
+    plt.close(fig)

@@ -195,11 +195,20 @@ class Strategy:
 #: 2020 §3.2.3): the all-reduce is issued once per bucket, and each call pays the latency hops.
 DDP_BUCKET_BYTES = 25e6
 
+#: Megatron-Core's distributed-optimizer bucket, in parameters: max(40M, 1M x data-parallel size)
+#: (megatron/core/distributed/distributed_data_parallel.py: `bucket_size = max(40000000, 1000000 *
+#: dp_size)` when ddp_config.bucket_size is unset; one bucket for everything when overlap_grad_reduce
+#: is off), so its reduce-scatter and all-gather calls grow with neither the model nor the ranks the
+#: way 25 MB buckets would.
+MEGATRON_BUCKET_PARAMS = 40e6
+MEGATRON_BUCKET_PARAMS_PER_RANK = 1e6
+
 
 @dataclass(frozen=True)
 class StateBytes:
     """What the data-parallel collectives move for one model-parallel rank, and how they are issued."""
 
+    elements: np.ndarray  # parameters per model-parallel rank
     param: np.ndarray  # parameters gathered, at the compute dtype's bytes (fp8 recipes keep bf16 weights)
     grad: np.ndarray  # gradients reduced, at parallelism.reduce_dtype's bytes (default fp32)
     blocks: float  # FSDP2 wrapped blocks per stage (one per transformer layer, plus the root): calls per pass
@@ -214,12 +223,19 @@ class StateBytes:
         m, p = w.model, w.parallelism
         share = (m.dense_params if params is None else params) / (lay.tp * lay.pp)
         blocks = m.layers / lay.pp + 1 if m.is_transformer else 1.0
-        return StateBytes(share * m.bytes_per_element, share * p.gradient_element_bytes, blocks, p.reshard,
-                          p.distributed_optimizer, p.overlap_grad_reduce, p.overlap_param_gather)
+        return StateBytes(np.asarray(share, float), share * m.bytes_per_element, share * p.gradient_element_bytes,
+                          blocks, p.reshard, p.distributed_optimizer, p.overlap_grad_reduce, p.overlap_param_gather)
 
     def buckets(self, nbytes) -> np.ndarray:
         """DDP calls per step: one per DDP_BUCKET_BYTES bucket."""
         return np.maximum(np.ceil(nbytes / DDP_BUCKET_BYTES), 1.0)
+
+    def optimizer_buckets(self, ranks) -> np.ndarray:
+        """The distributed optimizer's calls per step over `ranks` data-parallel ranks: one per Megatron
+        bucket of max(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK x ranks) parameters, one in
+        all when the gradient reduce is not overlapped."""
+        size = np.maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK * np.asarray(ranks, float))
+        return np.maximum(np.ceil(self.elements / size), 1.0) if self.overlap_grad else np.ones_like(size)
 
 
 def last_piece(calls, latency_calls) -> np.ndarray:
@@ -251,12 +267,13 @@ class Replicate(Strategy):
             return [Traffic(name="ddp gradient all-reduce", op="all_reduce", group=k, stride=lay.tp, nbytes=s.grad,
                             calls=one, latency_calls=s.buckets(s.grad), overlappable=s.overlap_grad,
                             waiting=last_piece(one, s.buckets(s.grad)))]
+        buckets = s.optimizer_buckets(k)
         return [Traffic(name="distributed-optimizer gradient reduce-scatter", op="reduce_scatter", group=k,
-                        stride=lay.tp, nbytes=s.grad, calls=one, latency_calls=s.buckets(s.grad),
-                        overlappable=s.overlap_grad, waiting=last_piece(one, s.buckets(s.grad))),
+                        stride=lay.tp, nbytes=s.grad, calls=one, latency_calls=buckets,
+                        overlappable=s.overlap_grad, waiting=last_piece(one, buckets)),
                 Traffic(name="distributed-optimizer parameter all-gather", op="all_gather", group=k, stride=lay.tp,
-                        nbytes=s.param, calls=one, latency_calls=s.buckets(s.param), overlappable=s.overlap_param,
-                        waiting=last_piece(one, s.buckets(s.param)))]
+                        nbytes=s.param, calls=one, latency_calls=buckets, overlappable=s.overlap_param,
+                        waiting=last_piece(one, buckets))]
 
 
 class Shard(Strategy):
@@ -404,10 +421,10 @@ class Layout:
                      part: str | None = None) -> LinkSeconds:
         """Per-link bytes and seconds per step at the declared bandwidths and latencies, of all the
         layout's traffic or of the given part of it, by THE crossing rule (advisor.topology.collectives);
-        across nodes NCCL's tree hops, or `inter_hops` = "ring" for its ring algorithm. `part` = "exposed"
-        keeps each collective's `Traffic.exposed_share` (what no compute hides), "hidden" what the overlap γ
-        hides (`Traffic.hidden_share`), "decomposed" the rest, hidden by decomposition under its own GEMM
-        chunks and in no term of the step (`Traffic.decomposed`), None all."""
+        across nodes NCCL's tree hops for all-reduces (rings for the rest), or `inter_hops` = "ring".
+        `part` = "exposed" keeps each collective's `Traffic.exposed_share` (what no compute hides),
+        "hidden" what the overlap γ hides (`Traffic.hidden_share`), "decomposed" the rest, hidden by
+        decomposition under its own GEMM chunks and in no term of the step (`Traffic.decomposed`), None all."""
         load = LinkLoad.zero(self.gpus.shape)
         for t in self.traffic(w) if traffic is None else traffic:
             share = {None: 1.0, "exposed": t.exposed_share, "hidden": t.hidden_share,

@@ -157,3 +157,15 @@ def test_overlap_p2p_comm_needs_the_interleaved_schedule():
     with pytest.raises(InputError, match="overlap_p2p_comm"):
         spec({"strategy": "fsdp", "pipeline_parallel_degree": 2, "overlap_p2p_comm": True},
              batch={"per_gpu_samples": 8, "micro_samples": 1})
+
+
+def test_distributed_optimizer_calls_follow_megatron_buckets():
+    """Megatron-Core's bucket: max(40M, 1M x dp) parameters (one bucket without overlap_grad_reduce):
+    8.0B parameters over dp 8 → 40M-parameter buckets, 200 calls; over dp 64 → 64M, 125 calls."""
+    w = spec({"strategy": "ddp", "distributed_optimizer": True})
+    for gpus, calls in ((8, 200), (64, 125)):
+        rs, ag = _dp(w, gpus)
+        assert rs.latency_calls[0] == calls and ag.latency_calls[0] == calls
+        assert rs.exposed_share[0] == pytest.approx(1 / calls)  # the last bucket waits
+    whole = spec({"strategy": "ddp", "distributed_optimizer": True, "overlap_grad_reduce": False})
+    assert _dp(whole)[0].latency_calls[0] == 1 and _dp(whole)[0].exposed_share == 1.0

@@ -28,10 +28,10 @@ POLLUX_MODELS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 FIT_MAX_GPUS = 16
 
 #: Published one-row runs (large models, FP8): MFU evidence only (`published_runs`), not series.
-RUNS = ROOT / "benchmarks" / "data" / "mfu_published_runs.csv"
+RUNS = ROOT / "benchmarks" / "data" / "runs" / "mfu_published_runs.csv"
 #: Published CSV series: name -> (spec, CSV) under benchmarks/.
 CSV_SERIES = {p.stem: (ROOT / "benchmarks" / "workloads" / f"{p.stem}.toml", p)
-              for p in sorted((ROOT / "benchmarks" / "data").glob("*.csv")) if p != RUNS}
+              for p in sorted((ROOT / "benchmarks" / "data").glob("*.csv"))}
 #: Workloads' checked-in calibrations used as series: name -> (spec, calibration file).
 CALIBRATION_SERIES = {
     "bert-large-dgxa100-strong": ("workloads/bert-large.toml", "calibrations/bert-large_published_nvidia_dle.toml"),

@@ -99,15 +99,33 @@ def evidence(s) -> dict:
     return out
 
 
+def run_samples(runs=None) -> dict[str, dict]:
+    """The ln(1/MFU) evidence of the published one-row runs (corpus.published_runs: large models, FP8), by
+    `evidence` as for a series, kept for the conditioned compute prior alone (`mfu_only`): one row cannot
+    pin a link or the overlap, and its in-sample residual is no noise."""
+    out = {}
+    for s in corpus.published_runs() if runs is None else runs:
+        ev = evidence(s)
+        if ev.get("mfu_features") is not None:
+            out[s.name] = {"log_inv_mfu": ev["log_inv_mfu"], "mfu_features": ev["mfu_features"],
+                           "mfu_class": ev["mfu_class"], "mfu_only": True}
+    return out
+
+
 def learn(samples: dict[str, dict], without: str | None = None):
     """Priors from every series but `without`, each testbed weighted once (the six Pollux traces
-    share one cluster and network: each weighs 1/6)."""
+    share one cluster and network: each weighs 1/6). Entries marked `mfu_only` (`run_samples`) count
+    for the conditioned compute prior only, where they share their testbed's weight with its series."""
     from advisor.scaling.priors import learn as learn_priors
 
     names = [n for n in samples if n != without]
     size: dict[str, int] = {}
+    mfu_size: dict[str, int] = {}
     for n in names:
-        size[corpus.cluster_of(n)] = size.get(corpus.cluster_of(n), 0) + 1
+        bed = corpus.cluster_of(n)
+        mfu_size[bed] = mfu_size.get(bed, 0) + 1
+        if not samples[n].get("mfu_only"):
+            size[bed] = size.get(bed, 0) + 1
     pooled: dict[str, list] = {}
     noise: dict[str, list] = {}
     mfu = []
@@ -115,8 +133,10 @@ def learn(samples: dict[str, dict], without: str | None = None):
         feats = samples[n].get("mfu_features")
         if feats is not None:  # the conditioned compute prior (priors.learn_mfu) learns from these
             value, var = samples[n]["log_inv_mfu"]
-            mfu.append((tuple(feats), value, var, 1.0 / size[corpus.cluster_of(n)], corpus.cluster_of(n),
+            mfu.append((tuple(feats), value, var, 1.0 / mfu_size[corpus.cluster_of(n)], corpus.cluster_of(n),
                         samples[n]["mfu_class"]))
+        if samples[n].get("mfu_only"):
+            continue
         for k, v in samples[n].items():
             if k in ("mfu_features", "mfu_class"):
                 continue
@@ -332,6 +352,7 @@ def main(argv=None) -> int:
                   f"published and measured series only ({len(series)} series); priors are learned from those.",
                   file=sys.stderr)
         samples = {s.name: evidence(s) for s in series}
+        samples.update(run_samples())  # the published one-row runs: MFU evidence only
         table = density_table(series, samples)
         if args.learn:
             print(json.dumps({"per_series": samples, "grid": GRID, "log_density": table,

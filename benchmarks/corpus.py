@@ -27,6 +27,8 @@ POLLUX = ROOT.parent / "shared" / "data" / "pollux-osdi21"
 POLLUX_MODELS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 FIT_MAX_GPUS = 16
 
+#: Published one-row runs (large models, FP8): MFU evidence only (`published_runs`), not series.
+RUNS = ROOT / "benchmarks" / "data" / "runs" / "mfu_published_runs.csv"
 #: Published CSV series: name -> (spec, CSV) under benchmarks/.
 CSV_SERIES = {p.stem: (ROOT / "benchmarks" / "workloads" / f"{p.stem}.toml", p)
               for p in sorted((ROOT / "benchmarks" / "data").glob("*.csv"))}
@@ -64,7 +66,10 @@ class Series:
 #: (benchmarks/data/CORPUS_ADDITIONS.md, "Grouping note").
 TESTBEDS = (("pollux-", "", "pollux-aws-t4"), ("mpt-", "-a100-roce", "llm-foundry-a100-roce"),
             ("mpt-", "-h100", "llm-foundry-h100"), ("transformerxl-large-pyt-dgx2h", "", "dle-transformerxl-dgx2h"),
-            ("gpt3-5b-nemo-dgxa100", "", "nemo-superpod-a100"), ("bert-4b-nemo-dgxa100", "", "nemo-superpod-a100"))
+            ("gpt3-5b-nemo-dgxa100", "", "nemo-superpod-a100"), ("bert-4b-nemo-dgxa100", "", "nemo-superpod-a100"),
+            # the published runs (RUNS): torchtitan's Float8 runs ran on llm7b-torchtitan's Grand Teton hosts
+            ("llm7b-torchtitan", "", "torchtitan-grand-teton"), ("torchtitan-", "", "torchtitan-grand-teton"),
+            ("mtnlg-530b-", "", "selene-mtnlg"), ("bloom-176b-", "", "bloom-jeanzay"))
 
 
 def cluster_of(name: str) -> str:
@@ -138,4 +143,50 @@ def load(pollux: Path = POLLUX) -> list[Series]:
         w = load_workload(ROOT / spec)
         group = "measured" if name == "tiny-cpu" else "published"
         out.append(_split(name, group, w, load_measurements(w, calibration=ROOT / cal)))
+    return out
+
+
+def _run_spec(r: dict) -> dict:
+    """The advisor spec a RUNS row declares (blank cells: the spec default)."""
+    def put(d, key, conv=str):
+        if r[key] != "":
+            d[key] = conv(r[key])
+
+    def flag(v):
+        return v == "true"
+
+    model = {"params": float(r["params"]), "precision": r["precision"]}
+    for k in ("layers", "hidden", "heads", "kv_heads", "seq_len", "vocab"):
+        put(model, k, int)
+    par = {"strategy": r["strategy"], "activation_checkpoint": r["activation_checkpoint"]}
+    for k in ("tensor_parallel_degree", "pipeline_parallel_degree"):
+        put(par, k, int)
+    for k in ("distributed_optimizer", "overlap_grad_reduce", "sequence_parallel"):
+        put(par, k, flag)
+    gpus = int(r["gpus"])
+    cluster = {"gpu": r["gpu"], "gpu_memory": r["gpu_memory"], "gpus_per_node": int(r["gpus_per_node"]),
+               "max_gpus": gpus, "intra_node_bandwidth": r["intra_node_bandwidth"],
+               "inter_node_bandwidth": r["inter_node_bandwidth"]}
+    return {"name": r["name"], "model": model,
+            "batch": {"policy": "fixed-global", "global_samples": int(r["global_samples"]),
+                      "micro_samples": int(r["micro_samples"])},
+            "parallelism": par, "cluster": cluster, "job": {"steps": 1000},
+            "tiers": [{"name": "on-demand", "usd_per_gpu_hour": 2.0}], "calibration": {"gpus": [gpus]}}
+
+
+def published_runs(path: Path = RUNS) -> list[Series]:
+    """The RUNS rows as one-run Series (group "run", nothing to predict): the conditioned compute prior
+    learns from their ln(1/MFU) evidence (benchmarks/accuracy.py `evidence`), nothing else does."""
+    from advisor.measurements import MeasuredRun, Measurements
+    from advisor.spec import workload_from_dict
+
+    out = []
+    with path.open() as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    for r in rows:
+        assert cluster_of(r["name"]) == r["testbed"], (r["name"], r["testbed"])
+        w = workload_from_dict(_run_spec(r), f"<{path.name} {r['name']}>")
+        run = MeasuredRun(int(r["gpus"]), int(r["nodes"]), float(r["global_samples"]),
+                          np.array([float(r["step_seconds"])]))
+        out.append(Series(r["name"], "run", w, Measurements([run], [], f"{path}:{r['name']}"), None))
     return out

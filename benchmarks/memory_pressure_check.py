@@ -34,6 +34,7 @@ def main(argv: list[str]) -> int:
     with threadpool_limits(limits=1):
         series = [s for s in corpus.load(corpus.POLLUX.parent / "nowhere") if s.test is not None]
         samples = {s.name: accuracy.evidence(s) for s in series}
+        samples.update(accuracy.run_samples())  # the published one-row runs: MFU evidence only
         table = accuracy.density_table(series, samples)
         rows = []
         for s in (s for s in series if s.workload.parallelism.strategy == "fsdp"):

@@ -4,6 +4,8 @@ leave-one-testbed-out, beside the candidate conditionings tried.
     python benchmarks/mfu_prior.py [--json]
 
 For every corpus series on a catalog GPU with a known peak (benchmarks/corpus.py; `priors.mfu_applies`),
+and every published one-row run of benchmarks/data/runs/mfu_published_runs.csv (`corpus.published_runs`:
+BLOOM-176B, MT-NLG 530B, torchtitan's Float8 Llama 3.1 8B/70B; each testbed weighs 1 with its series),
 the evidence its rows put on ln(1/MFU) (benchmarks/accuracy.py `evidence`: the fit under the vague
 prior, the prior divided out; the small-batch penalty is a column of that fit, so the evidence is the
 large-micro-batch MFU: the one candidate with tokens per micro-batch asks whether the penalty leaves
@@ -73,6 +75,18 @@ def _log_tokens(w):  # ln(tokens per micro-batch / 4096) of a transformer (0 wit
     return float(np.log(samples * w.model.seq_len / 4096)) if w.model.is_transformer and samples else 0.0
 
 
+def _log_hidden(w):  # ln(hidden / 4096) of a transformer (0 without a shape): wider GEMMs
+    return float(np.log(w.model.hidden / 4096)) if w.model.is_transformer else 0.0
+
+
+def _log_params_llm(w):  # ln(parameters / 1B) of an LLM, capped at ln 100 (0 otherwise)
+    return float(min(np.log(w.model.params / 1e9), np.log(100.0))) if _flag("llm")(w) else 0.0
+
+
+def _big_llm(w):  # an LLM of >= 100B parameters (pipeline- and tensor-parallel recipes)
+    return float(_flag("llm")(w) and w.model.params >= 100e9)
+
+
 def _declared_cuda(w):  # interaction: declared FLOPs on CUDA cores (every Pollux trace)
     return _flag("declared_flops")(w) * _flag("cuda_core")(w)
 
@@ -85,15 +99,21 @@ CANDIDATES = {
     "peak kind + declared": (_flag("hopper_or_newer"), _flag("volta_or_turing"), _flag("cuda_core"),
                              _flag("declared_flops")),
     "gen (any peak) + llm + declared": (_flag("hopper_or_newer"), _older_any, _flag("llm"), _flag("declared_flops")),
+    "peak kind+llm+declared (no fp8)": (_flag("hopper_or_newer"), _flag("volta_or_turing"), _flag("cuda_core"),
+                                        _flag("llm"), _flag("declared_flops")),
     "chosen": None,
     "chosen + tf32": "tf32",
     "chosen + ln FLOPs/sample": "log_flops",
     "chosen + ln params": "log_params",
     "chosen + declared x cuda": "declared_cuda",
     "chosen + ln tokens/micro-batch": "log_tokens",
+    "chosen + ln hidden": "log_hidden",
+    "chosen + ln params (LLM, capped)": "log_params_llm",
+    "chosen + LLM >= 100B": "big_llm",
 }
 _EXTRA = {"tf32": _tf32, "log_flops": _log_flops, "log_params": _log_params, "log_tokens": _log_tokens,
-          "declared_cuda": _declared_cuda}
+          "declared_cuda": _declared_cuda, "log_hidden": _log_hidden, "log_params_llm": _log_params_llm,
+          "big_llm": _big_llm}
 
 
 def series_evidence() -> list[tuple]:
@@ -102,7 +122,7 @@ def series_evidence() -> list[tuple]:
     from advisor.scaling.priors import mfu_applies, mfu_class
 
     rows = []
-    for s in corpus.load():
+    for s in corpus.load() + corpus.published_runs():  # the series, then the published one-row runs
         if not mfu_applies(s.workload):
             continue
         ev = accuracy.evidence(s)

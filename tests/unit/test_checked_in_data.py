@@ -130,3 +130,18 @@ def test_every_workload_predicts_physically(spec):
     below = p.gpus < m.baseline_gpus
     assert (p.efficiency[below] <= 1.3).all(), p.efficiency[below]
     assert (p.step_low <= p.step_seconds).all() and (p.step_seconds <= p.step_high).all()
+
+
+def test_published_runs_cite_every_row_and_their_steps_reproduce_the_quoted_rates():
+    """benchmarks/data/runs/mfu_published_runs.csv (MFU evidence, not a series): every row cites a commit or
+    a paper's section, its nodes follow from gpus_per_node, and a torchtitan step is global batch x seq_len /
+    (GPUs x the TPS/GPU its citation quotes)."""
+    comments, rows = read_series(ROOT / "benchmarks" / "data" / "runs" / "mfu_published_runs.csv")
+    assert comments and rows
+    for r in rows:
+        assert COMMIT.search(r["source"]) or re.search(r"arXiv \d{4}\.\d{5}\), Section", r["source"]), r["name"]
+        assert int(r["nodes"]) * int(r["gpus_per_node"]) == int(r["gpus"])
+        if r["name"].startswith("torchtitan-"):
+            tps = float(re.search(r"([\d,]+) TPS/GPU", r["source"]).group(1).replace(",", ""))
+            step = int(r["global_samples"]) * int(r["seq_len"]) / (int(r["gpus"]) * tps)
+            assert float(r["step_seconds"]) == pytest.approx(step, rel=1e-5)

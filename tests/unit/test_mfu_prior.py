@@ -33,7 +33,7 @@ def test_fp32_before_ampere_is_a_cuda_core_peak_and_tf32_is_a_tensor_core_one():
     v100, a100 = _w("V100-SXM2", "fp32"), _w("A100-SXM", "fp32")
     assert v100.peak_flops == pytest.approx(15.7e12) and a100.peak_flops == pytest.approx(156e12)
     assert _features(v100) == {"hopper_or_newer": 0, "volta_or_turing": 0, "cuda_core": 1, "llm": 0,
-                               "declared_flops": 0}
+                               "declared_flops": 0, "fp8": 0}
     assert not any(_features(a100).values())  # Ampere tensor cores, a BERT: the intercept's class
     assert _features(_w("V100-SXM2", "fp16"))["volta_or_turing"] == 1
     assert _features(_w("T4", "fp32", transformer=False))["cuda_core"] == 1
@@ -45,7 +45,8 @@ def test_model_class_from_what_the_spec_shows():
     assert priors.mfu_class(_w("H100-SXM", "bf16", seq=512)) == "transformer"
     assert priors.mfu_class(_w("T4", "fp32", transformer=False)) == "declared_flops"
     f = _features(_w("H100-SXM", "bf16", seq=4096))
-    assert f["hopper_or_newer"] == 1 and f["llm"] == 1 and f["declared_flops"] == 0
+    assert f["hopper_or_newer"] == 1 and f["llm"] == 1 and f["declared_flops"] == 0 and f["fp8"] == 0
+    assert _features(_w("H100-SXM", "fp8", seq=4096))["fp8"] == 1  # its own flag beside the peak's kind
 
 
 def test_every_catalog_gpu_with_a_peak_is_conditioned_non_transformers_too():
@@ -64,6 +65,7 @@ def test_learned_model_matches_its_features_and_classes():
     # a CUDA-core peak is the easier one to approach; Volta's tensor cores the hardest to feed
     coef = dict(zip(MFU_FEATURES, m.coef, strict=True))
     assert coef["cuda_core"] < 0 < coef["hopper_or_newer"] < coef["volta_or_turing"]
+    assert coef["fp8"] > 0  # FP8 runs reach a lower share of the 2x-higher FP8 peak
 
 
 def _synthetic(rng, beta, n_beds=8, per_bed=3, noise=0.0):
@@ -136,3 +138,25 @@ def test_the_chosen_features_beat_one_mean_and_the_old_flags_held_out(corpus_row
     assert rms["chosen"]["all"] < rms["before (gen, fp32, llm)"]["all"] < rms["intercept only"]["all"]
     assert rms["chosen"]["transformer"] < rms["before (gen, fp32, llm)"]["transformer"]
     assert rms["chosen"]["llm"] < 0.5 * rms["intercept only"]["llm"]
+
+
+def test_published_runs_are_mfu_evidence_of_their_own_testbeds_and_no_peer_case():
+    """benchmarks/data/runs/mfu_published_runs.csv: one spec per run, its testbed shared with the series of its
+    cluster (torchtitan's Float8 runs with llm7b-torchtitan), none of peers.py's sources."""
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import corpus
+
+    runs = corpus.published_runs()
+    assert len(runs) >= 5 and all(s.test is None and len(s.fit.runs) == 1 for s in runs)
+    assert corpus.cluster_of("llm7b-torchtitan") == corpus.cluster_of("torchtitan-llama3-70b-float8-256")
+    assert corpus.RUNS not in {p for _, p in corpus.CSV_SERIES.values()}
+    import csv
+
+    with corpus.RUNS.open() as f:
+        sources = [r["source"].lower() for r in csv.DictReader(x for x in f if not x.startswith("#"))]
+    assert len(sources) == len(runs) and all("mlperf" not in t and "narayanan" not in t for t in sources)
+    assert {s.workload.model.precision for s in runs} >= {"fp8", "bf16"}

@@ -33,7 +33,7 @@ def test_fp32_before_ampere_is_a_cuda_core_peak_and_tf32_is_a_tensor_core_one():
     v100, a100 = _w("V100-SXM2", "fp32"), _w("A100-SXM", "fp32")
     assert v100.peak_flops == pytest.approx(15.7e12) and a100.peak_flops == pytest.approx(156e12)
     assert _features(v100) == {"hopper_or_newer": 0, "volta_or_turing": 0, "cuda_core": 1, "llm": 0,
-                               "declared_flops": 0, "fp8": 0}
+                               "declared_flops": 0}
     assert not any(_features(a100).values())  # Ampere tensor cores, a BERT: the intercept's class
     assert _features(_w("V100-SXM2", "fp16"))["volta_or_turing"] == 1
     assert _features(_w("T4", "fp32", transformer=False))["cuda_core"] == 1
@@ -45,8 +45,7 @@ def test_model_class_from_what_the_spec_shows():
     assert priors.mfu_class(_w("H100-SXM", "bf16", seq=512)) == "transformer"
     assert priors.mfu_class(_w("T4", "fp32", transformer=False)) == "declared_flops"
     f = _features(_w("H100-SXM", "bf16", seq=4096))
-    assert f["hopper_or_newer"] == 1 and f["llm"] == 1 and f["declared_flops"] == 0 and f["fp8"] == 0
-    assert _features(_w("H100-SXM", "fp8", seq=4096))["fp8"] == 1  # its own flag beside the peak's kind
+    assert f["hopper_or_newer"] == 1 and f["llm"] == 1 and f["declared_flops"] == 0
 
 
 def test_every_catalog_gpu_with_a_peak_is_conditioned_non_transformers_too():
@@ -65,7 +64,6 @@ def test_learned_model_matches_its_features_and_classes():
     # a CUDA-core peak is the easier one to approach; Volta's tensor cores the hardest to feed
     coef = dict(zip(MFU_FEATURES, m.coef, strict=True))
     assert coef["cuda_core"] < 0 < coef["hopper_or_newer"] < coef["volta_or_turing"]
-    assert coef["fp8"] > 0  # FP8 runs reach a lower share of the 2x-higher FP8 peak
 
 
 def _synthetic(rng, beta, n_beds=8, per_bed=3, noise=0.0):

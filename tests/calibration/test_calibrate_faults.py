@@ -34,6 +34,9 @@ pytestmark = pytest.mark.slow
 
 CPU = ("--device", "cpu", "--warmup", "1")
 
+#: --timeout of the hung-rank test: well under the ranks' 30 s collective timeout (see there).
+HUNG_TIMEOUT = 6
+
 
 def _rank_pid(cli: subprocess.Popen, rank: int) -> int:
     def find():
@@ -55,7 +58,8 @@ def test_killed_worker_is_named_and_no_rank_survives(tmp_path):
     env, scratch = _tmp_env(tmp_path)
     cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", out, env=env)
     victim = _rank_pid(cli, 1)
-    time.sleep(3)  # past start-up: rank 1 is in the training loop
+    # past start-up: rank 1 is in the training loop (its first timed step done), however slow the machine
+    wait_for(lambda: "@progress step" in _rank_log(scratch, 1), 120, "rank 1 to train", cli)
     os.kill(victim, signal.SIGKILL)
     _, err = cli.communicate(timeout=60)
     assert cli.returncode == 1, err
@@ -72,20 +76,22 @@ def test_hung_rank_is_killed_by_timeout_with_its_whole_group(tmp_path):
     # Deterministic under load: N=1 is measured first without a timeout (a loaded machine may take
     # longer than any fixed bound to start torch), then only N=2 runs under --timeout; rank 1 is
     # stopped as soon as it exists, so the count can only end by the timeout, however slow the
-    # machine (if the ranks are still starting, they hang in the rendezvous instead).
+    # machine (if the ranks are still starting, they hang in the rendezvous instead). The ranks' own
+    # collective timeout is never below settings.min_collective_timeout (30 s), so rank 0 cannot give
+    # up first: any --timeout under it ends the count the same way.
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
     env, scratch = _tmp_env(tmp_path)
     r = run_cli("calibrate", spec, "--gpus", "1", "--steps", "2", *CPU, "--out", out, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
-    cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--timeout", "12", "--out", out,
-                    "--resume", env=env)
+    cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--timeout", str(HUNG_TIMEOUT),
+                    "--out", out, "--resume", env=env)
     hung = _rank_pid(cli, 1)
     os.kill(hung, signal.SIGSTOP)  # a real hang: rank 1 stops, rank 0 waits for it
     peers = list(workers_of(cli.pid))
     _, err = cli.communicate(timeout=120)
     assert cli.returncode == 1, err
-    assert "N=2: no result after 12 s (--timeout); killed all 2 ranks" in err and "rank 1:" in err
+    assert f"N=2: no result after {HUNG_TIMEOUT} s (--timeout); killed all 2 ranks" in err and "rank 1:" in err
     assert f"finished counts kept in {out}: none" in err
     assert_no_workers_left(cli.pid)
     for pid in peers:  # the stopped rank too: SIGKILL ends stopped processes
@@ -204,33 +210,6 @@ def test_write_failure_mid_run_leaves_the_previous_file_untouched(tmp_path):
     assert r.returncode == 0, r.stderr
     assert _saved_counts(out) == [1, 2]
     shutil.rmtree(kept, ignore_errors=True)
-
-
-@needs_torch
-def test_ranks_die_with_a_killed_cli(tmp_path):
-    # SIGKILL leaves the CLI no chance to clean up: the kernel ends its ranks (PR_SET_PDEATHSIG).
-    spec = small_workload(tmp_path)
-    cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", tmp_path / "cal.toml")
-    _rank_pid(cli, 1)
-    time.sleep(3)  # past start-up: the ranks are training
-    assert len(workers_of(cli.pid)) == 2
-    cli.kill()
-    cli.communicate(timeout=30)
-    assert_no_workers_left(cli.pid)
-
-
-@needs_torch
-def test_misconfigured_network_fails_with_the_ranks_own_error(tmp_path):
-    # A half-configured host: gloo told to use an interface that does not exist. The ranks raise
-    # at start-up; the message carries the first line of a rank's own error.
-    spec = small_workload(tmp_path)
-    env = cli_env({"GLOO_SOCKET_IFNAME": "advisor-no-such-if0"})
-    r = subprocess.run([sys.executable, "-m", "advisor", "calibrate", str(spec), "--gpus", "2", *CPU,
-                        "--out", str(tmp_path / "cal.toml")], env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1, r.stderr
-    line = next(ln for ln in r.stderr.splitlines() if "failed:" in ln)
-    assert re.search(r"N=2: rank [01] failed: \w+(Error|Exception)?: .*advisor-no-such-if0", line), line
-    assert "Traceback" not in r.stderr and not (tmp_path / "cal.toml").exists()
 
 
 # -- issue 15: faults in the write, full disk, concurrency, stopped/killed CLI, changed spec --------
@@ -390,12 +369,17 @@ def test_stopped_cli_keeps_its_lock_then_stops_cleanly(tmp_path):
 
 
 @needs_torch
-def test_sigkilled_cli_leftovers_are_removed_by_the_next_run(tmp_path):
+def test_ranks_die_with_a_killed_cli_and_the_next_run_removes_its_leftovers(tmp_path):
+    # SIGKILL leaves the CLI no chance to clean up: the kernel ends its ranks (PR_SET_PDEATHSIG), and
+    # the result folder and lock it left behind are removed by the next run. One killed run for both.
     spec = small_workload(tmp_path)
     env, scratch = _tmp_env(tmp_path)
     out = tmp_path / "cal.toml"
     cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", out, env=env)
     _rank_pid(cli, 1)
+    # past start-up: the ranks are training (rank 1's first timed step done), however slow the machine
+    wait_for(lambda: "@progress step" in _rank_log(scratch, 1), 120, "the ranks to train", cli)
+    assert len(workers_of(cli.pid)) == 2
     cli.kill()
     cli.communicate(timeout=30)
     assert_no_workers_left(cli.pid)
@@ -408,12 +392,18 @@ def test_sigkilled_cli_leftovers_are_removed_by_the_next_run(tmp_path):
 
 
 @needs_torch
-def test_failed_count_keeps_only_its_named_logs(tmp_path):
+def test_misconfigured_network_fails_with_the_ranks_own_error_and_keeps_only_its_named_logs(tmp_path):
+    # A half-configured host: gloo told to use an interface that does not exist. The ranks raise
+    # at start-up; the message carries the first line of a rank's own error, and the count's logs
+    # stay (named in the message) while no temporary folder does. One failed start-up for both.
     spec = small_workload(tmp_path)
     env, scratch = _tmp_env(tmp_path)
     env["GLOO_SOCKET_IFNAME"] = "advisor-no-such-if0"
     r = run_cli("calibrate", spec, "--gpus", "2", *CPU, "--out", tmp_path / "cal.toml", env=env)
     assert r.returncode == 1, r.stderr
+    line = next(ln for ln in r.stderr.splitlines() if "failed:" in ln)
+    assert re.search(r"N=2: rank [01] failed: \w+(Error|Exception)?: .*advisor-no-such-if0", line), line
+    assert "Traceback" not in r.stderr and not (tmp_path / "cal.toml").exists()
     named = Path(re.search(r"\(logs: (\S+)\)", r.stderr).group(1))
     assert named.parent == tmp_path / "cal.toml.logs" and named.name.startswith("N2-")
     assert "advisor-no-such-if0" in (named / "rank0.log").read_text() + (named / "rank1.log").read_text()
@@ -474,7 +464,7 @@ def test_local_ranks_listen_on_loopback_only(tmp_path):
     cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", tmp_path / "cal.toml", env=env)
     try:
         rank0 = _rank_pid(cli, 0)
-        wait_for(lambda: "@progress step" in _rank0_log(scratch), 120, "the ranks to train", cli)
+        wait_for(lambda: "@progress step" in _rank_log(scratch), 120, "the ranks to train", cli)
         listening = {pid: _listening_addresses(pid) for pid in workers_of(cli.pid)}
         loopback = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
         assert len(listening[rank0]) >= 2, listening  # the store and gloo's listener at least
@@ -485,6 +475,7 @@ def test_local_ranks_listen_on_loopback_only(tmp_path):
     assert_no_workers_left(cli.pid)
 
 
-def _rank0_log(scratch: Path) -> str:
-    logs = sorted(scratch.glob("advisor-calibrate-*/rank0.log"))
+def _rank_log(scratch: Path, rank: int = 0) -> str:
+    """The log of `rank` in the newest result folder under the CLI's temp dir ("" before it exists)."""
+    logs = sorted(scratch.glob(f"advisor-calibrate-*/rank{rank}.log"))
     return logs[-1].read_text(errors="replace") if logs else ""

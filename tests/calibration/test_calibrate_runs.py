@@ -58,7 +58,12 @@ def test_calibrate_one_and_two_ranks(tmp_path, strategy):
     assert "N=2: saved" in r.stderr and "speedup" in r.stdout  # progress on stderr, table on stdout
 
 
-def test_emitted_torchrun_commands_run_as_two_nodes_and_collect(tmp_path):
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    """The emitted `--gpus 2@2` torchrun commands of the small workload, run as two nodes on localhost:
+    (spec, results folder, the emitted command lines, each node's exit status and output). Shared by
+    the tests that collect real results (one pair of torchrun launches for both)."""
+    tmp_path = tmp_path_factory.mktemp("two-nodes")
     spec = small_workload(tmp_path)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -68,7 +73,6 @@ def test_emitted_torchrun_commands_run_as_two_nodes_and_collect(tmp_path):
                 "--warmup", "1", "--results", results, "--rdzv-host", "127.0.0.1", "--rdzv-port", port)
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stdout.splitlines() if ln and not ln.startswith("#")]
-    assert len(lines) == 2 and all("--node-rank" in ln for ln in lines)
     env = cli_env({"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})
     nodes = [subprocess.Popen(["bash", "-c", line], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, start_new_session=True) for line in lines]
@@ -79,7 +83,13 @@ def test_emitted_torchrun_commands_run_as_two_nodes_and_collect(tmp_path):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-    assert [p.returncode for p in nodes] == [0, 0], outputs
+    return spec, results, lines, [p.returncode for p in nodes], outputs
+
+
+def test_emitted_torchrun_commands_run_as_two_nodes_and_collect(tmp_path, two_nodes):
+    spec, results, lines, codes, outputs = two_nodes
+    assert len(lines) == 2 and all("--node-rank" in ln for ln in lines)
+    assert codes == [0, 0], outputs
     out = tmp_path / "cal.toml"
     r = run_cli("calibrate", spec, "--collect", results, "--out", out)
     assert r.returncode == 0, r.stderr
@@ -91,16 +101,12 @@ def test_emitted_torchrun_commands_run_as_two_nodes_and_collect(tmp_path):
     assert len(load_calibration(out).runs) == 1
 
 
-def test_collect_rejects_results_of_another_workload(tmp_path):
-    spec = small_workload(tmp_path)
+def test_collect_rejects_results_of_another_workload(tmp_path, two_nodes):
+    # Real results of tiny-test (the emitted 2@2 run above), collected for a spec named `other`.
+    _spec, results, _lines, codes, outputs = two_nodes
+    assert codes == [0, 0], outputs
     other = small_workload(tmp_path, name="other")
-    results = tmp_path / "results"
-    r = run_cli("calibrate", other, "--emit", "torchrun", "--gpus", "1@1", "--device", "cpu", "--steps", "1",
-                "--warmup", "0", "--results", results, "--rdzv-host", "127.0.0.1", "--rdzv-port", "29599")
-    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("OMP"))
-    env = cli_env({"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})
-    assert subprocess.run(["bash", "-c", line], env=env, capture_output=True).returncode == 0
-    r = run_cli("calibrate", spec, "--collect", results, "--out", tmp_path / "cal.toml")
+    r = run_cli("calibrate", other, "--collect", results, "--out", tmp_path / "cal.toml")
     assert r.returncode == 2 and "another workload" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "cal.toml").exists()
 

@@ -3,23 +3,34 @@ worker's own Rank under torch's elastic launcher): the dtype the first Linear co
 is forced, parameters with a gradient at the optimizer step, gradient elements reduced across
 ranks, unsharded gradients left behind, and forward calls of a block under activation
 checkpointing. Counts, not times: they do not depend on the machine's load. One launch per world
-size runs every case of it (a torch import per rank costs more than the steps)."""
+size runs every case of it, across tests (a torch import per rank costs more than the steps)."""
 
 from __future__ import annotations
 
 import pytest
 
-from calibrate_support import small_workload
+from calibrate_support import SMALL_PARAMS, small_workload
 from worker_harness import run_ranks
 
 pytestmark = pytest.mark.slow
+
+
+#: Tokens per sample of these specs (small_workload's is 64). Nothing here counts tokens: dtypes,
+#: parameters with a gradient, gradient elements reduced (the parameters'), block forwards and the
+#: layout are the same at any sequence length, while a CPU step's time (bf16 above all, emulated on
+#: most CPUs) grows with it. Only the positional embedding's parameters change with it.
+SEQ_LEN = 16
 
 
 def _spec(folder, strategy: str, ranks: int, *lines: str):
     folder.mkdir(parents=True, exist_ok=True)
     path = small_workload(folder, strategy, name=f"tiny-{strategy}")
     text = path.read_text().replace(f'strategy = "{strategy}"', "\n".join([f'strategy = "{strategy}"', *lines]))
-    path.write_text(text.replace("gpus = [1, 2, 4]", f"gpus = [{ranks}]"))
+    for old, new in (("gpus = [1, 2, 4]", f"gpus = [{ranks}]"), ("seq_len = 64", f"seq_len = {SEQ_LEN}"),
+                     (f"params = {SMALL_PARAMS}", f"params = {SMALL_PARAMS - (64 - SEQ_LEN) * 256}")):
+        assert old in text
+        text = text.replace(old, new)
+    path.write_text(text)
     return path
 
 
@@ -44,11 +55,36 @@ LAYOUTS = {
 }
 
 
-@pytest.mark.parametrize("ranks", [1, 2])
-def test_bf16_is_computed_and_compute_only_steps_leave_nothing_behind(tmp_path, ranks):
+def _bf16_cases(folder, ranks: int) -> tuple[list[str], list[tuple]]:
     names = [n for n in LAYOUTS if not (n == "tp" and ranks == 1)]  # tp = 2 needs 2 ranks
-    cases = [(_spec(tmp_path / n, LAYOUTS[n][0], ranks, *LAYOUTS[n][1]), "bf16", LAYOUTS[n][2]) for n in names]
-    counts = run_ranks(cases, ranks)
+    return names, [(_spec(folder / n, LAYOUTS[n][0], ranks, *LAYOUTS[n][1]), "bf16", LAYOUTS[n][2]) for n in names]
+
+
+CHECKPOINTING = [(strategy, mode) for strategy in ("ddp", "fsdp") for mode in ("none", "full", "selective")]
+
+
+@pytest.fixture(scope="module")
+def one_rank(tmp_path_factory):
+    """Every 1-rank case of this file in one launch (a torch import and rendezvous for all): the bf16
+    layouts and the activation-checkpointing modes. {"bf16": (layout names, {rank: [counts per layout]}),
+    "checkpointing": {rank: {(strategy, mode): counts}}}."""
+    folder = tmp_path_factory.mktemp("one-rank")
+    names, bf16 = _bf16_cases(folder / "bf16", 1)
+    checkpointing = [(_spec(folder / f"{strategy}-{mode}", strategy, 1, f'activation_checkpoint = "{mode}"'), "fp32", 4)
+                     for strategy, mode in CHECKPOINTING]
+    counts = run_ranks(bf16 + checkpointing, 1)
+    return {"bf16": (names, {rank: per_case[:len(bf16)] for rank, per_case in counts.items()}),
+            "checkpointing": {rank: dict(zip(CHECKPOINTING, per_case[len(bf16):], strict=True))
+                              for rank, per_case in counts.items()}}
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_bf16_is_computed_and_compute_only_steps_leave_nothing_behind(tmp_path, ranks, request):
+    if ranks == 1:
+        names, counts = request.getfixturevalue("one_rank")["bf16"]
+    else:
+        names, cases = _bf16_cases(tmp_path, ranks)
+        counts = run_ranks(cases, ranks)
     assert sorted(counts) == list(range(ranks))
     for per_case in counts.values():
         for name, case in zip(names, per_case, strict=True):
@@ -65,15 +101,8 @@ def test_pipeline_compute_only_step_reduces_no_gradient(tmp_path):
             assert case[kind]["with_grad"] == [case[kind]["params"]] and case[kind]["leftover"] == 0
 
 
-def test_activation_checkpointing_recomputes_the_blocks_it_declares(tmp_path):
-    cases, names = [], []
-    for strategy in ("ddp", "fsdp"):
-        for mode in ("none", "full", "selective"):
-            names.append((strategy, mode))
-            cases.append((_spec(tmp_path / f"{strategy}-{mode}", strategy, 1, f'activation_checkpoint = "{mode}"'),
-                          "fp32", 4))
-    (per_case,) = run_ranks(cases, 1).values()
-    seen = dict(zip(names, per_case, strict=True))
+def test_activation_checkpointing_recomputes_the_blocks_it_declares(one_rank):
+    (seen,) = one_rank["checkpointing"].values()
     for strategy in ("ddp", "fsdp"):
         plain, full, selective = (seen[strategy, mode] for mode in ("none", "full", "selective"))
         assert plain["checkpointed"] == 0 and full["checkpointed"] == selective["checkpointed"] == 2

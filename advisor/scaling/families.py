@@ -4,8 +4,7 @@
   plus per-micro-batch host contention (both scale with the work per GPU), per-step constants
   (overhead, host sharing, sync), overlapped with communication on the bottleneck link: bus volume
   over declared bandwidth and latency hops, with separate coefficients for one node and across
-  nodes (the bottleneck link changes), inter-node hops of NCCL's tree (2·log2 N) for all-reduces
-  (reduce-scatters and all-gathers cross as rings, N-1 hops, in both families); then the exposed
+  nodes (the bottleneck link changes), inter-node hops of NCCL's tree (2·log2 N); then the exposed
   block, added outside the overlap at its sources' coefficients: the pipeline bubble's share of each
   per-micro-batch term (`bubble_*`) and the traffic no compute hides (`exposed_*`, `features.link_parts`).
 - `topology-ring`: the same with ring hops 2(N-1) across nodes (NCCL's ring algorithm).
@@ -215,8 +214,7 @@ FAMILIES: dict[str, Family] = {
     "amdahl": Family("amdahl", "t0 + c·W (no communication)", _amdahl),
     "ernest": Family("ernest", "θ0 + θ1·W + θ2·log N + θ3·N (Ernest, NSDI'16)", _ernest),
     "topology": Family("topology",
-                       ("compute overlapped with bandwidth + latency on the bottleneck link, all-reduce tree hops "
-                        "across nodes"),
+                       "compute overlapped with bandwidth + latency on the bottleneck link, tree hops across nodes",
                        _topology("tree"), has_overlap=True),
     "topology-ring": Family("topology-ring", "as topology, ring hops 2(N-1) across nodes", _topology("ring"),
                             has_overlap=True),

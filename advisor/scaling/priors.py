@@ -46,7 +46,7 @@ MAX_MFU = 1.0
 #: Not FP8 (yet): a flag enters only when the evidence behind it spans two testbeds or more, as the
 #: ridge in `learn_mfu` keeps a feature a few series share from swinging on them; the one FP8 testbed
 #: is torchtitan's Float8 Llama 3.1 8B and 70B runs on H100 (benchmarks/data/runs/mfu_published_runs.csv,
-#: nn.Linear only), and its flag moved the held-out LLM rms from 0.104 to 0.099 (all 0.5687 to 0.5683).
+#: nn.Linear only), and its flag moved the held-out LLM rms from 0.105 to 0.100 (all 0.569 to 0.568).
 #: FP8 is priced by its peak alone: the catalog's FP8 peak for the linear layers, attention at bf16's
 #: (`advisor.scaling.features`). Model size (ln hidden, ln parameters capped at 100B, a >= 100B flag)
 #: and tokens per micro-batch did not lower the held-out error: BLOOM-176B and MT-NLG 530B sit at the
@@ -234,14 +234,14 @@ DEFAULTS = Priors(log_inv_mfu=1.0, log_inv_mfu_sd=0.6, log_intra_bw=0.3, log_int
 #: point; the spread learned, 1.320); intra 0.630 ± 0.946; MFU 1.051 ± 0.717; noise 0.038. `mfu=`, the
 #: conditioned compute prior, is `python benchmarks/mfu_prior.py`'s "learned" of 2026-12-02 (branch mfubig:
 #: the corpus's series plus the six published large-model and FP8 runs of benchmarks/data/runs/mfu_published_runs.csv,
-#: MFU_FEATURES without fp8; branch recipes: reduce-scatters and all-gathers as rings), rounded to 3 decimals:
-#: held-out, leave-one-testbed-out rms of ln(1/MFU) 0.103 on
+#: MFU_FEATURES without fp8; branch recipes: Megatron's distributed-optimizer buckets), rounded to 3
+#: decimals: held-out, leave-one-testbed-out rms of ln(1/MFU) 0.105 on
 #: LLMs (floored to 0.25), 0.47 other transformers, 1.25 declared FLOPs: the Pollux traces on T4 CUDA cores
 #: and EfficientNet-B4 on V100s disagree.
 LEARNED = Priors(log_inv_mfu=1.051, log_inv_mfu_sd=0.717, log_intra_bw=0.630, log_intra_bw_sd=0.946, log_inter_bw=1.0,
                  log_inter_bw_sd=1.320, log_latency_sd=1.0, gamma=1.116, gamma_sd=1.0, contention_sd=0.05,
                  step_share_sd=0.02, noise=0.038, widening=0.5, by_link_class=True,
-                 mfu=MFUModel(intercept=0.790, coef=(0.255, 0.967, -0.664, -0.141, 1.125), sds=(0.25, 0.468, 1.254)))
+                 mfu=MFUModel(intercept=0.790, coef=(0.259, 0.967, -0.664, -0.141, 1.125), sds=(0.25, 0.468, 1.254)))
 
 #: Priors for learning (empirical Bayes): wide and neutral (declared speeds, γ = 2) on what is
 #: learned, so the data decide wherever they can; as in use on the per-step constants: in a

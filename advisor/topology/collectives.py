@@ -25,11 +25,8 @@
     a ring's 2(N-1)/N, so only at 2 nodes (root of one tree, leaf of the other: the buffer once) does
     the tree win, and busbw can reach 2(N-1)/N x the NIC rate: 375 GB/s on 8x200 Gbit/s, where
     NVIDIA/nccl-tests#196 reports 2-node busbw above the NICs (`declared_busbw`).
-    Latency: an all-reduce's double binary tree (NCCL >= 2.4, `src/graph/tuning.cc`) ~2·log2(k) hops,
-    or the ring's 2(k-1) (`inter_hops="ring"`, a family of its own). A reduce-scatter or all-gather
-    across nodes is always a ring, k-1 hops: NCCL has no tree for them (its trees are all-reduce's;
-    PAT, NCCL 2.23, runs only with one rank per node), so FSDP's and the distributed optimizer's
-    calls pay a latency that grows with the group, not with its logarithm.
+    Latency: NCCL's double binary tree (NCCL >= 2.4, `src/graph/tuning.cc`) ~2·log2(k) hops, or
+    the ring's 2(k-1) (`inter_hops="ring"`, a family of its own).
   - An all-to-all (a mixture-of-experts layer's token exchange) is no ring: each rank sends 1/k of its
     buffer straight to each other member (NCCL runs it as grouped point-to-point sends, NCCL docs,
     "Point-to-point communication": all-to-all), so of its bus bytes (k-1)/k·S a share (m-1)/(k-1)
@@ -78,15 +75,13 @@ def bus_bandwidth(workload: "Workload", nodes: np.ndarray) -> np.ndarray:
 
 def hops(op: str, group: np.ndarray, inter_hops: str = "tree") -> tuple[np.ndarray, np.ndarray]:
     """Latency hops of one call for a group of k ranks: (inside a node: ring 2(k-1), across nodes: tree
-    2·log2(k) for an all-reduce, else ring 2(k-1)), half for a reduce-scatter or all-gather, 1 for a
-    send (module docstring)."""
+    2·log2(k) or ring 2(k-1)), half for a reduce-scatter or all-gather, 1 for a send (module docstring)."""
     k = np.asarray(group, float)
     if op in ("send_recv", "all_to_all"):  # an all-to-all's sends to its peers run at once (one NCCL group)
         one = np.minimum(k - 1, 1)
         return one, one
     half = 1.0 if op == "all_reduce" else 0.5
-    tree = inter_hops == "tree" and op == "all_reduce"  # NCCL's trees are all-reduce's (module docstring)
-    across = 2 * np.log2(np.maximum(k, 1)) if tree else 2 * (k - 1)
+    across = 2 * np.log2(np.maximum(k, 1)) if inter_hops == "tree" else 2 * (k - 1)
     return 2 * (k - 1) * half, across * half
 
 

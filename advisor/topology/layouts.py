@@ -421,7 +421,7 @@ class Layout:
                      part: str | None = None) -> LinkSeconds:
         """Per-link bytes and seconds per step at the declared bandwidths and latencies, of all the
         layout's traffic or of the given part of it, by THE crossing rule (advisor.topology.collectives);
-        across nodes NCCL's tree hops for all-reduces (rings for the rest), or `inter_hops` = "ring".
+        across nodes NCCL's tree hops, or `inter_hops` = "ring" for its ring algorithm.
         `part` = "exposed" keeps each collective's `Traffic.exposed_share` (what no compute hides),
         "hidden" what the overlap γ hides (`Traffic.hidden_share`), "decomposed" the rest, hidden by
         decomposition under its own GEMM chunks and in no term of the step (`Traffic.decomposed`), None all."""

@@ -184,25 +184,36 @@ def over_node_message(gpus: int, nodes: int, per_node: int) -> str:
     return f"{plural(gpus, 'GPU')} on {plural(nodes, 'node')} exceed cluster.gpus_per_node ({per_node})"
 
 
-def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
-    """Refuse a run of `cal` on more GPUs per node than the spec's nodes hold (as a CSV row is), or that
-    the layout it ran cannot split (`unsplit`): `FILE: runs[i].nodes|gpus: ...`. Returns the calibration's
-    `recorded_layout`. (8 GPUs measured on 1 node under a spec of 6 per node were fitted as if 8@1 were
-    possible, and 8@2 predicted 28% faster than the measured step: 139% efficiency.)"""
+def unrunnable(workload: "Workload", layout: tuple | None, gpus, nodes) -> np.ndarray:
+    """Per measured placement: True where it cannot be fitted as `layout` on this spec's cluster: more
+    GPUs on a node than cluster.gpus_per_node (`over_node`) or a count the layout cannot split
+    (`unsplit`). The one rule behind both `check_runs_split` (refuse) and `from_calibration`'s
+    `left_out` (leave out); `unrunnable_reason` says which clause a run breaks."""
+    return over_node(gpus, nodes, workload.cluster.gpus_per_node) | unsplit(workload, layout, gpus, nodes)
+
+
+def unrunnable_reason(workload: "Workload", layout: tuple | None, gpus: int, nodes: int) -> tuple[str, str]:
+    """(field, message) for one placement `unrunnable` flags: the node clause first, as it is checked first."""
     per_node = workload.cluster.gpus_per_node
-    where = str(cal.path or "<calibration>")
-    over = over_node([r.gpus for r in cal.runs], [r.nodes for r in cal.runs], per_node)
-    if over.any():
-        i = int(over.argmax())
-        run = cal.runs[i]
-        raise InputError.at(where, f"runs[{i}].nodes", over_node_message(run.gpus, run.nodes, per_node), run.nodes)
+    if over_node([gpus], [nodes], per_node)[0]:
+        return "nodes", over_node_message(gpus, nodes, per_node)
+    return "gpus", unsplit_message(workload, layout, gpus, nodes)
+
+
+def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
+    """Refuse a run of `cal` that cannot be fitted (`unrunnable`: more GPUs per node than the spec's
+    nodes hold, as a CSV row is, or a count the layout it ran cannot split): `FILE: runs[i].nodes|gpus:
+    ...`. Returns the calibration's `recorded_layout`. (8 GPUs measured on 1 node under a spec of 6 per
+    node were fitted as if 8@1 were possible, and 8@2 predicted 28% faster than the measured step: 139%
+    efficiency.)"""
     layout = recorded_layout(cal)
-    bad = unsplit(workload, layout, [r.gpus for r in cal.runs], [r.nodes for r in cal.runs])
+    bad = unrunnable(workload, layout, [r.gpus for r in cal.runs], [r.nodes for r in cal.runs])
     if bad.any():
         i = int(bad.argmax())
         run = cal.runs[i]
-        raise InputError.at(where, f"runs[{i}].gpus",
-                            unsplit_message(workload, layout, run.gpus, run.nodes), run.gpus)
+        field, message = unrunnable_reason(workload, layout, run.gpus, run.nodes)
+        raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].{field}", message,
+                            run.nodes if field == "nodes" else run.gpus)
     return layout
 
 
@@ -219,7 +230,7 @@ def from_calibration(cal: "Calibration", workload: "Workload",
     else:
         layout = recorded_layout(cal)
         g, n = [r.gpus for r in cal.runs], [r.nodes for r in cal.runs]
-        bad = over_node(g, n, workload.cluster.gpus_per_node) | unsplit(workload, layout, g, n)
+        bad = unrunnable(workload, layout, g, n)
         kept = [r for r, b in zip(cal.runs, bad.tolist(), strict=True) if not b]
         if bad.any():
             gone = sorted({f"{r.gpus}@{r.nodes}" for r, b in zip(cal.runs, bad.tolist(), strict=True) if b})

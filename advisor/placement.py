@@ -42,6 +42,9 @@ def parse_placements(text: str, gpus_per_node: int, where: str = "--gpus") -> li
 
     Raises InputError (`--gpus: ...`) on anything that is not a positive count, or on a
     placement that cannot exist (more nodes than GPUs, more GPUs on a node than it holds).
+    A placement given twice (`8,8`, or `16,16@2` at 8 per node) is kept once, where it first
+    appears: a user listing counts asks for one row per placement (predict printed two identical
+    rows, calibrate would have measured it twice), and refusing a harmless repeat helps no one.
     """
     out: list[tuple[int, int]] = []
     items = [t.strip() for t in text.split(",")]
@@ -55,7 +58,8 @@ def parse_placements(text: str, gpus_per_node: int, where: str = "--gpus") -> li
         gpus = int(gpus_text)
         nodes = int(nodes_text) if at else -(-gpus // gpus_per_node)
         check_placement(gpus, nodes, gpus_per_node, where, item)
-        out.append((gpus, nodes))
+        if (gpus, nodes) not in out:
+            out.append((gpus, nodes))
     return out
 
 

@@ -145,9 +145,46 @@ def usage_line(error: Exception) -> str:
     name = param.opts[0] if param is not None and getattr(param, "opts", None) else None
     plain = isinstance(error, typer.BadParameter) and error.message and type(error).__name__ == "BadParameter"
     message = error.message if name is not None and plain else error.format_message()
+    message = _plain_range(error.__cause__) or message
     ctx = getattr(error, "ctx", None)
     where = name or (ctx.command_path if ctx is not None else "advisor")
     return printable(f"{where}: {' '.join(str(message).split())}")
+
+
+#: pydantic's wording for a typed option's range and number checks (typer 0.2x validates option
+#: values with pydantic: `--max-nodes 0` read "Input should be greater than or equal to 1"), as the
+#: spec's own messages word them: `--max-nodes: must be at least 1 (got 0)`.
+_RANGE_WORDS = {
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be above {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be below {lt}",
+    "int_parsing": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "int_parsing_size": "expected a whole number of at most 19 digits",
+    "float_parsing": "expected a number",
+    "finite_number": "must be a finite number",
+}
+
+
+def _plain_range(cause: BaseException | None) -> str | None:
+    """`_RANGE_WORDS` for the first error of a pydantic ValidationError behind a BadParameter, with
+    the value typed; None for anything else (choices keep their "Input should be 'a' or 'b'")."""
+    errors = getattr(cause, "errors", None)
+    if cause is None or not callable(errors) or type(cause).__name__ != "ValidationError":
+        return None
+    try:
+        first = errors()[0]
+    except Exception:  # noqa: BLE001 -- any other exception that happens to have errors()
+        return None
+    words = _RANGE_WORDS.get(first.get("type"))
+    if words is None:
+        return None
+    try:
+        text = words.format(**(first.get("ctx") or {}))
+    except (KeyError, IndexError):
+        return None
+    return f"{text} (got {first.get('input')!r})"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -84,6 +84,8 @@ class Measurements:
     #: the parallel layout the runs ran, (strategy, tensor-parallel degree, HSDP shard group), from
     #: the calibration's records (`recorded_layout`); None: not recorded (a CSV), the spec's is assumed
     layout: tuple | None = None
+    #: caveats of reading them, for the model's warnings (a measured memory peak not applied: measured_peaks)
+    notes: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         if not self.runs and not self.probes:
@@ -125,7 +127,7 @@ class Measurements:
     def subset(self, keep: np.ndarray) -> "Measurements":
         """The runs where `keep` is true (probes kept)."""
         runs = [r for r, k in zip(self.runs, keep, strict=True) if k]
-        return Measurements(runs, self.probes, self.source, self.peaks, self.layout)
+        return Measurements(runs, self.probes, self.source, self.peaks, self.layout, self.notes)
 
 
 def fitted_layout(workload: "Workload", layout: tuple | None) -> "Workload":
@@ -254,7 +256,9 @@ def from_calibration(cal: "Calibration", workload: "Workload",
         runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm, bool(run.memory_bound)))
     from advisor.topology.memory import measured_peaks
 
-    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), measured_peaks(cal), layout)
+    notes: list[str] = []
+    peaks = measured_peaks(cal, workload, notes)
+    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), peaks, layout, notes)
 
 
 _LABEL = re.compile(r"dp_shard=(\d+), dp_replicate=(\d+), tp=(\d+)")
@@ -529,19 +533,20 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
     probes: list = []
     sources: list[str] = []
     peaks: list = []
+    notes: list[str] = []
     layout = None
     if cal is not None:
         if cal.runs:
             runs += from_calibration(cal, workload).runs
         probes += list(cal.collectives)
         sources.append(str(cal.path or "<calibration>"))
-        peaks = measured_peaks(cal)
+        peaks = measured_peaks(cal, workload, notes)
         layout = recorded_layout(cal)
     if csv_measurements is not None:
         runs += csv_measurements.runs
         probes += csv_measurements.probes
         sources.append(csv_measurements.source)
-    return Measurements(runs, probes, " + ".join(sources), peaks, layout)
+    return Measurements(runs, probes, " + ".join(sources), peaks, layout, notes)
 
 
 def combine_sources(workload: "Workload", calibration=None, measurements=None) -> Measurements:

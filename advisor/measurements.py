@@ -132,20 +132,25 @@ class Measurements:
 
 def fitted_layout(workload: "Workload", layout: tuple | None) -> "Workload":
     """The workload measured runs are fitted as: `workload` with the parallel layout they ran
-    (`layout`, a calibration's `recorded_layout`: strategy, tensor-parallel degree, HSDP shard group)
-    in place of the spec's, so that each run is fitted with the traffic it had; `workload` itself when
-    nothing was recorded (a CSV) or it is the spec's own (a later `strategy = "auto"` would otherwise
-    fit DDP runs with FSDP's traffic)."""
+    (`layout`, a calibration's `recorded_layout`: strategy, tensor-parallel degree, HSDP shard group,
+    pipeline, context and expert degrees, None where not recorded) in place of the spec's, so that each
+    run is fitted with the traffic it had; `workload` itself when nothing was recorded (a CSV) or it is
+    the spec's own (a later `strategy = "auto"` would otherwise fit DDP runs with FSDP's traffic)."""
     if layout is None:
         return workload
-    strategy, tp, shard = layout
+    strategy, tp, shard, *rest = layout
     p = workload.parallelism
-    if strategy == p.strategy and (tp or 1) == (p.tensor_parallel_degree or 1) and shard in (
-            None, p.data_parallel_shard_degree):
+    degrees = {key: value for key, value in zip(("pipeline_parallel_degree", "context_parallel_degree",
+                                                   "expert_parallel_degree"), rest, strict=False)
+               if value is not None and value != getattr(p, key)}
+    same = (strategy == p.strategy and (tp or 1) == (p.tensor_parallel_degree or 1)
+            and shard in (None, p.data_parallel_shard_degree))
+    if same and not degrees:
         return workload
     from advisor.topology.layouts import with_layout
 
-    return with_layout(workload, strategy, tp, shard if strategy == "hsdp" else None)
+    w = workload if same else with_layout(workload, strategy, tp, shard if strategy == "hsdp" else None)
+    return w.model_copy(update={"parallelism": w.parallelism.model_copy(update=degrees)}) if degrees else w
 
 
 def measured_workload(w: "Workload", m: "Measurements" | None) -> "Workload":
@@ -261,32 +266,65 @@ def from_calibration(cal: "Calibration", workload: "Workload",
     return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), peaks, layout, notes)
 
 
-_LABEL = re.compile(r"dp_shard=(\d+), dp_replicate=(\d+), tp=(\d+)")
+_LABEL = re.compile(r"\s*([a-z_]+)\s*=\s*(\d{1,7})\s*")
+#: The degrees a layout label names (advisor.topology.layouts.Layout.label writes them; cp and ep only
+#: when above 1, pp from the first labels on, so a degree left out is 1).
+_LABEL_DEGREES = ("dp_shard", "dp_replicate", "tp", "pp", "cp", "ep")
 _STRATEGIES = ("ddp", "fsdp", "hsdp")
 
 
-def recorded_layout(cal: "Calibration") -> tuple[str, int | None, int | None] | None:
-    """(strategy, tp, HSDP shard group) the calibration's runs ran, from, in order: the runs' `layout`
-    labels (advisor calibrate writes "dp_shard=8, dp_replicate=4, tp=1, pp=1": a shard and a replica
-    group is HSDP, a shard alone FSDP, replicas alone DDP; the widest run decides, since HSDP's
-    one-node runs read as FSDP), the `[setup]` strategy advisor calibrate records, or an
-    `[environment]` `strategy` (published files: the framework the source used). None when none says."""
+def _label_degrees(cal: "Calibration", i: int, label: str) -> dict[str, int] | None:
+    """The degrees of run i's layout label, or None for a label that is no layout (free text): a label
+    naming a degree advisor does not model, or one twice, is refused by name, since its runs would be
+    fitted as another layout."""
+    parts = label.split(",")
+    matches = [_LABEL.fullmatch(part) for part in parts]
+    if not label.strip() or not any(matches):
+        return None
+    where = str(cal.path or "<calibration>")
+    degrees: dict[str, int] = {}
+    for part, m in zip(parts, matches, strict=True):
+        if m is None or m.group(1) not in _LABEL_DEGREES or m.group(1) in degrees:
+            raise InputError.at(where, f"runs[{i}].layout", "expected comma-separated degrees "
+                                f"{', '.join(d + '=N' for d in _LABEL_DEGREES)} (as advisor calibrate writes "
+                                f"them; cp, ep and pp default to 1): {part.strip()!r} is not one of them", label)
+        degrees[m.group(1)] = int(m.group(2))
+    if "dp_shard" not in degrees or "dp_replicate" not in degrees or "tp" not in degrees:
+        raise InputError.at(where, f"runs[{i}].layout", "needs dp_shard, dp_replicate and tp (as advisor "
+                            "calibrate writes them)", label)
+    if min(degrees.values()) < 1:
+        raise InputError.at(where, f"runs[{i}].layout", "every degree is at least 1", label)
+    return degrees
+
+
+def recorded_layout(cal: "Calibration") -> tuple | None:
+    """(strategy, tp, HSDP shard group, pp, cp, ep) the calibration's runs ran, from, in order: the runs'
+    `layout` labels (advisor calibrate writes "dp_shard=8, dp_replicate=4, tp=1, pp=1", with cp and ep
+    when above 1: a shard and a replica group is HSDP, a shard alone FSDP, replicas alone DDP; the
+    widest run decides, since HSDP's one-node runs read as FSDP), the `[setup]` strategy and degrees
+    advisor calibrate records, or an `[environment]` `strategy` (published files: the framework the
+    source used). None when none says; a degree not recorded is None (the spec's is assumed)."""
     found = []
-    for run in cal.runs:
-        m = _LABEL.search(run.layout or "")
-        if m and run.gpus > 1:
-            shard, rep, tp = (int(x) for x in m.groups())
+    for i, run in enumerate(cal.runs):
+        deg = _label_degrees(cal, i, run.layout or "")
+        if deg is not None and run.gpus > 1:
+            shard, rep = deg["dp_shard"], deg["dp_replicate"]
             kind = "hsdp" if shard > 1 and rep > 1 else "fsdp" if shard > 1 else "ddp"
-            found.append((_STRATEGIES.index(kind), kind, tp, shard if kind == "hsdp" else None))
+            found.append((_STRATEGIES.index(kind), kind, deg["tp"], shard if kind == "hsdp" else None,
+                          deg.get("pp", 1), deg.get("cp", 1), deg.get("ep", 1)))
     if found:
-        _, kind, tp, shard = max(found)
-        return kind, tp, shard
+        return max(found)[1:]
     setup = cal.setup or {}
+
+    def whole(key: str) -> int | None:
+        value = setup.get(f"parallelism.{key}")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     for strategy in (setup.get("parallelism.strategy"), cal.environment.get("strategy")):
         if strategy in _STRATEGIES:
-            tp = setup.get("parallelism.tensor_parallel_degree")
-            shard = setup.get("parallelism.data_parallel_shard_degree")
-            return strategy, tp if isinstance(tp, int) else None, shard if isinstance(shard, int) else None
+            return (strategy, whole("tensor_parallel_degree"), whole("data_parallel_shard_degree"),
+                    whole("pipeline_parallel_degree"), whole("context_parallel_degree"),
+                    whole("expert_parallel_degree"))
     return None
 
 

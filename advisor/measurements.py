@@ -281,7 +281,7 @@ def _label_degrees(cal: "Calibration", i: int, label: str) -> dict[str, int] | N
     matches = [_LABEL.fullmatch(part) for part in parts]
     if not label.strip() or not any(matches):
         return None
-    where = str(cal.path or "<calibration>")
+    where = str(getattr(cal, "path", None) or "<calibration>")
     degrees: dict[str, int] = {}
     for part, m in zip(parts, matches, strict=True):
         if m is None or m.group(1) not in _LABEL_DEGREES or m.group(1) in degrees:

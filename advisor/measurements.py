@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from advisor.calibration_data import MAX_SECONDS, MIN_SECONDS
+from advisor.calibration_data import COMM_OVER_STEP, MAX_SECONDS, MIN_SECONDS, comm_over_step
 from advisor.errors import InputError
 from advisor.fileio import MAX_CSV_BYTES, read_input_text
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
@@ -537,6 +537,8 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
                      f"{batch[row] / step[row]:.4g} samples/s (more than {THROUGHPUT_TOLERANCE:.0%} apart)")
     step = np.where(np.isnan(step), batch / thr, step)
     comm = v["comm_seconds"] if "comm_seconds" in v else np.full(len(gpus), np.nan)
+    if (row := _first(np.asarray(comm_over_step(step, comm), dtype=bool))) is not None:
+        raise t.fail(row, "comm_seconds", COMM_OVER_STEP.format(step=step[row]))
     bound = np.nan_to_num(v["memory_bound"]) > 0 if "memory_bound" in v else np.zeros(len(gpus), bool)
     return {"gpus": gpus, "nodes": nodes, "global_batch": batch, "step_seconds": step, "comm_seconds": comm,
             "memory_bound": bound}

@@ -55,6 +55,22 @@ def _plain_text(value: object) -> object:
 Text = Annotated[str, BeforeValidator(_plain_text)]
 
 
+def _name(value: object) -> object:
+    """A name the user types back (`--tier spot`) and tables print: a blank one (`name = " "`) printed
+    an empty row label and matched no --tier, and " spot" beside "spot" passed as two distinct tiers
+    that read the same; surrounding spaces are refused, not silently stripped."""
+    value = _plain_text(value)
+    if isinstance(value, str) and value and not value.strip():
+        raise ValueError("must not be blank")
+    if isinstance(value, str) and value != value.strip():
+        raise ValueError("must not start or end with a space")
+    return value
+
+
+#: A name: one line of printable text, not blank, no surrounding spaces.
+Name = Annotated[str, BeforeValidator(_name)]
+
+
 #: A whole number: `true` is not 1 (pydantic would read it so), `8.5` is refused, `8.0` reads as 8, `"4k"` as 4000.
 Int = Annotated[int, BeforeValidator(_whole)]
 
@@ -403,7 +419,7 @@ class JobSpec(_Section):
 
 
 class Tier(_Section):
-    name: Annotated[Text, Field(min_length=1, max_length=200)]
+    name: Annotated[Name, Field(min_length=1, max_length=200)]
     """Billing tier name, unique within the spec (on-demand, spot, reserved-1mo, ...)."""
     usd_per_gpu_hour: Annotated[float, Field(ge=0, le=MAX_USD_PER_GPU_HOUR)]
     """Price per GPU-hour in USD."""

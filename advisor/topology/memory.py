@@ -287,4 +287,25 @@ def measured_peaks(cal: "Calibration" | None, w: "Workload" | None = None,
             notes.append(f"{cal.path or 'the calibration'}: its measured memory peaks are not applied, the spec "
                          f"changed what they measured ({said}): memory is the estimate's")
         return []
+    if w is not None:
+        _check_peaks_hold_the_weights(cal, w)
     return peaks
+
+
+def _check_peaks_hold_the_weights(cal: "Calibration", w: "Workload") -> None:
+    """Refuse a measured peak below the weights alone spread evenly over the run's GPUs (every parameter
+    lives on some GPU, whatever the layout): 1,000 bytes recorded for an 8B model on 8 GPUs moved every
+    count's footprint to ~1 kB and 8 GPUs of 80 GB "held" a job no count holds. Such a number is in
+    other units (GiB, MB) or of another model."""
+    from advisor.errors import InputError
+    from advisor.spec import BYTES_PER_ELEMENT
+    from advisor.units import format_count
+
+    element = BYTES_PER_ELEMENT[w.model.precision]
+    for i, run in enumerate(cal.runs):
+        least = w.model.params * element / run.gpus
+        if run.peak_memory_bytes and run.peak_memory_bytes < least:
+            raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].peak_memory_bytes",
+                                f"below the model's weights alone over {run.gpus} GPUs ({least:.4g} bytes: "
+                                f"{format_count(w.model.params)} parameters x {element} bytes / {run.gpus}): "
+                                "a peak in bytes of this model cannot be smaller", run.peak_memory_bytes)

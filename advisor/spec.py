@@ -122,6 +122,10 @@ MAX_BANDWIDTH = 1e14
 #: the NCCL maintainer), 475 on 8 H200 (NVIDIA/nccl-tests#272), 215 on H800 at 200 (NVIDIA/nccl#1374):
 #: at most 7% over. 10% keeps that and refuses a link faster than its hardware (4,500 GB/s on an H100).
 LINK_BUSBW_MARGIN = 0.10
+#: A declared cluster.gpu_memory may exceed the catalog GPU's by this factor, not more: a name covers
+#: builds of more memory (llm7b's "H100-SXM" cards are Grand Teton's 96 GB HBM2e, 1.2x the catalog's 80;
+#: A100 40 -> 80 GB, 2x, is the widest family in the catalog), but "1 TB" on an H100 fits plans no H100 holds.
+MEMORY_VARIANT_FACTOR = 2.0
 #: Per-GPU share of cluster.inter_node_bandwidth no node has: twice the fastest shipped NIC rate
 #: (ConnectX-8 SuperNIC, 800 Gbit/s per GPU on HGX B300), which is also ConnectX-9's 1.6 Tbit/s
 #: announced for Rubin, and leaves room for a busbw that in-network reduction (SHARP, NVLS across
@@ -628,6 +632,11 @@ def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:
                     f"({ceiling / 1e9:.4g} GB/s per GPU, one direction, and {LINK_BUSBW_MARGIN:.0%} for a busbw "
                     "NVLink SHARP lifts): a link cannot be faster than its hardware; leave it out or name the GPU "
                     "you have", f"{c.intra_node_bandwidth / 1e9:.4g} GB/s"))
+    if gpu is not None and c.gpu_memory is not None and c.gpu_memory > gpu.memory_bytes * MEMORY_VARIANT_FACTOR:
+        out.append(("cluster.gpu_memory", f"more than {MEMORY_VARIANT_FACTOR:g}x the catalog's {gpu.name} "
+                    f"({gpu.memory_bytes / 1e9:g} GB): no build of a GPU has that much more (A100 40 -> 80 GB "
+                    "is the widest); plans would fit that cannot. Name the GPU you have, or check the unit",
+                    f"{c.gpu_memory / 1e9:g} GB"))
     per_gpu = c.inter_node_bandwidth / c.gpus_per_node
     if per_gpu > MAX_NIC_BANDWIDTH_PER_GPU:
         out.append(("cluster.inter_node_bandwidth", f"{per_gpu * 8 / 1e9:.4g} Gbit/s per GPU over "

@@ -234,3 +234,82 @@ def test_free_text_in_a_layout_is_no_layout():
 
     assert _label_degrees(None, 0, "FSDP over 8 GPUs (torchtitan)") is None
     assert _label_degrees(None, 0, "dp_shard=8, dp_replicate=1, tp=1") == {"dp_shard": 8, "dp_replicate": 1, "tp": 1}
+
+
+# -- measurements no run can have --------------------------------------------------------------------------
+# advisor.calibration_data._run_problems / advisor.measurements.measured_columns (one rule, comm_over_step):
+# a step's exposed communication longer than the step was fitted as a network term; a reserved peak below
+# the allocated one. advisor.topology.memory._check_peaks_hold_the_weights: a peak below the weights alone
+# (1 kB for an 8B model) moved every footprint to ~1 kB, and 8 x 80 GB "held" anything.
+
+def _published(tmp_path, **run0):
+    doc = tomllib.loads((ROOT / "calibrations" / "llm7b_published_torchtitan.toml").read_text())
+    doc["runs"][0].update(run0)
+    path = tmp_path / "cal.toml"
+    path.write_text(tomli_w.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("run0, field, needle", [
+    ({"comm_seconds": [5.0]}, "runs[0].comm_seconds[0]", "longer than its step (2.84346 s)"),
+    ({"peak_reserved_bytes": 5}, "runs[0].peak_reserved_bytes", "below peak_memory_bytes (88476326298)"),
+    ({"peak_memory_bytes": 1000}, "runs[0].peak_memory_bytes",
+     "below the model's weights alone over 8 GPUs (2e+09 bytes: 8B parameters x 2 bytes / 8)"),
+])
+def test_a_calibration_run_no_hardware_produces_is_refused(tmp_path, run0, field, needle):
+    cal = _published(tmp_path, **run0)
+    code, out, err = invoke("predict", LLM7B, "--calibration", cal, "--gpus", "8")
+    assert_refused(code, out, err, f"{cal}: {field}: ", needle)
+
+
+def test_a_csv_row_whose_comm_outlasts_its_step_is_refused(tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text("gpus,step_seconds,comm_seconds\n8,3.0,1\n16,3.1,4\n")
+    code, out, err = invoke("fit", LLM7B, "--measurements", csv)
+    assert_refused(code, out, err, f"{csv}: line 3.comm_seconds: longer than its step (3.1 s)", "(got '4')")
+
+
+# -- a tier name that is blank or padded ---------------------------------------------------------------------
+# advisor.spec.Name: `name = " "` printed an empty row label and matched no --tier; " spot" beside "spot"
+# passed as two tiers that read the same.
+
+@pytest.mark.parametrize("name, needle", [(" ", "must not be blank"), (" spot", "must not start or end with a space"),
+                                          ("spot ", "must not start or end with a space")])
+def test_a_blank_or_padded_tier_name_is_refused(tmp_path, name, needle):
+    doc = tomllib.loads(LLM7B.read_text())
+    doc["tiers"][0]["name"] = name
+    spec = tmp_path / "spec.toml"
+    spec.write_text(tomli_w.dumps(doc))
+    code, out, err = invoke("validate", spec)
+    assert_refused(code, out, err, f"{spec}: tiers[0].name: {needle}", f"(got {name!r})")
+
+
+# -- pydantic's type words in a spec --------------------------------------------------------------------------
+# advisor.validation._TYPE_WORDS: "tiers[0].usd_per_gpu_hour: Input should be a finite number".
+
+@pytest.mark.parametrize("section, key, value, words", [
+    ("tiers", "usd_per_gpu_hour", float("inf"), "must be a finite number"),
+    ("tiers", "usd_per_gpu_hour", "x", "must be a number"),
+    ("cluster", "gpu", 5, "must be text (in quotes)"),
+])
+def test_a_wrong_type_is_said_in_advisors_words(tmp_path, section, key, value, words):
+    doc = tomllib.loads(LLM7B.read_text())
+    (doc["tiers"][0] if section == "tiers" else doc[section])[key] = value
+    spec = tmp_path / "spec.toml"
+    spec.write_text(tomli_w.dumps(doc))
+    code, out, err = invoke("validate", spec)
+    where = f"tiers[0].{key}" if section == "tiers" else f"{section}.{key}"
+    assert_refused(code, out, err, f"{spec}: {where}: {words}")
+    assert "Input should be" not in err
+
+
+# -- more memory than any build of the GPU -------------------------------------------------------------------
+# advisor.spec.MEMORY_VARIANT_FACTOR: gpu_memory = "1 TB" on an H100 fitted plans no H100 holds; a name
+# covers builds up to 2x its catalog entry (llm7b's 96 GB "H100-SXM" passes).
+
+def test_more_memory_than_any_build_of_the_gpu_is_refused(tmp_path):
+    spec = _spec(tmp_path, LLM7B, cluster={"gpu_memory": "1 TB"})
+    code, out, err = invoke("validate", spec)
+    assert_refused(code, out, err, f"{spec}: cluster.gpu_memory: more than 2x the catalog's H100-SXM (80 GB)",
+                   "(got '1000 GB')")
+    assert invoke("validate", _spec(tmp_path, LLM7B, "ok.toml", cluster={"gpu_memory": "160 GB"}))[0] == 0

@@ -176,8 +176,8 @@ class ModelSpec(_Section):
     """Vocabulary size of the calibration proxy's embedding (default 32000)."""
     precision: Literal["fp8", "bf16", "fp16", "fp32"] = "bf16"
     ("Compute dtype of the matmuls, whose catalog peak prices the compute. fp8: FP8 matmuls (NVIDIA "
-     "Transformer Engine, torchao Float8) with bf16 weights, activations and gradients (2 bytes each). fp32: priced at the "
-     "TF32 tensor-core peak where the GPU has one (NVIDIA Ampere and later, AMD CDNA 3: PyTorch's "
+     "Transformer Engine, torchao Float8) with bf16 weights, activations and gradients (2 bytes each). "
+     "fp32: priced at the TF32 tensor-core peak where the GPU has one (NVIDIA Ampere and later, AMD CDNA 3: PyTorch's "
      "float32_matmul_precision 'high'), else at its FP32 single-precision peak (V100, T4, MI355X).")
     kv_heads: Annotated[Int, Field(gt=0, le=MAX_HEADS)] | None = None
     ("Key/value heads (grouped-query attention, GQA; default: heads). Must divide heads; "

@@ -12,7 +12,6 @@ from pydantic import BaseModel, ValidationError
 
 from advisor.errors import InputError, Problem, dotted_path
 
-
 #: pydantic's type messages ("Input should be a valid integer", "Input should be a finite number") in the
 #: words the rest of advisor's messages use; choices keep pydantic's "Input should be 'a', 'b' or 'c'",
 #: which lists them.

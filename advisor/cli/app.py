@@ -175,7 +175,7 @@ def _plain_range(cause: BaseException | None) -> str | None:
         return None
     try:
         first = errors()[0]
-    except Exception:  # noqa: BLE001 -- any other exception that happens to have errors()
+    except Exception:
         return None
     words = _RANGE_WORDS.get(first.get("type"))
     if words is None:

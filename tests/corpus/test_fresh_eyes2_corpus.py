@@ -79,7 +79,7 @@ def test_importing_a_log_at_a_count_the_layout_cannot_split_is_refused_before_wr
 # with the one rule (advisor.topology.layouts.split_rule).
 
 def test_counts_the_expert_degree_cannot_split_are_named_by_recommend(tmp_path):
-    spec = _spec(tmp_path, MIXTRAL, cluster={"gpu_memory": "160 GB"})  # memory rules nothing out (2x the catalog at most)
+    spec = _spec(tmp_path, MIXTRAL, cluster={"gpu_memory": "160 GB"})  # memory rules nothing out (2x the catalog)
     code, out, err = invoke("recommend", spec, "--budget", "20000", "--json")
     assert code == 0, err
     doc = json.loads(out)

@@ -34,7 +34,7 @@ def test_recorded_layout_from_run_labels_setup_and_environment():
     assert recorded_layout(_cal([{"gpus": 2, "nodes": 1, "step_seconds": step}],
                                 setup={"parallelism.strategy": "fsdp"})) == ("fsdp", None, None, None, None, None)
     assert recorded_layout(_cal([{"gpus": 2, "nodes": 1, "step_seconds": step}])) is None
-    assert recorded_layout(load_calibration(BERT_CAL)) == ("ddp", None, None, None, None, None)  # Horovod: [environment]
+    assert recorded_layout(load_calibration(BERT_CAL)) == ("ddp",) + (None,) * 5  # Horovod: [environment]
 
 
 def test_auto_strategy_fits_ddp_runs_as_ddp(tmp_path):

@@ -313,3 +313,34 @@ def test_more_memory_than_any_build_of_the_gpu_is_refused(tmp_path):
     assert_refused(code, out, err, f"{spec}: cluster.gpu_memory: more than 2x the catalog's H100-SXM (80 GB)",
                    "(got '1000 GB')")
     assert invoke("validate", _spec(tmp_path, LLM7B, "ok.toml", cluster={"gpu_memory": "160 GB"}))[0] == 0
+
+
+# -- an nccl-tests log faster than any node ----------------------------------------------------------------------
+# advisor.imports.nccl_tests._check_hardware_reaches: the 2-node H100 log with every time cut by 100
+# (33,880 GB/s busbw) was imported with a warning and fitted as a link 45x the declared one.
+
+def _cut_times(src, dst, factor=100.0):
+    out = []
+    for line in src.read_text().splitlines():
+        f = line.split()
+        if len(f) == 13 and f[0].isdigit() and int(f[0]) >= 100_000_000:
+            f[5], f[9] = f"{float(f[5]) / factor:.2f}", f"{float(f[9]) / factor:.2f}"
+            for k in (6, 7, 10, 11):
+                f[k] = f"{float(f[k]) * factor:.2f}"
+            line = " ".join(f)
+        elif len(f) == 13 and f[0].isdigit():
+            continue
+        out.append(line)
+    dst.write_text("\n".join(out) + "\n")
+    return dst
+
+
+def test_an_nccl_tests_log_faster_than_any_node_is_refused(tmp_path):
+    log = ROOT / "tests" / "fixtures" / "nccl-tests" / "h100_2node_gcp_a3mega_all_reduce.log"
+    fast = _cut_times(log, tmp_path / "fast.log")
+    out_file = tmp_path / "n.toml"
+    code, out, err = invoke("import", "nccl-tests", LLM7B, fast, "--out", out_file)
+    assert_refused(code, out, err, f"{fast}: line ", ".busbw: 3.388e+04 GB/s is above what tree reaches on the "
+                   "fastest links a node of 8 H100-SXM GPUs has (928.1 GB/s busbw")
+    assert not out_file.exists()
+    assert invoke("import", "nccl-tests", LLM7B, log, "--out", out_file)[0] == 0  # the real log: 338.8 GB/s

@@ -145,6 +145,10 @@ def calibration_from_dict(data: dict, file: str | Path, workload: str | None = N
     if not isinstance(data, dict):
         raise InputError.at(file, "", "expected a TOML document of tables")
     version = data.get("schema")
+    if version is None and "schema" not in data and {"model", "cluster"} <= data.keys():
+        raise InputError.at(file, "", "a workload spec, not a calibration file (it has [model] and [cluster], "
+                            "no schema): give it as the WORKLOAD argument, and --calibration the file advisor "
+                            "calibrate or advisor import wrote")
     if type(version) is not int or version != SCHEMA_VERSION:  # `schema = true` is not 1
         raise InputError.at(file, "schema", f"unsupported calibration schema; this advisor reads schema "
                             f"{SCHEMA_VERSION}", version)

@@ -344,3 +344,12 @@ def test_an_nccl_tests_log_faster_than_any_node_is_refused(tmp_path):
                    "fastest links a node of 8 H100-SXM GPUs has (928.1 GB/s busbw")
     assert not out_file.exists()
     assert invoke("import", "nccl-tests", LLM7B, log, "--out", out_file)[0] == 0  # the real log: 338.8 GB/s
+
+
+# -- a spec given where a calibration goes ------------------------------------------------------------------
+# advisor.calibration_data.calibration_from_dict: `--calibration workloads/llm7b.toml` read
+# "schema: unsupported calibration schema; this advisor reads schema 1 (got None)".
+
+def test_a_workload_spec_given_as_a_calibration_is_named_so():
+    code, out, err = invoke("predict", LLM7B, "--calibration", LLM7B)
+    assert_refused(code, out, err, f"{LLM7B}: a workload spec, not a calibration file", "WORKLOAD argument")

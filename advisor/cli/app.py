@@ -48,6 +48,7 @@ class AdvisorTyper(typer.Typer):
             def wrapper(*a, quiet: bool = False, advisor_context: typer.Context, **kw):
                 output.configure(json=bool(kw.get("as_json", False)), quiet=quiet)
                 check_option_values(advisor_context, kw)
+                check_output_paths(advisor_context, kw)
                 return func(*a, **kw)
 
             quiet = inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=QuietOpt)
@@ -77,6 +78,47 @@ def check_option_values(ctx: typer.Context, values: dict) -> None:
             raise InputError.at(flag, "", "empty value: give one, or leave the option out for its default", value)
         if any(isinstance(v, float) and not math.isfinite(v) for v in items):  # every float option is a
             raise InputError.at(flag, "", "must be a positive number", value)  # quantity: money, hours, odds
+
+
+#: Options naming one file a command writes (advisor.cli.options.output_path): none may name a file the
+#: command reads, nor the file another of them writes. `predict spec.toml --plot spec.toml` replaced the
+#: spec with a PNG, `--calibration cal.toml --html cal.toml` the calibration with HTML, and `--plot r.png
+#: --html r.png` kept only the page.
+OUTPUT_FILE_OPTIONS = ("--out", "--plot", "--html")
+
+
+def check_output_paths(ctx: typer.Context, values: dict) -> None:
+    """Refuse an output option (OUTPUT_FILE_OPTIONS) naming an input of the same command (any other path
+    argument or option: the workload, --calibration, --measurements, logs) or another output's file; the
+    same file under two names (a symlink, `./a` and `a`, a hard link) counts. Named by the option, one line."""
+    import os
+    from pathlib import Path
+
+    def same(a: Path, b: Path) -> bool:
+        try:
+            if os.path.realpath(a) == os.path.realpath(b):
+                return True
+            return a.exists() and b.exists() and os.path.samefile(a, b)
+        except (OSError, ValueError):
+            return False
+
+    outputs, inputs = [], []
+    for param in ctx.command.params:
+        value = values.get(param.name)
+        items = value if isinstance(value, (list, tuple)) else [value]
+        paths = [v for v in items if isinstance(v, Path)]
+        flag = next((o for o in param.opts if o.startswith("--")), None)
+        (outputs if flag in OUTPUT_FILE_OPTIONS else inputs).extend(
+            (flag or str(param.name).upper(), p) for p in paths)
+    for i, (flag, path) in enumerate(outputs):
+        clash = next(((f, p) for f, p in inputs if same(path, p)), None)
+        if clash is not None:
+            raise InputError.at(flag, "", f"the file {clash[0]} reads ({clash[1]}): writing it would overwrite the "
+                                "input; give another path", str(path))
+        clash = next(((f, p) for f, p in outputs[:i] if same(path, p)), None)
+        if clash is not None:
+            raise InputError.at(flag, "", f"the same file as {clash[0]}: one would overwrite the other; give "
+                                "each its own path", str(path))
 
 
 def _with_keyword(params: list[inspect.Parameter], extra: inspect.Parameter) -> list[inspect.Parameter]:

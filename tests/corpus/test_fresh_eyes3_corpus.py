@@ -353,3 +353,27 @@ def test_an_nccl_tests_log_faster_than_any_node_is_refused(tmp_path):
 def test_a_workload_spec_given_as_a_calibration_is_named_so():
     code, out, err = invoke("predict", LLM7B, "--calibration", LLM7B)
     assert_refused(code, out, err, f"{LLM7B}: a workload spec, not a calibration file", "WORKLOAD argument")
+
+
+# -- an output that is an input -------------------------------------------------------------------------------
+# advisor.cli.app.check_output_paths: `predict spec.toml --plot spec.toml` replaced the spec with a PNG,
+# `--calibration cal.toml --html cal.toml` the calibration with HTML, `--plot r.png --html r.png` kept one.
+
+def test_an_output_naming_an_input_or_another_output_is_refused_before_writing(tmp_path):
+    spec = tmp_path / "llm7b.toml"
+    spec.write_text(LLM7B.read_text())
+    before = spec.read_bytes()
+    code, out, err = invoke("predict", spec, "--plot", spec)
+    assert_refused(code, out, err, "--plot: the file WORKLOAD reads", "writing it would overwrite the input")
+    cal = tmp_path / "cal.toml"
+    cal.write_text((ROOT / "calibrations" / "llm7b_published_torchtitan.toml").read_text())
+    code, out, err = invoke("predict", spec, "--calibration", cal, "--html", tmp_path / "." / "cal.toml")
+    assert_refused(code, out, err, "--html: the file --calibration reads")
+    link = tmp_path / "link.toml"
+    link.symlink_to(spec)
+    code, out, err = invoke("import", "torchtitan", spec, ROOT / "tests" / "fixtures" / "torchtitan" /
+                            "debug_model_pr1437.log", "--gpus", "8", "--out", link)
+    assert_refused(code, out, err, "--out: the file WORKLOAD reads")
+    code, out, err = invoke("recommend", spec, "--plot", tmp_path / "r.png", "--html", tmp_path / "r.png")
+    assert_refused(code, out, err, "--html: the same file as --plot")
+    assert spec.read_bytes() == before and not (tmp_path / "r.png").exists()

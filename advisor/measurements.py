@@ -563,7 +563,8 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
 
 
 def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
-                         csv_measurements: Measurements | None = None) -> Measurements:
+                         csv_measurements: Measurements | None = None,
+                         files: "list[Calibration] | None" = None) -> Measurements:
     """One set of measurements from a (merged) calibration file and a measurement CSV: the file's
     runs and collective probes plus the CSV's runs. A calibration that holds only probes (an
     imported nccl-tests log) adds them to the CSV's step times; the CSV cannot carry probes."""
@@ -580,7 +581,9 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
             runs += from_calibration(cal, workload).runs
         probes += list(cal.collectives)
         sources.append(str(cal.path or "<calibration>"))
-        peaks = measured_peaks(cal, workload, notes)
+        # the memory peaks of each file `cal` merges (`files`), judged by its own [environment] and
+        # [setup]: merged, a proxy's peaks read under the first file's full-model record
+        peaks = [p for c in (files or [cal]) for p in measured_peaks(c, workload, notes)]
         layout = recorded_layout(cal)
     if csv_measurements is not None:
         runs += csv_measurements.runs
@@ -607,4 +610,4 @@ def combine_sources(workload: "Workload", calibration=None, measurements=None) -
         check_runs_split(cal, workload)
     csv = measurements if measurements is None or isinstance(measurements, Measurements) else \
         read_measurements_csv(measurements, workload)
-    return combine_measurements(workload, merge_calibrations(cals) if cals else None, csv)
+    return combine_measurements(workload, merge_calibrations(cals) if cals else None, csv, cals)

@@ -377,3 +377,22 @@ def test_an_output_naming_an_input_or_another_output_is_refused_before_writing(t
     code, out, err = invoke("recommend", spec, "--plot", tmp_path / "r.png", "--html", tmp_path / "r.png")
     assert_refused(code, out, err, "--html: the same file as --plot")
     assert spec.read_bytes() == before and not (tmp_path / "r.png").exists()
+
+
+# -- peaks of merged calibrations, each by its own file --------------------------------------------------------
+# advisor.measurements.combine_measurements: `--calibration full.toml --calibration proxy.toml` merged the
+# files under the first's [environment], so a 4-of-32-layer proxy's peak was read as the full model's.
+
+def test_a_proxys_peak_stays_out_when_merged_after_a_full_model_file(tmp_path):
+    published = ROOT / "calibrations" / "llm7b_published_torchtitan.toml"
+    proxy = _calibration(tmp_path, "llm7b", [{"gpus": 16, "nodes": 2, "step_seconds": [3.0],
+                                              "peak_memory_bytes": 5_000_000_000}], name="proxy.toml",
+                         environment={"proxy_layers": 4, "model_layers": 32})
+
+    def memory(*cals):
+        args = [a for c in cals for a in ("--calibration", c)]
+        code, out, err = invoke("predict", LLM7B, *args, "--gpus", "16@2", "--json")
+        assert code == 0, err
+        return json.loads(out)["predictions"][0]["memory_bytes"]
+
+    assert memory(published, proxy) == pytest.approx(memory(published), rel=1e-9)

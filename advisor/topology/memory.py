@@ -242,6 +242,9 @@ class MeasuredPeak:
     layout: str | None = None  # the run's parallel layout, as recorded (advisor.topology.layouts.Layout.label)
 
 
+#: How `[setup]` records a field the spec left unset (advisor.calibrate.plan.UNSET; not imported from
+#: there, which imports the spec, which imports this module).
+UNSET = "(unset)"
 #: Spec fields, as a calibration's `[setup]` records them (advisor.calibrate.plan.measurement_setup),
 #: that set a run's memory peak beyond the layout and the micro-batch (which `measured_offset`
 #: re-estimates): the model's size and shape and the recomputation. A peak measured at another value of
@@ -255,10 +258,17 @@ PEAK_SHAPE_FIELDS = ("model.params", "model.layers", "model.hidden", "model.head
 def peak_shape_changes(cal: "Calibration", w: "Workload") -> list[tuple[str, object, object]]:
     """(field, recorded, now) for every `PEAK_SHAPE_FIELDS` field the calibration's `[setup]` records
     at another value than `w` has; none where it records none (nothing to compare)."""
-    from advisor.calibrate.plan import measurement_setup, setup_differences
-
-    recorded = {k: v for k, v in (cal.setup or {}).items() if k in PEAK_SHAPE_FIELDS}
-    return setup_differences(recorded, measurement_setup(w, "")) if recorded else []
+    out = []
+    for key, old in (cal.setup or {}).items():
+        if key not in PEAK_SHAPE_FIELDS:
+            continue
+        section, field = key.split(".")
+        new = getattr(getattr(w, section), field, None)
+        new = UNSET if new is None else new
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (old, new))
+        if not ((old == new and type(old) is type(new)) or (numbers and float(old) == float(new))):
+            out.append((key, old, new))
+    return out
 
 
 def measured_peaks(cal: "Calibration" | None, w: "Workload" | None = None,
@@ -298,10 +308,9 @@ def _check_peaks_hold_the_weights(cal: "Calibration", w: "Workload") -> None:
     count's footprint to ~1 kB and 8 GPUs of 80 GB "held" a job no count holds. Such a number is in
     other units (GiB, MB) or of another model."""
     from advisor.errors import InputError
-    from advisor.spec import BYTES_PER_ELEMENT
     from advisor.units import format_count
 
-    element = BYTES_PER_ELEMENT[w.model.precision]
+    element = w.model.bytes_per_element
     for i, run in enumerate(cal.runs):
         least = w.model.params * element / run.gpus
         if run.peak_memory_bytes and run.peak_memory_bytes < least:

@@ -145,6 +145,10 @@ def calibration_from_dict(data: dict, file: str | Path, workload: str | None = N
     if not isinstance(data, dict):
         raise InputError.at(file, "", "expected a TOML document of tables")
     version = data.get("schema")
+    if version is None and "schema" not in data and {"model", "cluster"} <= data.keys():
+        raise InputError.at(file, "", "a workload spec, not a calibration file (it has [model] and [cluster], "
+                            "no schema): give it as the WORKLOAD argument, and --calibration the file advisor "
+                            "calibrate or advisor import wrote")
     if type(version) is not int or version != SCHEMA_VERSION:  # `schema = true` is not 1
         raise InputError.at(file, "schema", f"unsupported calibration schema; this advisor reads schema "
                             f"{SCHEMA_VERSION}", version)
@@ -158,6 +162,19 @@ def calibration_from_dict(data: dict, file: str | Path, workload: str | None = N
     if problems:
         raise InputError(problems)
     return cal
+
+
+#: The one rule for a step's exposed communication, in a calibration file and a CSV row alike: it is part
+#: of the step, so never longer (a comm_seconds of 5 s beside a 2.84 s step was fitted as 0.9 s of network).
+COMM_OVER_STEP = "longer than its step ({step:g} s): the communication a step exposes is part of it"
+
+
+def comm_over_step(step, comm) -> "list[bool]":
+    """Per paired value: True where `comm` exceeds `step` (beyond float rounding); False where either is NaN."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore"):
+        return (np.asarray(comm, dtype=float) > np.asarray(step, dtype=float) * (1 + 1e-9)).tolist()
 
 
 def _run_problems(cal: Calibration, file: str) -> list[Problem]:
@@ -182,6 +199,15 @@ def _run_problems(cal: Calibration, file: str) -> list[Problem]:
         if run.comm_seconds is not None and len(run.comm_seconds) != len(run.step_seconds):
             out.append(Problem(file, f"runs[{i}].comm_seconds", f"one value per step: step_seconds has "
                                f"{len(run.step_seconds)}", len(run.comm_seconds), True))
+        elif run.comm_seconds is not None and True in (over := comm_over_step(run.step_seconds, run.comm_seconds)):
+            j = over.index(True)
+            out.append(Problem(file, f"runs[{i}].comm_seconds[{j}]", COMM_OVER_STEP.format(step=run.step_seconds[j]),
+                               run.comm_seconds[j], True))
+        if (run.peak_reserved_bytes is not None and run.peak_memory_bytes is not None
+                and run.peak_reserved_bytes < run.peak_memory_bytes):
+            out.append(Problem(file, f"runs[{i}].peak_reserved_bytes", f"below peak_memory_bytes "
+                               f"({run.peak_memory_bytes}): the allocator reserves at least what it allocates",
+                               run.peak_reserved_bytes, True))
         if cal.provenance.source == "published" and not (run.source or cal.provenance.citation):
             out.append(Problem(file, f"runs[{i}].source", "published values need a citation", None, False))
     return out

@@ -36,6 +36,16 @@ class GPU:
     source: str
     has_tensor_cores: bool = True
     """False for GPUs built without tensor or matrix cores (Pascal, Kepler): every peak is a CUDA-core one."""
+    fastest_intra_node_bandwidth: float | None = None
+    """The fastest per-GPU one-direction link any build of the GPU has, where it beats the usual build's
+    `intra_node_bandwidth` (a PCIe card's NVLink bridge to its pair); None: that one."""
+
+    @property
+    def link_ceiling(self) -> float | None:
+        """Per-GPU one-direction line rate no build of this GPU exceeds (advisor.spec checks a declared
+        cluster.intra_node_bandwidth against it)."""
+        rates = [r for r in (self.intra_node_bandwidth, self.fastest_intra_node_bandwidth) if r is not None]
+        return max(rates) if rates else None
 
     def peak_flops(self, precision: str) -> float | None:
         """Peak dense FLOP/s at a compute precision, or None when the GPU has no such mode."""
@@ -91,6 +101,8 @@ def gpus() -> tuple[GPU, ...]:
             intra_node_bandwidth=parse_bandwidth(e["intra_node_bandwidth"]) if "intra_node_bandwidth" in e else None,
             source=e["source"],
             has_tensor_cores=bool(e.get("tensor_cores", True)),
+            fastest_intra_node_bandwidth=(parse_bandwidth(e["fastest_intra_node_bandwidth"])
+                                          if "fastest_intra_node_bandwidth" in e else None),
         )
         for e in entries
     )

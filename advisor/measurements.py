@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from advisor.calibration_data import MAX_SECONDS, MIN_SECONDS
+from advisor.calibration_data import COMM_OVER_STEP, MAX_SECONDS, MIN_SECONDS, comm_over_step
 from advisor.errors import InputError
 from advisor.fileio import MAX_CSV_BYTES, read_input_text
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
@@ -84,6 +84,8 @@ class Measurements:
     #: the parallel layout the runs ran, (strategy, tensor-parallel degree, HSDP shard group), from
     #: the calibration's records (`recorded_layout`); None: not recorded (a CSV), the spec's is assumed
     layout: tuple | None = None
+    #: caveats of reading them, for the model's warnings (a measured memory peak not applied: measured_peaks)
+    notes: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         if not self.runs and not self.probes:
@@ -125,25 +127,30 @@ class Measurements:
     def subset(self, keep: np.ndarray) -> "Measurements":
         """The runs where `keep` is true (probes kept)."""
         runs = [r for r, k in zip(self.runs, keep, strict=True) if k]
-        return Measurements(runs, self.probes, self.source, self.peaks, self.layout)
+        return Measurements(runs, self.probes, self.source, self.peaks, self.layout, self.notes)
 
 
 def fitted_layout(workload: "Workload", layout: tuple | None) -> "Workload":
     """The workload measured runs are fitted as: `workload` with the parallel layout they ran
-    (`layout`, a calibration's `recorded_layout`: strategy, tensor-parallel degree, HSDP shard group)
-    in place of the spec's, so that each run is fitted with the traffic it had; `workload` itself when
-    nothing was recorded (a CSV) or it is the spec's own (a later `strategy = "auto"` would otherwise
-    fit DDP runs with FSDP's traffic)."""
+    (`layout`, a calibration's `recorded_layout`: strategy, tensor-parallel degree, HSDP shard group,
+    pipeline, context and expert degrees, None where not recorded) in place of the spec's, so that each
+    run is fitted with the traffic it had; `workload` itself when nothing was recorded (a CSV) or it is
+    the spec's own (a later `strategy = "auto"` would otherwise fit DDP runs with FSDP's traffic)."""
     if layout is None:
         return workload
-    strategy, tp, shard = layout
+    strategy, tp, shard, *rest = layout
     p = workload.parallelism
-    if strategy == p.strategy and (tp or 1) == (p.tensor_parallel_degree or 1) and shard in (
-            None, p.data_parallel_shard_degree):
+    degrees = {key: value for key, value in zip(("pipeline_parallel_degree", "context_parallel_degree",
+                                                   "expert_parallel_degree"), rest, strict=False)
+               if value is not None and value != getattr(p, key)}
+    same = (strategy == p.strategy and (tp or 1) == (p.tensor_parallel_degree or 1)
+            and shard in (None, p.data_parallel_shard_degree))
+    if same and not degrees:
         return workload
     from advisor.topology.layouts import with_layout
 
-    return with_layout(workload, strategy, tp, shard if strategy == "hsdp" else None)
+    w = workload if same else with_layout(workload, strategy, tp, shard if strategy == "hsdp" else None)
+    return w.model_copy(update={"parallelism": w.parallelism.model_copy(update=degrees)}) if degrees else w
 
 
 def measured_workload(w: "Workload", m: "Measurements" | None) -> "Workload":
@@ -184,25 +191,36 @@ def over_node_message(gpus: int, nodes: int, per_node: int) -> str:
     return f"{plural(gpus, 'GPU')} on {plural(nodes, 'node')} exceed cluster.gpus_per_node ({per_node})"
 
 
-def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
-    """Refuse a run of `cal` on more GPUs per node than the spec's nodes hold (as a CSV row is), or that
-    the layout it ran cannot split (`unsplit`): `FILE: runs[i].nodes|gpus: ...`. Returns the calibration's
-    `recorded_layout`. (8 GPUs measured on 1 node under a spec of 6 per node were fitted as if 8@1 were
-    possible, and 8@2 predicted 28% faster than the measured step: 139% efficiency.)"""
+def unrunnable(workload: "Workload", layout: tuple | None, gpus, nodes) -> np.ndarray:
+    """Per measured placement: True where it cannot be fitted as `layout` on this spec's cluster: more
+    GPUs on a node than cluster.gpus_per_node (`over_node`) or a count the layout cannot split
+    (`unsplit`). The one rule behind both `check_runs_split` (refuse) and `from_calibration`'s
+    `left_out` (leave out); `unrunnable_reason` says which clause a run breaks."""
+    return over_node(gpus, nodes, workload.cluster.gpus_per_node) | unsplit(workload, layout, gpus, nodes)
+
+
+def unrunnable_reason(workload: "Workload", layout: tuple | None, gpus: int, nodes: int) -> tuple[str, str]:
+    """(field, message) for one placement `unrunnable` flags: the node clause first, as it is checked first."""
     per_node = workload.cluster.gpus_per_node
-    where = str(cal.path or "<calibration>")
-    over = over_node([r.gpus for r in cal.runs], [r.nodes for r in cal.runs], per_node)
-    if over.any():
-        i = int(over.argmax())
-        run = cal.runs[i]
-        raise InputError.at(where, f"runs[{i}].nodes", over_node_message(run.gpus, run.nodes, per_node), run.nodes)
+    if over_node([gpus], [nodes], per_node)[0]:
+        return "nodes", over_node_message(gpus, nodes, per_node)
+    return "gpus", unsplit_message(workload, layout, gpus, nodes)
+
+
+def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
+    """Refuse a run of `cal` that cannot be fitted (`unrunnable`: more GPUs per node than the spec's
+    nodes hold, as a CSV row is, or a count the layout it ran cannot split): `FILE: runs[i].nodes|gpus:
+    ...`. Returns the calibration's `recorded_layout`. (8 GPUs measured on 1 node under a spec of 6 per
+    node were fitted as if 8@1 were possible, and 8@2 predicted 28% faster than the measured step: 139%
+    efficiency.)"""
     layout = recorded_layout(cal)
-    bad = unsplit(workload, layout, [r.gpus for r in cal.runs], [r.nodes for r in cal.runs])
+    bad = unrunnable(workload, layout, [r.gpus for r in cal.runs], [r.nodes for r in cal.runs])
     if bad.any():
         i = int(bad.argmax())
         run = cal.runs[i]
-        raise InputError.at(where, f"runs[{i}].gpus",
-                            unsplit_message(workload, layout, run.gpus, run.nodes), run.gpus)
+        field, message = unrunnable_reason(workload, layout, run.gpus, run.nodes)
+        raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].{field}", message,
+                            run.nodes if field == "nodes" else run.gpus)
     return layout
 
 
@@ -219,7 +237,7 @@ def from_calibration(cal: "Calibration", workload: "Workload",
     else:
         layout = recorded_layout(cal)
         g, n = [r.gpus for r in cal.runs], [r.nodes for r in cal.runs]
-        bad = over_node(g, n, workload.cluster.gpus_per_node) | unsplit(workload, layout, g, n)
+        bad = unrunnable(workload, layout, g, n)
         kept = [r for r, b in zip(cal.runs, bad.tolist(), strict=True) if not b]
         if bad.any():
             gone = sorted({f"{r.gpus}@{r.nodes}" for r, b in zip(cal.runs, bad.tolist(), strict=True) if b})
@@ -243,35 +261,70 @@ def from_calibration(cal: "Calibration", workload: "Workload",
         runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm, bool(run.memory_bound)))
     from advisor.topology.memory import measured_peaks
 
-    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), measured_peaks(cal), layout)
+    notes: list[str] = []
+    peaks = measured_peaks(cal, workload, notes)
+    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), peaks, layout, notes)
 
 
-_LABEL = re.compile(r"dp_shard=(\d+), dp_replicate=(\d+), tp=(\d+)")
+_LABEL = re.compile(r"\s*([a-z_]+)\s*=\s*(\d{1,7})\s*")
+#: The degrees a layout label names (advisor.topology.layouts.Layout.label writes them; cp and ep only
+#: when above 1, pp from the first labels on, so a degree left out is 1).
+_LABEL_DEGREES = ("dp_shard", "dp_replicate", "tp", "pp", "cp", "ep")
 _STRATEGIES = ("ddp", "fsdp", "hsdp")
 
 
-def recorded_layout(cal: "Calibration") -> tuple[str, int | None, int | None] | None:
-    """(strategy, tp, HSDP shard group) the calibration's runs ran, from, in order: the runs' `layout`
-    labels (advisor calibrate writes "dp_shard=8, dp_replicate=4, tp=1, pp=1": a shard and a replica
-    group is HSDP, a shard alone FSDP, replicas alone DDP; the widest run decides, since HSDP's
-    one-node runs read as FSDP), the `[setup]` strategy advisor calibrate records, or an
-    `[environment]` `strategy` (published files: the framework the source used). None when none says."""
+def _label_degrees(cal: "Calibration", i: int, label: str) -> dict[str, int] | None:
+    """The degrees of run i's layout label, or None for a label that is no layout (free text): a label
+    naming a degree advisor does not model, or one twice, is refused by name, since its runs would be
+    fitted as another layout."""
+    parts = label.split(",")
+    matches = [_LABEL.fullmatch(part) for part in parts]
+    if not label.strip() or not any(matches):
+        return None
+    where = str(getattr(cal, "path", None) or "<calibration>")
+    degrees: dict[str, int] = {}
+    for part, m in zip(parts, matches, strict=True):
+        if m is None or m.group(1) not in _LABEL_DEGREES or m.group(1) in degrees:
+            raise InputError.at(where, f"runs[{i}].layout", "expected comma-separated degrees "
+                                f"{', '.join(d + '=N' for d in _LABEL_DEGREES)} (as advisor calibrate writes "
+                                f"them; cp, ep and pp default to 1): {part.strip()!r} is not one of them", label)
+        degrees[m.group(1)] = int(m.group(2))
+    if "dp_shard" not in degrees or "dp_replicate" not in degrees or "tp" not in degrees:
+        raise InputError.at(where, f"runs[{i}].layout", "needs dp_shard, dp_replicate and tp (as advisor "
+                            "calibrate writes them)", label)
+    if min(degrees.values()) < 1:
+        raise InputError.at(where, f"runs[{i}].layout", "every degree is at least 1", label)
+    return degrees
+
+
+def recorded_layout(cal: "Calibration") -> tuple | None:
+    """(strategy, tp, HSDP shard group, pp, cp, ep) the calibration's runs ran, from, in order: the runs'
+    `layout` labels (advisor calibrate writes "dp_shard=8, dp_replicate=4, tp=1, pp=1", with cp and ep
+    when above 1: a shard and a replica group is HSDP, a shard alone FSDP, replicas alone DDP; the
+    widest run decides, since HSDP's one-node runs read as FSDP), the `[setup]` strategy and degrees
+    advisor calibrate records, or an `[environment]` `strategy` (published files: the framework the
+    source used). None when none says; a degree not recorded is None (the spec's is assumed)."""
     found = []
-    for run in cal.runs:
-        m = _LABEL.search(run.layout or "")
-        if m and run.gpus > 1:
-            shard, rep, tp = (int(x) for x in m.groups())
+    for i, run in enumerate(cal.runs):
+        deg = _label_degrees(cal, i, run.layout or "")
+        if deg is not None and run.gpus > 1:
+            shard, rep = deg["dp_shard"], deg["dp_replicate"]
             kind = "hsdp" if shard > 1 and rep > 1 else "fsdp" if shard > 1 else "ddp"
-            found.append((_STRATEGIES.index(kind), kind, tp, shard if kind == "hsdp" else None))
+            found.append((_STRATEGIES.index(kind), kind, deg["tp"], shard if kind == "hsdp" else None,
+                          deg.get("pp", 1), deg.get("cp", 1), deg.get("ep", 1)))
     if found:
-        _, kind, tp, shard = max(found)
-        return kind, tp, shard
+        return max(found)[1:]
     setup = cal.setup or {}
+
+    def whole(key: str) -> int | None:
+        value = setup.get(f"parallelism.{key}")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     for strategy in (setup.get("parallelism.strategy"), cal.environment.get("strategy")):
         if strategy in _STRATEGIES:
-            tp = setup.get("parallelism.tensor_parallel_degree")
-            shard = setup.get("parallelism.data_parallel_shard_degree")
-            return strategy, tp if isinstance(tp, int) else None, shard if isinstance(shard, int) else None
+            return (strategy, whole("tensor_parallel_degree"), whole("data_parallel_shard_degree"),
+                    whole("pipeline_parallel_degree"), whole("context_parallel_degree"),
+                    whole("expert_parallel_degree"))
     return None
 
 
@@ -484,6 +537,8 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
                      f"{batch[row] / step[row]:.4g} samples/s (more than {THROUGHPUT_TOLERANCE:.0%} apart)")
     step = np.where(np.isnan(step), batch / thr, step)
     comm = v["comm_seconds"] if "comm_seconds" in v else np.full(len(gpus), np.nan)
+    if (row := _first(np.asarray(comm_over_step(step, comm), dtype=bool))) is not None:
+        raise t.fail(row, "comm_seconds", COMM_OVER_STEP.format(step=step[row]))
     bound = np.nan_to_num(v["memory_bound"]) > 0 if "memory_bound" in v else np.zeros(len(gpus), bool)
     return {"gpus": gpus, "nodes": nodes, "global_batch": batch, "step_seconds": step, "comm_seconds": comm,
             "memory_bound": bound}
@@ -508,7 +563,8 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
 
 
 def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
-                         csv_measurements: Measurements | None = None) -> Measurements:
+                         csv_measurements: Measurements | None = None,
+                         files: "list[Calibration] | None" = None) -> Measurements:
     """One set of measurements from a (merged) calibration file and a measurement CSV: the file's
     runs and collective probes plus the CSV's runs. A calibration that holds only probes (an
     imported nccl-tests log) adds them to the CSV's step times; the CSV cannot carry probes."""
@@ -518,19 +574,22 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
     probes: list = []
     sources: list[str] = []
     peaks: list = []
+    notes: list[str] = []
     layout = None
     if cal is not None:
         if cal.runs:
             runs += from_calibration(cal, workload).runs
         probes += list(cal.collectives)
         sources.append(str(cal.path or "<calibration>"))
-        peaks = measured_peaks(cal)
+        # the memory peaks of each file `cal` merges (`files`), judged by its own [environment] and
+        # [setup]: merged, a proxy's peaks read under the first file's full-model record
+        peaks = [p for c in (files or [cal]) for p in measured_peaks(c, workload, notes)]
         layout = recorded_layout(cal)
     if csv_measurements is not None:
         runs += csv_measurements.runs
         probes += csv_measurements.probes
         sources.append(csv_measurements.source)
-    return Measurements(runs, probes, " + ".join(sources), peaks, layout)
+    return Measurements(runs, probes, " + ".join(sources), peaks, layout, notes)
 
 
 def combine_sources(workload: "Workload", calibration=None, measurements=None) -> Measurements:
@@ -551,4 +610,4 @@ def combine_sources(workload: "Workload", calibration=None, measurements=None) -
         check_runs_split(cal, workload)
     csv = measurements if measurements is None or isinstance(measurements, Measurements) else \
         read_measurements_csv(measurements, workload)
-    return combine_measurements(workload, merge_calibrations(cals) if cals else None, csv)
+    return combine_measurements(workload, merge_calibrations(cals) if cals else None, csv, cals)

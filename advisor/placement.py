@@ -37,11 +37,16 @@ def check_placement(gpus: int, nodes: int, gpus_per_node: int, where: str, item:
                             "the same number of ranks", item)
 
 
-def parse_placements(text: str, gpus_per_node: int, where: str = "--gpus") -> list[tuple[int, int]]:
+def parse_placements(text: str, gpus_per_node: int, where: str = "--gpus", *,
+                     keep_repeats: bool = False) -> list[tuple[int, int]]:
     """'16,64,64@16' -> [(16, 2), (64, 8), (64, 16)] for 8 GPUs per node.
 
     Raises InputError (`--gpus: ...`) on anything that is not a positive count, or on a
     placement that cannot exist (more nodes than GPUs, more GPUs on a node than it holds).
+    A placement given twice (`8,8`, or `16,16@2` at 8 per node) is kept once, where it first
+    appears: a user listing counts to predict or price asks for one row per placement (predict printed
+    two identical rows). `keep_repeats` returns them for a caller that refuses a repeat (calibrate:
+    each placement writes its own result folder, and measuring one twice is a typo to say).
     """
     out: list[tuple[int, int]] = []
     items = [t.strip() for t in text.split(",")]
@@ -55,7 +60,8 @@ def parse_placements(text: str, gpus_per_node: int, where: str = "--gpus") -> li
         gpus = int(gpus_text)
         nodes = int(nodes_text) if at else -(-gpus // gpus_per_node)
         check_placement(gpus, nodes, gpus_per_node, where, item)
-        out.append((gpus, nodes))
+        if keep_repeats or (gpus, nodes) not in out:
+            out.append((gpus, nodes))
     return out
 
 

@@ -55,6 +55,22 @@ def _plain_text(value: object) -> object:
 Text = Annotated[str, BeforeValidator(_plain_text)]
 
 
+def _name(value: object) -> object:
+    """A name the user types back (`--tier spot`) and tables print: a blank one (`name = " "`) printed
+    an empty row label and matched no --tier, and " spot" beside "spot" passed as two distinct tiers
+    that read the same; surrounding spaces are refused, not silently stripped."""
+    value = _plain_text(value)
+    if isinstance(value, str) and value and not value.strip():
+        raise ValueError("must not be blank")
+    if isinstance(value, str) and value != value.strip():
+        raise ValueError("must not start or end with a space")
+    return value
+
+
+#: A name: one line of printable text, not blank, no surrounding spaces.
+Name = Annotated[str, BeforeValidator(_name)]
+
+
 #: A whole number: `true` is not 1 (pydantic would read it so), `8.5` is refused, `8.0` reads as 8, `"4k"` as 4000.
 Int = Annotated[int, BeforeValidator(_whole)]
 
@@ -100,6 +116,21 @@ MAX_FLOPS_PER_SAMPLE = 1e24
 #: Bytes/s of one link: NVLink 5 is 900 GB/s per GPU per direction, 8x800 Gbit/s NICs are 800 GB/s
 #: per node; 1e14 (100 TB/s) is ~100x either.
 MAX_BANDWIDTH = 1e14
+#: A declared cluster.intra_node_bandwidth may exceed the catalog GPU's line rate (`GPU.link_ceiling`)
+#: by this much, not more: nccl-tests' busbw, the figure users copy, reads above the line rate where
+#: NVLink SHARP (NVLS) reduces in the switch: ~480 GB/s on 8 H100 at 450 GB/s (NVIDIA/nccl-tests#212,
+#: the NCCL maintainer), 475 on 8 H200 (NVIDIA/nccl-tests#272), 215 on H800 at 200 (NVIDIA/nccl#1374):
+#: at most 7% over. 10% keeps that and refuses a link faster than its hardware (4,500 GB/s on an H100).
+LINK_BUSBW_MARGIN = 0.10
+#: A declared cluster.gpu_memory may exceed the catalog GPU's by this factor, not more: a name covers
+#: builds of more memory (llm7b's "H100-SXM" cards are Grand Teton's 96 GB HBM2e, 1.2x the catalog's 80;
+#: A100 40 -> 80 GB, 2x, is the widest family in the catalog), but "1 TB" on an H100 fits plans no H100 holds.
+MEMORY_VARIANT_FACTOR = 2.0
+#: Per-GPU share of cluster.inter_node_bandwidth no node has: twice the fastest shipped NIC rate
+#: (ConnectX-8 SuperNIC, 800 Gbit/s per GPU on HGX B300), which is also ConnectX-9's 1.6 Tbit/s
+#: announced for Rubin, and leaves room for a busbw that in-network reduction (SHARP, NVLS across
+#: nodes) lifts above the NICs' rate. Above it a typo (Gbit for GB, a per-cluster total) is refused.
+MAX_NIC_BANDWIDTH_PER_GPU = 1.6e12 / 8
 #: Lower bounds where a positive but tiny value would overflow the model to infinity: no link
 #: trains a model below 1 kB/s (8 kbit/s, a 1990s modem), no processor computes below 1 MFLOP/s,
 #: and a job has at least one parameter, one FLOP per sample, one step or sample.
@@ -145,7 +176,9 @@ class ModelSpec(_Section):
     """Vocabulary size of the calibration proxy's embedding (default 32000)."""
     precision: Literal["fp8", "bf16", "fp16", "fp32"] = "bf16"
     ("Compute dtype of the matmuls, whose catalog peak prices the compute. fp8: FP8 matmuls (NVIDIA "
-     "Transformer Engine, torchao Float8) with bf16 weights, activations and gradients (2 bytes each).")
+     "Transformer Engine, torchao Float8) with bf16 weights, activations and gradients (2 bytes each). "
+     "fp32: priced at the TF32 tensor-core peak where the GPU has one (NVIDIA Ampere and later, AMD CDNA 3: PyTorch's "
+     "float32_matmul_precision 'high'), else at its FP32 single-precision peak (V100, T4, MI355X).")
     kv_heads: Annotated[Int, Field(gt=0, le=MAX_HEADS)] | None = None
     ("Key/value heads (grouped-query attention, GQA; default: heads). Must divide heads; "
      "sizes the K/V that context parallelism exchanges and the proxy's K/V projection.")
@@ -402,7 +435,7 @@ class JobSpec(_Section):
 
 
 class Tier(_Section):
-    name: Annotated[Text, Field(min_length=1, max_length=200)]
+    name: Annotated[Name, Field(min_length=1, max_length=200)]
     """Billing tier name, unique within the spec (on-demand, spot, reserved-1mo, ...)."""
     usd_per_gpu_hour: Annotated[float, Field(ge=0, le=MAX_USD_PER_GPU_HOUR)]
     """Price per GPU-hour in USD."""
@@ -605,6 +638,24 @@ def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:
     if c.intra_node_bandwidth is None and (gpu is None or gpu.intra_node_bandwidth is None):
         out.append(("cluster.intra_node_bandwidth",
                     f"required: GPU {c.gpu!r} is not in the catalog (advisor gpus)", None))
+    ceiling = gpu.link_ceiling if gpu is not None else None
+    if c.intra_node_bandwidth is not None and ceiling and c.intra_node_bandwidth > ceiling * (1 + LINK_BUSBW_MARGIN):
+        out.append(("cluster.intra_node_bandwidth", f"above the catalog's {gpu.name} line rate "
+                    f"({ceiling / 1e9:.4g} GB/s per GPU, one direction, and {LINK_BUSBW_MARGIN:.0%} for a busbw "
+                    "NVLink SHARP lifts): a link cannot be faster than its hardware; leave it out or name the GPU "
+                    "you have", f"{c.intra_node_bandwidth / 1e9:.4g} GB/s"))
+    if gpu is not None and c.gpu_memory is not None and c.gpu_memory > gpu.memory_bytes * MEMORY_VARIANT_FACTOR:
+        out.append(("cluster.gpu_memory", f"more than {MEMORY_VARIANT_FACTOR:g}x the catalog's {gpu.name} "
+                    f"({gpu.memory_bytes / 1e9:g} GB): no build of a GPU has that much more (A100 40 -> 80 GB "
+                    "is the widest); plans would fit that cannot. Name the GPU you have, or check the unit",
+                    f"{c.gpu_memory / 1e9:g} GB"))
+    per_gpu = c.inter_node_bandwidth / c.gpus_per_node
+    if per_gpu > MAX_NIC_BANDWIDTH_PER_GPU:
+        out.append(("cluster.inter_node_bandwidth", f"{per_gpu * 8 / 1e9:.4g} Gbit/s per GPU over "
+                    f"{plural(c.gpus_per_node, 'GPU')} per node, above {MAX_NIC_BANDWIDTH_PER_GPU * 8 / 1e9:.4g} "
+                    "Gbit/s, twice the fastest NIC a GPU ships with: it is the whole node's NICs together "
+                    "(8 x 400 Gbit/s = \"3200 Gbit/s\"), in bits or bytes as written",
+                    f"{c.inter_node_bandwidth / 1e9:.4g} GB/s"))
     fastest = max((gpu.peak_flops(p) or 0.0 for p in BYTES_PER_ELEMENT), default=0.0) if gpu is not None else 0.0
     if c.peak_flops is not None and fastest and c.peak_flops > fastest * (1 + PEAK_ROUNDING):
         # a declared peak above every tensor-core peak of the catalog's GPU is compute the hardware does not

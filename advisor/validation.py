@@ -12,6 +12,20 @@ from pydantic import BaseModel, ValidationError
 
 from advisor.errors import InputError, Problem, dotted_path
 
+#: pydantic's type messages ("Input should be a valid integer", "Input should be a finite number") in the
+#: words the rest of advisor's messages use; choices keep pydantic's "Input should be 'a', 'b' or 'c'",
+#: which lists them.
+_TYPE_WORDS = {
+    "finite_number": "must be a finite number",
+    "int_type": "must be a whole number", "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number", "int_parsing_size": "must be a whole number of at most 19 digits",
+    "float_type": "must be a number", "float_parsing": "must be a number",
+    "bool_type": "must be true or false", "bool_parsing": "must be true or false",
+    "string_type": "must be text (in quotes)",
+    "list_type": "must be a list ([...])", "tuple_type": "must be a list ([...])",
+    "dict_type": "must be a table", "model_type": "must be a table", "model_attributes_type": "must be a table",
+}
+
 
 def validation_error(exc: ValidationError, file: str, root: type[BaseModel]) -> InputError:
     """One Problem per pydantic error of a `root` model read from `file`."""
@@ -61,6 +75,8 @@ def _problem_for(error: dict, file: str, root: type[BaseModel]) -> Problem:
         bound = ctx.get("max_length", ctx.get("min_length"))
         unit = "character" if isinstance(value, str) else "item"
         message = f"must have at {'most' if 'long' in kind else 'least'} {plural(bound, unit)}"
+    if kind in _TYPE_WORDS:
+        message = _TYPE_WORDS[kind]
     if kind == "value_error":
         message = message.removeprefix("Value error, ")
     if kind == "string_pattern_mismatch" and loc == ("name",):

@@ -106,7 +106,7 @@ def local_counts(w: Workload, gpus: str | None, device: str, available: int | No
         return counts
     # A bare N here means N ranks on this machine (one node), whatever the cluster's node size:
     # on CPU up to MAX_LOCAL_RANKS; on CUDA the visible GPUs cap it below.
-    placements = parse_placements(gpus, gpus_per_node=sys.maxsize)
+    placements = parse_placements(gpus, gpus_per_node=sys.maxsize, keep_repeats=True)
     if len({n for n, _ in placements}) != len(placements):
         raise InputError.at("--gpus", "", "counts must be unique", gpus)
     for n, nodes in placements:

@@ -48,6 +48,7 @@ class AdvisorTyper(typer.Typer):
             def wrapper(*a, quiet: bool = False, advisor_context: typer.Context, **kw):
                 output.configure(json=bool(kw.get("as_json", False)), quiet=quiet)
                 check_option_values(advisor_context, kw)
+                check_output_paths(advisor_context, kw)
                 return func(*a, **kw)
 
             quiet = inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=QuietOpt)
@@ -77,6 +78,47 @@ def check_option_values(ctx: typer.Context, values: dict) -> None:
             raise InputError.at(flag, "", "empty value: give one, or leave the option out for its default", value)
         if any(isinstance(v, float) and not math.isfinite(v) for v in items):  # every float option is a
             raise InputError.at(flag, "", "must be a positive number", value)  # quantity: money, hours, odds
+
+
+#: Options naming one file a command writes (advisor.cli.options.output_path): none may name a file the
+#: command reads, nor the file another of them writes. `predict spec.toml --plot spec.toml` replaced the
+#: spec with a PNG, `--calibration cal.toml --html cal.toml` the calibration with HTML, and `--plot r.png
+#: --html r.png` kept only the page.
+OUTPUT_FILE_OPTIONS = ("--out", "--plot", "--html")
+
+
+def check_output_paths(ctx: typer.Context, values: dict) -> None:
+    """Refuse an output option (OUTPUT_FILE_OPTIONS) naming an input of the same command (any other path
+    argument or option: the workload, --calibration, --measurements, logs) or another output's file; the
+    same file under two names (a symlink, `./a` and `a`, a hard link) counts. Named by the option, one line."""
+    import os
+    from pathlib import Path
+
+    def same(a: Path, b: Path) -> bool:
+        try:
+            if os.path.realpath(a) == os.path.realpath(b):
+                return True
+            return a.exists() and b.exists() and os.path.samefile(a, b)
+        except (OSError, ValueError):
+            return False
+
+    outputs, inputs = [], []
+    for param in ctx.command.params:
+        value = values.get(param.name)
+        items = value if isinstance(value, (list, tuple)) else [value]
+        paths = [v for v in items if isinstance(v, Path)]
+        flag = next((o for o in param.opts if o.startswith("--")), None)
+        (outputs if flag in OUTPUT_FILE_OPTIONS else inputs).extend(
+            (flag or str(param.name).upper(), p) for p in paths)
+    for i, (flag, path) in enumerate(outputs):
+        clash = next(((f, p) for f, p in inputs if same(path, p)), None)
+        if clash is not None:
+            raise InputError.at(flag, "", f"the file {clash[0]} reads ({clash[1]}): writing it would overwrite the "
+                                "input; give another path", str(path))
+        clash = next(((f, p) for f, p in outputs[:i] if same(path, p)), None)
+        if clash is not None:
+            raise InputError.at(flag, "", f"the same file as {clash[0]}: one would overwrite the other; give "
+                                "each its own path", str(path))
 
 
 def _with_keyword(params: list[inspect.Parameter], extra: inspect.Parameter) -> list[inspect.Parameter]:
@@ -145,9 +187,46 @@ def usage_line(error: Exception) -> str:
     name = param.opts[0] if param is not None and getattr(param, "opts", None) else None
     plain = isinstance(error, typer.BadParameter) and error.message and type(error).__name__ == "BadParameter"
     message = error.message if name is not None and plain else error.format_message()
+    message = _plain_range(error.__cause__) or message
     ctx = getattr(error, "ctx", None)
     where = name or (ctx.command_path if ctx is not None else "advisor")
     return printable(f"{where}: {' '.join(str(message).split())}")
+
+
+#: pydantic's wording for a typed option's range and number checks (typer 0.2x validates option
+#: values with pydantic: `--max-nodes 0` read "Input should be greater than or equal to 1"), as the
+#: spec's own messages word them: `--max-nodes: must be at least 1 (got 0)`.
+_RANGE_WORDS = {
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be above {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be below {lt}",
+    "int_parsing": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "int_parsing_size": "expected a whole number of at most 19 digits",
+    "float_parsing": "expected a number",
+    "finite_number": "must be a finite number",
+}
+
+
+def _plain_range(cause: BaseException | None) -> str | None:
+    """`_RANGE_WORDS` for the first error of a pydantic ValidationError behind a BadParameter, with
+    the value typed; None for anything else (choices keep their "Input should be 'a' or 'b'")."""
+    errors = getattr(cause, "errors", None)
+    if cause is None or not callable(errors) or type(cause).__name__ != "ValidationError":
+        return None
+    try:
+        first = errors()[0]
+    except Exception:
+        return None
+    words = _RANGE_WORDS.get(first.get("type"))
+    if words is None:
+        return None
+    try:
+        text = words.format(**(first.get("ctx") or {}))
+    except (KeyError, IndexError):
+        return None
+    return f"{text} (got {first.get('input')!r})"
 
 
 def main(argv: list[str] | None = None) -> None:

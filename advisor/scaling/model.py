@@ -98,6 +98,7 @@ def build_model(workload: "Workload", calibration=None, measurements=None, famil
     all, the prior-only model (`calibrated` False)."""
     notes: list[str] = []
     m = load_measurements(workload, calibration, measurements, required=False, left_out=notes)
+    notes += m.notes if m is not None else []
     return ScalingModel(workload, m, family, n_bootstrap, seed, priors, notes=tuple(notes))
 
 

@@ -242,9 +242,41 @@ class MeasuredPeak:
     layout: str | None = None  # the run's parallel layout, as recorded (advisor.topology.layouts.Layout.label)
 
 
-def measured_peaks(cal: "Calibration" | None) -> list[MeasuredPeak]:
+#: How `[setup]` records a field the spec left unset (advisor.calibrate.plan.UNSET; not imported from
+#: there, which imports the spec, which imports this module).
+UNSET = "(unset)"
+#: Spec fields, as a calibration's `[setup]` records them (advisor.calibrate.plan.measurement_setup),
+#: that set a run's memory peak beyond the layout and the micro-batch (which `measured_offset`
+#: re-estimates): the model's size and shape and the recomputation. A peak measured at another value of
+#: any is not this job's: llm7b's 88.5 GB at seq_len 8192, kept at 4,000,000 (488x the activations),
+#: let 8 GPUs "fit".
+PEAK_SHAPE_FIELDS = ("model.params", "model.layers", "model.hidden", "model.heads", "model.kv_heads",
+                     "model.seq_len", "model.vocab", "model.precision", "model.experts", "model.expert_params",
+                     "parallelism.activation_checkpoint")
+
+
+def peak_shape_changes(cal: "Calibration", w: "Workload") -> list[tuple[str, object, object]]:
+    """(field, recorded, now) for every `PEAK_SHAPE_FIELDS` field the calibration's `[setup]` records
+    at another value than `w` has; none where it records none (nothing to compare)."""
+    out = []
+    for key, old in (cal.setup or {}).items():
+        if key not in PEAK_SHAPE_FIELDS:
+            continue
+        section, field = key.split(".")
+        new = getattr(getattr(w, section), field, None)
+        new = UNSET if new is None else new
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (old, new))
+        if not ((old == new and type(old) is type(new)) or (numbers and float(old) == float(new))):
+            out.append((key, old, new))
+    return out
+
+
+def measured_peaks(cal: "Calibration" | None, w: "Workload" | None = None,
+                   notes: list[str] | None = None) -> list[MeasuredPeak]:
     """Peaks of the runs that trained the full model (published figures, or a calibration whose proxy
-    had every layer); a proxy with fewer layers measured a smaller model, so its peak says nothing here."""
+    had every layer); a proxy with fewer layers measured a smaller model, so its peak says nothing here.
+    With `w`, none where the calibration recorded another model shape (`peak_shape_changes`): the plan's
+    memory is then the estimate's, and one sentence saying so is appended to `notes`."""
     if cal is None:
         return []
     env = cal.environment or {}
@@ -253,8 +285,36 @@ def measured_peaks(cal: "Calibration" | None) -> list[MeasuredPeak]:
         return []
     device = env.get("system") or env.get("device") or "its device"
     where = f"{cal.path.name if cal.path else 'the calibration'} ({device})"
-    return [
+    peaks = [
         MeasuredPeak(r.gpus, float(r.peak_memory_bytes), r.micro_samples, where, r.layout)
         for r in cal.runs
         if r.peak_memory_bytes
     ]
+    changed = peak_shape_changes(cal, w) if w is not None and peaks else []
+    if changed:
+        if notes is not None:
+            said = "; ".join(f"{k} is {now}, measured at {old}" for k, old, now in changed)
+            notes.append(f"{cal.path or 'the calibration'}: its measured memory peaks are not applied, the spec "
+                         f"changed what they measured ({said}): memory is the estimate's")
+        return []
+    if w is not None:
+        _check_peaks_hold_the_weights(cal, w)
+    return peaks
+
+
+def _check_peaks_hold_the_weights(cal: "Calibration", w: "Workload") -> None:
+    """Refuse a measured peak below the weights alone spread evenly over the run's GPUs (every parameter
+    lives on some GPU, whatever the layout): 1,000 bytes recorded for an 8B model on 8 GPUs moved every
+    count's footprint to ~1 kB and 8 GPUs of 80 GB "held" a job no count holds. Such a number is in
+    other units (GiB, MB) or of another model."""
+    from advisor.errors import InputError
+    from advisor.units import format_count
+
+    element = w.model.bytes_per_element
+    for i, run in enumerate(cal.runs):
+        least = w.model.params * element / run.gpus
+        if run.peak_memory_bytes and run.peak_memory_bytes < least:
+            raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].peak_memory_bytes",
+                                f"below the model's weights alone over {run.gpus} GPUs ({least:.4g} bytes: "
+                                f"{format_count(w.model.params)} parameters x {element} bytes / {run.gpus}): "
+                                "a peak in bytes of this model cannot be smaller", run.peak_memory_bytes)

@@ -166,7 +166,8 @@ BAD = {
         ["parallelism.reduce_dtype: Input should be 'fp32', 'bf16' or 'fp16' (got 'fp8')"],
     ),
     "fp8 on a GPU without fp8": (
-        mutate('gpu = "H100-SXM"', 'gpu = "A100-SXM4-40GB"').replace('precision = "bf16"', 'precision = "fp8"'),
+        mutate('gpu = "H100-SXM"', 'gpu = "A100-SXM4-40GB"').replace('precision = "bf16"', 'precision = "fp8"')
+        .replace('intra_node_bandwidth = "450 GB/s"', 'intra_node_bandwidth = "300 GB/s"'),  # NVLink 3
         ["model.precision: the catalog's A100-SXM-40GB has no fp8 tensor-core peak (it has bf16, fp16, fp32): "
          "choose one of those or declare cluster.peak_flops (got 'fp8')"],
     ),

@@ -160,7 +160,7 @@ def _cal_case(name):
         return cal, "collectives[0].nodes: more nodes than GPUs"
     edits = {
         "gpus 1e20": ("runs.0.gpus", 10**20, "runs[0].gpus: must be <= 1048576"),
-        "gpus true": ("runs.0.gpus", True, "runs[0].gpus: Input should be a valid integer"),
+        "gpus true": ("runs.0.gpus", True, "runs[0].gpus: must be a whole number"),
         "nodes 1e20": ("runs.0.nodes", 10**20, "runs[0].nodes: must be <= 1048576"),
         "step 1e300": ("runs.0.step_seconds", [1e300], "runs[0].step_seconds[0]: must be <= 1e+06"),
         "step 1e-300": ("runs.0.step_seconds", [1e-300], "runs[0].step_seconds[0]: must be >= 1e-09"),

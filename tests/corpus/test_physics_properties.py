@@ -71,14 +71,31 @@ def _with_link(data: dict, key: str, value: str) -> dict:
     return {**data, "cluster": {**data["cluster"], key: value}}
 
 
+def _faster_inter(data: dict, inter: float, factor: float) -> str:
+    """`inter` x `factor` Gbit/s per node, at most the NICs a node can have (advisor.spec.MAX_NIC_BANDWIDTH_PER_GPU
+    per GPU; the draws stay below it, so the capped link is still faster)."""
+    from advisor.spec import MAX_NIC_BANDWIDTH_PER_GPU
+
+    cap = MAX_NIC_BANDWIDTH_PER_GPU * 8 / 1e9 * data["cluster"].get("gpus_per_node", 8)
+    return f"{min(inter * factor, cap):.3f} Gbit/s"
+
+
+def _fastest_intra(data: dict) -> str:
+    """The fastest intra-node link the spec's GPU accepts: its catalog line rate and the NVLS margin."""
+    from advisor.catalog import find_gpu
+    from advisor.spec import LINK_BUSBW_MARGIN
+
+    return f"{find_gpu(data['cluster']['gpu']).link_ceiling * (1 + LINK_BUSBW_MARGIN) / 1e9:.3f} GB/s"
+
+
 def _check(data: dict, factor: float):
     inter = float(data["cluster"]["inter_node_bandwidth"].split()[0])
     g, base = _steps(data)
-    _, faster = _steps(_with_link(data, "inter_node_bandwidth", f"{inter * factor:.3f} Gbit/s"))
+    _, faster = _steps(_with_link(data, "inter_node_bandwidth", _faster_inter(data, inter, factor)))
     assert np.all(faster <= base * (1 + 1e-9)), (g, base, faster)
     one = g <= data["cluster"].get("gpus_per_node", 8)
     assert np.allclose(faster[one], base[one], rtol=1e-12), (g[one], base[one], faster[one])
-    _, nvlink = _steps(_with_link(data, "intra_node_bandwidth", "900 GB/s"))
+    _, nvlink = _steps(_with_link(data, "intra_node_bandwidth", _fastest_intra(data)))
     assert np.all(nvlink <= base * (1 + 1e-9)), (g, base, nvlink)
 
 
@@ -105,7 +122,7 @@ def test_calibrated_a_faster_link_never_predicts_a_slower_step(name, inter, fact
         return g, build_model(w, n_bootstrap=0).step_time(g, w.nodes(g))[0]
 
     g, base = steps(data)
-    _, faster = steps(_with_link(data, "inter_node_bandwidth", f"{inter * factor:.3f} Gbit/s"))
+    _, faster = steps(_with_link(data, "inter_node_bandwidth", _faster_inter(data, inter, factor)))
     assert np.all(faster <= base * (1 + 1e-6)), (g, base, faster)
     one = g <= data["cluster"].get("gpus_per_node", 8)
     assert np.allclose(faster[one], base[one], rtol=1e-6), (g[one], base[one], faster[one])

@@ -28,13 +28,13 @@ def test_recorded_layout_from_run_labels_setup_and_environment():
     step = [1.0]
     runs = [{"gpus": 8, "nodes": 1, "step_seconds": step, "layout": "dp_shard=8, dp_replicate=1, tp=1, pp=1"},
             {"gpus": 16, "nodes": 2, "step_seconds": step, "layout": "dp_shard=8, dp_replicate=2, tp=1, pp=1"}]
-    assert recorded_layout(_cal(runs)) == ("hsdp", 1, 8)  # the widest run decides: HSDP's node reads as FSDP
+    assert recorded_layout(_cal(runs)) == ("hsdp", 1, 8, 1, 1, 1)  # the widest run decides: HSDP's node reads as FSDP
     ddp = [{"gpus": 4, "nodes": 1, "step_seconds": step, "layout": "dp_shard=1, dp_replicate=4, tp=2, pp=1"}]
-    assert recorded_layout(_cal(ddp)) == ("ddp", 2, None)
+    assert recorded_layout(_cal(ddp)) == ("ddp", 2, None, 1, 1, 1)
     assert recorded_layout(_cal([{"gpus": 2, "nodes": 1, "step_seconds": step}],
-                                setup={"parallelism.strategy": "fsdp"})) == ("fsdp", None, None)
+                                setup={"parallelism.strategy": "fsdp"})) == ("fsdp", None, None, None, None, None)
     assert recorded_layout(_cal([{"gpus": 2, "nodes": 1, "step_seconds": step}])) is None
-    assert recorded_layout(load_calibration(BERT_CAL)) == ("ddp", None, None)  # Horovod: [environment]
+    assert recorded_layout(load_calibration(BERT_CAL)) == ("ddp",) + (None,) * 5  # Horovod: [environment]
 
 
 def test_auto_strategy_fits_ddp_runs_as_ddp(tmp_path):

@@ -106,7 +106,7 @@ def test_probes_move_the_link_terms_only(tmp_path):
 def test_a_real_shortfall_or_an_underdeclared_link_is_still_warned(tmp_path):
     # declared 8 x 400 Gbit/s where the log reached 339 GB/s busbw on 2 nodes: fine; declared
     # 25 x 400 Gbit/s (1,250 GB/s per node: 2,344 GB/s tree ceiling, 25% = 586 GB/s): far below it
-    low = _spec(tmp_path, "fast", "H100-SXM", "4500 GB/s", "10000 Gbit/s")
+    low = _spec(tmp_path, "fast", "B200", "990 GB/s", "10000 Gbit/s")  # an H100 may not declare 4,500 GB/s of NVLink
     _import(low, H100, tmp_path / "fast_nccl.toml")
     _, out, _ = invoke("predict", low, "--calibration", tmp_path / "fast_nccl.toml", "--gpus", "16@2", "--json")
     assert any("misconfiguration" in w for w in json.loads(out)["warnings"])

@@ -101,7 +101,7 @@ def emit_placements(w: Workload, gpus: str | None) -> list[tuple[int, int]]:
             check_placement(n, nodes, w.cluster.gpus_per_node, f"{w.source or '<spec>'}: calibration.gpus", n)
         check_layout_splits(w, placements, f"{w.source or '<spec>'}: calibration.gpus", list(w.calibration.gpus))
         return placements
-    placements = parse_placements(gpus, w.cluster.gpus_per_node)  # refuses uneven placements (8@3)
+    placements = parse_placements(gpus, w.cluster.gpus_per_node, keep_repeats=True)  # refuses uneven placements (8@3)
     if len(set(placements)) != len(placements):
         raise InputError.at("--gpus", "", "placements must be unique (each writes its own result folder)", gpus)
     for n, nodes in placements:  # as calibration.gpus is checked: no run larger than the job may rent

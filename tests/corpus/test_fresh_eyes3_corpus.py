@@ -9,6 +9,7 @@ import tomllib
 
 import pytest
 import tomli_w
+from spec_edit import edited_spec
 
 from cli_inprocess import assert_refused, invoke
 from conftest import ROOT, WORKLOADS
@@ -17,16 +18,7 @@ LLM7B = WORKLOADS / "llm7b.toml"          # FSDP, H100-SXM, 8 per node
 MIXTRAL = ROOT / "tests" / "fixtures" / "moe" / "mixtral.toml"  # EP 8 over the data-parallel ranks
 
 
-def _spec(tmp_path, base, name="spec.toml", **sections):
-    """`base` with each section's keys updated (None removes a key)."""
-    doc = tomllib.loads(base.read_text())
-    for section, fields in sections.items():
-        table = doc.setdefault(section, {})
-        for key, value in fields.items():
-            table.pop(key, None) if value is None else table.__setitem__(key, value)
-    path = tmp_path / name
-    path.write_text(tomli_w.dumps(doc))
-    return path
+_spec = edited_spec
 
 
 def _calibration(tmp_path, workload, runs, name="cal.toml", **extra):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from advisor.setup_record import UNSET
 from advisor.spec import Workload
 from advisor.topology.memory import DEFAULT_VOCAB
 
@@ -119,10 +120,6 @@ SETUP_FIELDS = ("batch.policy", "batch.global_samples", "batch.per_gpu_samples",
                 "calibration.proxy_layers")
 
 
-#: How a field the spec leaves unset is recorded (TOML has no null).
-UNSET = "(unset)"
-
-
 def measurement_setup(w: Workload, device: str) -> dict:
     """What defines a measurement, as flat `section.field` keys (TOML-writable): every model and
     parallelism field, the batch and the proxy depth, and the device kind; unset fields as UNSET."""
@@ -137,13 +134,3 @@ def measurement_setup(w: Workload, device: str) -> dict:
     return {k: UNSET if v is None else v for k, v in setup.items() if v is None or isinstance(v, scalar)}
 
 
-def setup_differences(recorded: dict, current: dict) -> list[tuple[str, object, object]]:
-    """(field, recorded, current) for every recorded field whose value differs now. Fields the
-    record lacks (added to the spec by a later advisor) are not compared; numbers compare by value."""
-    out = []
-    for key in sorted(recorded):
-        old, new = recorded[key], current.get(key, UNSET)
-        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (old, new))
-        if not ((old == new and type(old) is type(new)) or (numbers and float(old) == float(new))):
-            out.append((key, old, new))
-    return out

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from advisor.calibrate import quality, scratch
 from advisor.calibrate.launchers.local import CalibrationFailed, launch_local
-from advisor.calibrate.plan import UNSET, batch_plan, measurement_setup, setup_differences
+from advisor.calibrate.plan import batch_plan, measurement_setup
 from advisor.calibrate.results import add_result, find_result_dirs, read_result_dir
 from advisor.calibration_data import (
     Calibration,
@@ -38,6 +38,7 @@ from advisor.calibration_data import (
 from advisor.errors import InputError, Problem
 from advisor.fileio import check_output_target, exclusive_lock, signals_deferred
 from advisor.placement import check_layout_splits, parse_placements
+from advisor.setup_record import UNSET, setup_differences
 from advisor.spec import Workload, load_workload
 from advisor.text import plural
 

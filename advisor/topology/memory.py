@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from advisor.batch import micro_batch, per_gpu_batch
+from advisor.setup_record import UNSET, setup_differences
 
 if TYPE_CHECKING:
     import numpy as np
@@ -242,9 +243,6 @@ class MeasuredPeak:
     layout: str | None = None  # the run's parallel layout, as recorded (advisor.topology.layouts.Layout.label)
 
 
-#: How `[setup]` records a field the spec left unset (advisor.calibrate.plan.UNSET; not imported from
-#: there, which imports the spec, which imports this module).
-UNSET = "(unset)"
 #: Spec fields, as a calibration's `[setup]` records them (advisor.calibrate.plan.measurement_setup),
 #: that set a run's memory peak beyond the layout and the micro-batch (which `measured_offset`
 #: re-estimates): the model's size and shape and the recomputation. A peak measured at another value of
@@ -258,17 +256,13 @@ PEAK_SHAPE_FIELDS = ("model.params", "model.layers", "model.hidden", "model.head
 def peak_shape_changes(cal: "Calibration", w: "Workload") -> list[tuple[str, object, object]]:
     """(field, recorded, now) for every `PEAK_SHAPE_FIELDS` field the calibration's `[setup]` records
     at another value than `w` has; none where it records none (nothing to compare)."""
-    out = []
-    for key, old in (cal.setup or {}).items():
-        if key not in PEAK_SHAPE_FIELDS:
-            continue
-        section, field = key.split(".")
-        new = getattr(getattr(w, section), field, None)
-        new = UNSET if new is None else new
-        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (old, new))
-        if not ((old == new and type(old) is type(new)) or (numbers and float(old) == float(new))):
-            out.append((key, old, new))
-    return out
+    recorded = {k: v for k, v in (cal.setup or {}).items() if k in PEAK_SHAPE_FIELDS}
+    now = {}
+    for key in recorded:
+        section, name = key.split(".")
+        value = getattr(getattr(w, section), name, None)
+        now[key] = UNSET if value is None else value
+    return setup_differences(recorded, now)
 
 
 def measured_peaks(cal: "Calibration" | None, w: "Workload" | None = None,

@@ -86,6 +86,10 @@ class Measurements:
     layout: tuple | None = None
     #: caveats of reading them, for the model's warnings (a measured memory peak not applied: measured_peaks)
     notes: list[str] = field(default_factory=list)
+    #: the runs computed every sample at model.seq_len whatever model.mean_seq_len says: advisor
+    #: calibrate's proxy feeds full-length random tokens (a calibration with a `[setup]` record);
+    #: published files and CSVs time the job itself, at its own padding (`measured_workload`)
+    full_length: bool = False
 
     def __post_init__(self):
         if not self.runs and not self.probes:
@@ -127,7 +131,7 @@ class Measurements:
     def subset(self, keep: np.ndarray) -> "Measurements":
         """The runs where `keep` is true (probes kept)."""
         runs = [r for r, k in zip(self.runs, keep, strict=True) if k]
-        return Measurements(runs, self.probes, self.source, self.peaks, self.layout, self.notes)
+        return Measurements(runs, self.probes, self.source, self.peaks, self.layout, self.notes, self.full_length)
 
 
 def fitted_layout(workload: "Workload", layout: tuple | None) -> "Workload":
@@ -154,8 +158,14 @@ def fitted_layout(workload: "Workload", layout: tuple | None) -> "Workload":
 
 
 def measured_workload(w: "Workload", m: "Measurements" | None) -> "Workload":
-    """`fitted_layout` of the layout `m` recorded (`Measurements.layout`; None for no measurements)."""
-    return fitted_layout(w, getattr(m, "layout", None))
+    """The workload `m`'s runs are fitted as: `fitted_layout` of the layout `m` recorded
+    (`Measurements.layout`; None for no measurements), at model.seq_len tokens per sample where the
+    runs computed full-length samples (`Measurements.full_length`: advisor calibrate's proxy), so a
+    declared mean_seq_len prices the job and not the proxy that timed it."""
+    out = fitted_layout(w, getattr(m, "layout", None))
+    if getattr(m, "full_length", False) and out.model.mean_seq_len is not None:
+        out = out.model_copy(update={"model": out.model.model_copy(update={"mean_seq_len": None})})
+    return out
 
 
 def unsplit(workload: "Workload", layout: tuple | None, gpus, nodes) -> np.ndarray:
@@ -263,7 +273,14 @@ def from_calibration(cal: "Calibration", workload: "Workload",
 
     notes: list[str] = []
     peaks = measured_peaks(cal, workload, notes)
-    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), peaks, layout, notes)
+    return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), peaks, layout, notes,
+                        full_length=proxy_timed(cal))
+
+
+def proxy_timed(cal: "Calibration") -> bool:
+    """Whether advisor calibrate timed the file's runs (its `[setup]` record): its proxy computes every
+    sample at model.seq_len (`Measurements.full_length`)."""
+    return bool(cal.runs) and bool(cal.setup)
 
 
 _LABEL = re.compile(r"\s*([a-z_]+)\s*=\s*(\d{1,7})\s*")
@@ -575,7 +592,7 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
     sources: list[str] = []
     peaks: list = []
     notes: list[str] = []
-    layout = None
+    layout, full_length = None, False
     if cal is not None:
         if cal.runs:
             runs += from_calibration(cal, workload).runs
@@ -585,11 +602,12 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
         # [setup]: merged, a proxy's peaks read under the first file's full-model record
         peaks = [p for c in (files or [cal]) for p in measured_peaks(c, workload, notes)]
         layout = recorded_layout(cal)
+        full_length = proxy_timed(cal)
     if csv_measurements is not None:
         runs += csv_measurements.runs
         probes += csv_measurements.probes
         sources.append(csv_measurements.source)
-    return Measurements(runs, probes, " + ".join(sources), peaks, layout, notes)
+    return Measurements(runs, probes, " + ".join(sources), peaks, layout, notes, full_length)
 
 
 def combine_sources(workload: "Workload", calibration=None, measurements=None) -> Measurements:

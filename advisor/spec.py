@@ -172,6 +172,12 @@ class ModelSpec(_Section):
     """Attention heads; must divide hidden."""
     seq_len: Annotated[Int, Field(gt=0, le=MAX_SEQ_LEN)] | None = None
     """Tokens per sample."""
+    mean_seq_len: Annotated[float, Field(gt=0, le=MAX_SEQ_LEN)] | None = None
+    ("Tokens a sample computes on average, its padding included (default: seq_len, samples padded to "
+     "it or packed). Less where the loader pads each micro-batch only to its longest sample or the "
+     "kernels skip padding: NVIDIA LDDL's sequence binning, unpadded attention, Hugging Face "
+     "DataCollatorWithFlattening. It prices the FLOPs and the activations TP, CP and experts exchange; "
+     "memory stays at seq_len (the longest micro-batch), and advisor calibrate's proxy runs seq_len.")
     vocab: Annotated[Int, Field(gt=0, le=MAX_VOCAB)] | None = None
     """Vocabulary size of the calibration proxy's embedding (default 32000)."""
     precision: Literal["fp8", "bf16", "fp16", "fp32"] = "bf16"
@@ -204,6 +210,16 @@ class ModelSpec(_Section):
     @property
     def is_transformer(self) -> bool:
         return None not in (self.layers, self.hidden, self.heads, self.seq_len)
+
+    @property
+    def computed_seq_len(self) -> float:
+        """Tokens one sample computes on average (`mean_seq_len`, else `seq_len`; 0 without a sequence
+        length): what the FLOPs and the per-token traffic count. Wikipedia at seq_len 512 is about half
+        padding (Krell et al. 2021, arXiv:2107.02027: "in excess of 50%"), so a padding-free or
+        length-binned loader computes about half the tokens a padded one does."""
+        if self.seq_len is None:
+            return 0.0
+        return float(self.mean_seq_len) if self.mean_seq_len is not None else float(self.seq_len)
 
     @property
     def bytes_per_element(self) -> int:
@@ -276,14 +292,16 @@ class ModelSpec(_Section):
         if self.flops_per_sample is not None:
             return self.flops_per_sample
         assert self.is_transformer, "validated: flops_per_sample or a transformer shape"
-        return (6 * self.active_params + self.attention_flops_per_token) * self.seq_len
+        return (6 * self.active_params + self.attention_flops_per_token) * self.computed_seq_len
 
     @property
     def attention_flops_per_token(self) -> float:
         """Forward + backward FLOPs of the attention score and value matmuls per token, 12·L·H·T
         (PaLM App. B): 4·L·H·T in the forward (Q·K^T and softmax·V, 2·L·H·T each), twice that backward.
-        0 without a transformer shape."""
-        return 12 * self.layers * self.hidden * self.seq_len if self.is_transformer else 0.0
+        T is the tokens a sample computes (`computed_seq_len`): with varying lengths the mean of T² is
+        above the square of the mean, so this undercounts attention a little (by the lengths' variance
+        over the mean squared), which at 6·P per token is a small share. 0 without a transformer shape."""
+        return 12 * self.layers * self.hidden * self.computed_seq_len if self.is_transformer else 0.0
 
 
 class BatchSpec(_Section):
@@ -569,6 +587,12 @@ def _model_problems(w: Workload) -> list[tuple[str, str, object]]:
                     f"(1 + kv_heads/heads) = {format_count(m.attention_params)} for {plural(m.layers, 'layer')} of "
                     f"{m.hidden}): the count or the shape is wrong",
                     int(m.params) if m.params.is_integer() else m.params))
+    if m.mean_seq_len is not None and m.seq_len is None:
+        out.append(("model.mean_seq_len", "needs model.seq_len (the longest sample) and a transformer shape",
+                    m.mean_seq_len))
+    elif m.mean_seq_len is not None and m.mean_seq_len > m.seq_len:
+        out.append(("model.mean_seq_len", f"at most model.seq_len ({m.seq_len}): a sample's mean length, "
+                    "padding included, cannot exceed the longest", m.mean_seq_len))
     if not given and m.flops_per_sample is None:
         out.append(("model.flops_per_sample",
                     "required when no transformer shape (layers, hidden, heads, seq_len) is given", None))

@@ -120,13 +120,20 @@ SETUP_FIELDS = ("batch.policy", "batch.global_samples", "batch.per_gpu_samples",
                 "calibration.proxy_layers")
 
 
+#: Spec fields the proxy does not run: it feeds every sample at model.seq_len whatever mean length the
+#: job computes (advisor.measurements.Measurements.full_length), so changing them keeps the measurement.
+NOT_RUN_BY_PROXY = ("model.mean_seq_len",)
+
+
 def measurement_setup(w: Workload, device: str) -> dict:
     """What defines a measurement, as flat `section.field` keys (TOML-writable): every model and
-    parallelism field, the batch and the proxy depth, and the device kind; unset fields as UNSET."""
+    parallelism field the proxy runs (not `NOT_RUN_BY_PROXY`), the batch and the proxy depth, and the
+    device kind; unset fields as UNSET."""
     setup: dict = {"device": device}
     for section in SETUP_SECTIONS:
         for key, value in getattr(w, section).model_dump().items():
-            setup[f"{section}.{key}"] = value
+            if f"{section}.{key}" not in NOT_RUN_BY_PROXY:
+                setup[f"{section}.{key}"] = value
     for dotted in SETUP_FIELDS:
         section, key = dotted.split(".")
         setup[dotted] = getattr(getattr(w, section), key)

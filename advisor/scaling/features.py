@@ -51,7 +51,7 @@ def recompute_flops_per_sample(workload: "Workload") -> float:
     if mode == "full":
         return m.training_flops_per_sample / 3
     if mode == "selective" and m.is_transformer:
-        return m.attention_flops_per_token / 3 * m.seq_len
+        return m.attention_flops_per_token / 3 * m.computed_seq_len
     return 0.0
 
 
@@ -74,7 +74,8 @@ def compute_parts(workload: "Workload", gpus: np.ndarray, global_batch: np.ndarr
     is unknown): the training FLOPs, and what activation recomputation repeats."""
     m = workload.model
     per_gpu = np.asarray(global_batch, float) / np.asarray(gpus, float)
-    attention = m.attention_flops_per_token * m.seq_len if m.is_transformer and m.flops_per_sample is None else 0.0
+    shaped = m.is_transformer and m.flops_per_sample is None
+    attention = m.attention_flops_per_token * m.computed_seq_len if shaped else 0.0
     model = _seconds_per_flop(workload, m.training_flops_per_sample, attention)
     redo = recompute_flops_per_sample(workload)
     redo_attention = attention / 3 if redo else 0.0

@@ -50,9 +50,10 @@ def small_batch_efficiency(tokens, ops_per_byte: float = DEFAULT_OPS_PER_BYTE) -
 
 def tokens_per_micro_batch(workload: "Workload", gpus, global_batch) -> np.ndarray:
     """Tokens of one micro-batch on one data-parallel rank: min(samples per rank, micro_samples) x
-    seq_len; 0 for a model without a sequence length (a CNN's GEMM rows are batch x pixels, many
-    more than its samples: no penalty is modelled there)."""
-    seq = getattr(workload.model, "seq_len", None)
+    the tokens a sample computes (`computed_seq_len`: its GEMMs' rows); 0 for a model without a
+    sequence length (a CNN's GEMM rows are batch x pixels, many more than its samples: no penalty is
+    modelled there)."""
+    seq = workload.model.computed_seq_len
     g = np.asarray(gpus, float)
     if not seq:
         return np.zeros_like(g)

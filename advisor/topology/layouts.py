@@ -394,7 +394,7 @@ class Layout:
         out = list(self.strategy.traffic(self, StateBytes.of(w, self), micro_count))
         if not m.is_transformer:
             return out
-        tokens = micro * m.seq_len / self.cp  # tokens of one micro-batch on one rank
+        tokens = micro * m.computed_seq_len / self.cp  # tokens one micro-batch computes on one rank
         return [*out, *self._model_parallel_traffic(w, tokens, micro_count), *_expert_traffic(w, self, tokens,
                                                                                                 micro_count)]
 

@@ -348,7 +348,7 @@ def plan_calibration(
 #: measures scaling, and a count whose steps alone run for hours buys nothing a shorter one does
 #: not; such counts are left out. Capped accumulation (calibrate.plan.batch_plan) already keeps a
 #: small count of a fixed-global job short (a 13B job's 1,024-sample batch on one GPU was priced at
-#: 6.9 h before it); what is left here is a single micro-batch that is itself that slow.
+#: 7.2 h before it); what is left here is a single micro-batch that is itself that slow.
 MAX_RUN_SECONDS = 3600.0
 
 

@@ -21,7 +21,7 @@ Batch policy at N (docs/formats.md: the spec; docs/model.md: the step):
   MAX_CALIBRATION_MICRO_BATCHES (32) micro-batches per data-parallel rank; a larger share (the whole
   global batch on one GPU, or on one tensor-parallel group) is cut to that many full micro-batches.
   Why a cap: the share grows as N shrinks, so the smallest counts ran the longest steps (a 13B job's
-  1,024-sample batch on one GPU: 512 micro-batches of 2, priced at 6.9 h for the full model), yet
+  1,024-sample batch on one GPU: 512 micro-batches of 2, priced at 7.2 h for the full model), yet
   the gradient is synchronised once, on the last micro-batch, so the extra micro-batches repeat the
   same forward and backward, which the model prices linearly (compute and contention per
   micro-batch, docs/model.md) and the fit reads at the batch the run records. Why 32 and not fewer:

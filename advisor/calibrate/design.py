@@ -35,10 +35,17 @@ scaling model's own physical design (advisor.scaling.families, `topology`), made
 Cost: each run is rented on its own (a SkyPilot task per placement; in one Slurm allocation the
 start-ups are shared, so this is an upper bound): billed GPUs are N inside one node and whole
 nodes beyond, for start-up + (warm-up + timed steps) x 2 step times (advisor calibrate pairs every
-step with one without gradient synchronisation), at the tier's usd_per_gpu_hour, billed at least
-the tier's min_hours. Step times are predict's medians: the workload's fitted model when it has calibration data, else
-its prior (the first estimate `advisor predict` prints, uncalibrated); both are the full model's, so
-with a proxy (`calibration.proxy_layers`) the cost is an upper bound.
+step with one without gradient synchronisation; the compute-only one is priced as a full step, an
+upper bound), at the tier's usd_per_gpu_hour, billed at least the tier's min_hours. The step priced
+is the one calibrate runs (`_StepModel.calibration_steps`): the batch of calibrate.plan.batch_plan,
+the same function the worker splits its batch with (its rounding and its cap on accumulated
+micro-batches), on the proxy calibrate builds (calibrate.plan.proxy_workload: `proxy_layers` of the
+layers, with the embedding and head the proxy keeps). Its seconds are predict's median for the
+declared model at that placement and batch (the workload's fitted model when it has calibration
+data, else its prior: the first estimate `advisor predict` prints, uncalibrated) times the proxy's
+share of that step in the model's own terms: the fitted estimator on the proxy's design (its
+compute, its FSDP and tensor-parallel traffic, the same per-step constants) over the estimator on the
+declared model's, at the same placement and batch. Without a proxy the share is 1.
 """
 
 from __future__ import annotations
@@ -76,6 +83,9 @@ class PlannedRun:
     step_seconds: float
     hours: float
     usd: float
+    #: samples per step the run really trains (calibrate.plan.batch_plan) and micro-batches per rank
+    global_batch: int = 0
+    micro_batches: int = 0
 
     @property
     def gpu_hours(self) -> float:
@@ -110,6 +120,12 @@ class CalibrationPlan:
     @property
     def node_counts(self) -> list[int]:
         return sorted({r.nodes for r in self.runs})
+
+
+def dollars(x: float) -> str:
+    """Dollars as a reader compares calibration runs: cents under $10 ("0.49"), whole dollars above
+    ("1,234"); the plan's table, total and refusal all print money so."""
+    return f"{x:,.2f}" if abs(x) < 10 else f"{x:,.0f}"
 
 
 def default_tier(w: "Workload", name: str | None) -> "Tier":
@@ -160,9 +176,10 @@ class _StepModel:
         #: scale of the weak prior on it in the information matrix
         self.inverse_mfu = math.exp(LEARNED.for_workload(w).log_inv_mfu)
 
-    def design(self, gpus, nodes) -> np.ndarray:
+    def design(self, gpus, nodes, batch=None) -> np.ndarray:
         g = np.asarray(gpus, float)
-        return self.family.design(self.w, g, np.asarray(nodes, float), self.w.global_batch(g), self.coverage)
+        batch = self.w.global_batch(g) if batch is None else batch
+        return self.family.design(self.w, g, np.asarray(nodes, float), batch, self.coverage)
 
     def nominal(self, d) -> np.ndarray:
         from advisor.scaling.estimator import tie
@@ -175,15 +192,48 @@ class _StepModel:
                 beta[j] = 1.0
         return tie(beta, d.tied)  # the bubble and the exposed traffic at their sources' values
 
-    def step_seconds(self, gpus, nodes) -> np.ndarray:
-        return np.asarray(self.model.step_time(np.asarray(gpus, float), np.asarray(nodes, float))[0], float)
+    def step_seconds(self, gpus, nodes, batch=None) -> np.ndarray:
+        return np.asarray(self.model.step_time(np.asarray(gpus, float), np.asarray(nodes, float), batch)[0], float)
+
+    def run_batch(self, gpus) -> np.ndarray:
+        """Samples per step each calibration run trains at these counts: calibrate.plan.batch_plan, the
+        worker's own split (rounding and capped accumulation), not the policy's declared batch."""
+        from advisor.calibrate.plan import batch_plan
+
+        return np.array([float(batch_plan(self.w, int(g)).global_batch) for g in np.atleast_1d(gpus)])
+
+    def calibration_steps(self, gpus, nodes) -> np.ndarray:
+        """Seconds of one step of the run `advisor calibrate` makes at each placement (module
+        docstring, Cost): predict's median for the declared model at the run's batch, times the proxy's
+        share of it as the fitted estimator prices the proxy's design against the declared one's."""
+        from advisor.calibrate.plan import proxy_workload
+
+        g, n = np.asarray(gpus, float), np.asarray(nodes, float)
+        batch = self.run_batch(g)
+        full = self.step_seconds(g, n, batch)
+        proxy = proxy_workload(self.w)
+        if proxy is self.w:
+            return full
+        fitted = self.model.record.fitted
+        share = (fitted.estimator.predict(self.family_design(proxy, g, n, batch))
+                 / fitted.estimator.predict(self.family_design(self.w, g, n, batch)))
+        return full * share
+
+    def family_design(self, w: "Workload", g, n, batch) -> np.ndarray:
+        """The fitted family's design rows of `w` (the fit's own coverage) at these placements and batches."""
+        fitted = self.model.record.fitted
+        return fitted.family.design(w, g, n, batch, fitted.problem.coverage).X
 
 
 def _cost(w: "Workload", tier: "Tier", gpus: int, nodes: int, step: float, startup: float) -> PlannedRun:
+    from advisor.calibrate.plan import batch_plan
+
     billed = gpus if nodes == 1 else nodes * w.cluster.gpus_per_node
     steps = w.calibration.warmup_steps + w.calibration.steps
     hours = max((startup + 2 * steps * step) / 3600.0, tier.min_hours)
-    return PlannedRun(gpus, nodes, billed, step, hours, billed * hours * tier.usd_per_gpu_hour)
+    split = batch_plan(w, gpus)
+    return PlannedRun(gpus, nodes, billed, step, hours, billed * hours * tier.usd_per_gpu_hour,
+                      split.global_batch, len(split.micro_batches))
 
 
 class _Information:
@@ -204,9 +254,11 @@ class _Information:
 
     def row(self, p: tuple[int, int]) -> np.ndarray:
         """Information of one calibration run: its compute part and exposed communication (advisor
-        calibrate pairs each step with one without gradient sync), and at N > 1 its probes."""
-        d = self.sm.design([p[0]], [p[1]])
-        t = float(self.sm.step_seconds([p[0]], [p[1]])[0])
+        calibrate pairs each step with one without gradient sync), and at N > 1 its probes; at the
+        batch the run trains (calibrate.plan.batch_plan), which its result records for the fit."""
+        batch = self.sm.run_batch([p[0]])
+        d = self.sm.design([p[0]], [p[1]], batch)
+        t = float(self.sm.step_seconds([p[0]], [p[1]], batch)[0])
         compute, comm = d.X[0].copy(), d.X[0].copy()
         compute[d.n_compute :] = 0.0
         comm[: d.n_compute] = 0.0
@@ -278,7 +330,7 @@ def plan_calibration(
     target = target or (w.cluster.max_gpus, int(w.nodes(w.cluster.max_gpus)))
     sm = _StepModel(w)
     places = candidates(w, max_nodes, cap)
-    steps = sm.step_seconds([p[0] for p in places], [p[1] for p in places])
+    steps = sm.calibration_steps([p[0] for p in places], [p[1] for p in places])
     runs = {p: _cost(w, tier, p[0], p[1], float(s), startup_seconds) for p, s in zip(places, steps, strict=True)}
     runs, skipped = _drop_long_runs(w, runs)
     info = _Information(sm, target, _measured_placements(w))
@@ -293,8 +345,10 @@ def plan_calibration(
 
 
 #: Longest a planned run's timed steps (warm-up and timed, each twice) may take: a calibration
-#: measures scaling, and a count whose steps alone run for hours (the full 1,024-sample batch of a
-#: 13B job on one GPU: 6.9 h) buys nothing a shorter one does not; such counts are left out.
+#: measures scaling, and a count whose steps alone run for hours buys nothing a shorter one does
+#: not; such counts are left out. Capped accumulation (calibrate.plan.batch_plan) already keeps a
+#: small count of a fixed-global job short (a 13B job's 1,024-sample batch on one GPU was priced at
+#: 7.2 h before it); what is left here is a single micro-batch that is itself that slow.
 MAX_RUN_SECONDS = 3600.0
 
 
@@ -323,7 +377,7 @@ def _choose(runs: dict, info: _Information, budget: float | None) -> list[Planne
         cheapest = min(more, key=lambda p: runs[p].usd)
         plan = ", ".join(f"{n}@{m}" for n, m in [*mandatory, cheapest])
         raise InputError.at("--budget", "", f"the cheapest plan over 3 node counts ({plan}) costs "
-                            f"${spent + runs[cheapest].usd:,.0f}", budget)
+                            f"${dollars(spent + runs[cheapest].usd)}", budget)
     base = info.base + sum(info.row(p) for p in mandatory)
     third = max(affordable, key=lambda p: _gain_per_usd(info, base, runs, p)) if budget is not None else min(more)
     chosen = [*mandatory, third]
@@ -375,6 +429,8 @@ def commands(plan: CalibrationPlan) -> list[str]:
 
 def plan_dict(plan: CalibrationPlan) -> dict:
     """The --json document of `advisor plan-calibration`."""
+    from advisor.calibrate.plan import proxy_shape
+
     return {
         "workload": plan.workload.name,
         "tier": plan.tier.name,
@@ -390,9 +446,13 @@ def plan_dict(plan: CalibrationPlan) -> dict:
                 "hours": r.hours,
                 "gpu_hours": r.gpu_hours,
                 "usd": r.usd,
+                "global_batch": r.global_batch,
+                "micro_batches": r.micro_batches,
             }
             for r in plan.runs
         ],
+        "proxy_layers": proxy_shape(plan.workload).layers,
+        "model_layers": proxy_shape(plan.workload).full_layers,
         "total": {"gpu_hours": float(sum(r.gpu_hours for r in plan.runs)), "usd": plan.usd},
         "node_counts": plan.node_counts,
         "interval_90": {"now": plan.interval_now, "after": plan.interval_after,

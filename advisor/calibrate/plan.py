@@ -17,6 +17,27 @@ Batch policy at N (docs/formats.md: the spec; docs/model.md: the step):
   (fixed-global at large N) the micro-batch shrinks to the share: a GPU cannot run a micro-batch
   larger than the samples it has. A share that `micro_samples` does not divide ends with one
   smaller micro-batch.
+- Capped accumulation (fixed-global only): a calibration step accumulates at most
+  MAX_CALIBRATION_MICRO_BATCHES (32) micro-batches per data-parallel rank; a larger share (the whole
+  global batch on one GPU, or on one tensor-parallel group) is cut to that many full micro-batches.
+  Why a cap: the share grows as N shrinks, so the smallest counts ran the longest steps (a 13B job's
+  1,024-sample batch on one GPU: 512 micro-batches of 2, priced at 7.2 h for the full model), yet
+  the gradient is synchronised once, on the last micro-batch, so the extra micro-batches repeat the
+  same forward and backward, which the model prices linearly (compute and contention per
+  micro-batch, docs/model.md) and the fit reads at the batch the run records. Why 32 and not fewer:
+  every count below the cut runs the same work per GPU, so those counts stop varying the per-GPU
+  batch that separates compute from the per-step constants and communication in a strong-scaling
+  fit. At 8, llm70b's 8, 16 and 32 GPUs all ran 128 samples per tensor-parallel group, and
+  plan-calibration's promised 90% half-width at 4,096 GPUs widened to 3.22 from the uncut runs'
+  2.03. At 32 llm70b's 8 GPUs keep their 32 micro-batches and tiny-cpu's 1 rank its 8 (bert-large's
+  65,536-sample LAMB batch is cut below 32 GPUs, 1,024 micro-batches at 1), and a cut step is still
+  at most 32 micro-batches long (the 13B job's 1-GPU run: 64 samples, 5.7 s a step on its 2-layer
+  proxy, 90.6 s uncut). Under pipeline parallelism with declared `pipeline_microbatches` the cut
+  share stays a multiple of them (the schedule splits it evenly). fixed-per-gpu is not cut: its
+  share is the job's own at every N, so no count runs a longer step than the job does. The run
+  records the batch it really used (`global_batch`, as for the rounding above) and the fit reads it;
+  the planner (advisor.calibrate.design) prices this same plan, so it never prices a batch the
+  worker does not run.
 """
 
 from __future__ import annotations
@@ -41,31 +62,58 @@ PROBE_MIN_BYTES = MIB
 
 
 
+#: Most micro-batches one calibration step accumulates per data-parallel rank under fixed-global
+#: (module docstring: capped accumulation).
+MAX_CALIBRATION_MICRO_BATCHES = 32
+
+
 @dataclass(frozen=True)
 class BatchPlan:
-    """Per-GPU work of one optimizer step at `gpus` GPUs."""
+    """Per-GPU work of one optimizer step at `gpus` GPUs. `share` is the per-rank batch the policy
+    gives at this N before the calibration's accumulation cap; `per_gpu` is what the worker runs."""
 
     gpus: int
     per_gpu: int
     micro_batches: tuple[int, ...]
     global_batch: int
+    share: int = 0
 
     @property
     def micro(self) -> int:
         return self.micro_batches[0]
 
+    @property
+    def capped(self) -> bool:
+        """The calibration runs fewer samples per rank than the policy's share (capped accumulation)."""
+        return self.per_gpu < self.share
+
+
+def accumulation_cap(w: Workload, micro: int) -> int:
+    """Most samples per data-parallel rank one calibration step runs under fixed-global: full
+    micro-batches of `micro`, MAX_CALIBRATION_MICRO_BATCHES of them, kept a multiple of declared
+    pipeline micro-batches (module docstring)."""
+    cap = MAX_CALIBRATION_MICRO_BATCHES * micro
+    pipeline = w.parallelism.pipeline_microbatches if w.parallelism.pipeline_parallel_degree > 1 else None
+    if pipeline:
+        cap = max(pipeline, cap // pipeline * pipeline)
+    return cap
+
 
 def batch_plan(w: Workload, gpus: int) -> BatchPlan:
-    """Split the workload's batch over `gpus` GPUs (see module docstring for the rules)."""
+    """Split the workload's batch over `gpus` GPUs as a calibration step runs it (module docstring):
+    the one rule the worker runs, the session checks collected results against and plan-calibration
+    prices."""
     dp = max(1, gpus // w.model_parallel_size())  # data-parallel ranks: TP/PP/CP ranks share samples
     if w.batch.policy == "fixed-global":
-        per_gpu = max(1, w.batch.global_samples // dp)
+        share = max(1, w.batch.global_samples // dp)
     else:
-        per_gpu = w.batch.per_gpu_samples
-    micro = min(w.batch.micro_samples or per_gpu, per_gpu)
+        share = w.batch.per_gpu_samples
+    micro = min(w.batch.micro_samples or share, share)
+    per_gpu = min(share, accumulation_cap(w, micro)) if w.batch.policy == "fixed-global" else share
     full, rest = divmod(per_gpu, micro)
     micro_batches = (micro,) * full + ((rest,) if rest else ())
-    return BatchPlan(gpus=gpus, per_gpu=per_gpu, micro_batches=micro_batches, global_batch=per_gpu * dp)
+    return BatchPlan(gpus=gpus, per_gpu=per_gpu, micro_batches=micro_batches, global_batch=per_gpu * dp,
+                     share=share)
 
 
 @dataclass(frozen=True)
@@ -95,6 +143,35 @@ def proxy_shape(w: Workload) -> ProxyShape:
     rows = max(1, round(m.training_flops_per_sample / (6 * full_layers * hidden * hidden)))
     layers = min(w.calibration.proxy_layers or full_layers, full_layers)
     return ProxyShape("mlp", layers, hidden, 1, rows, 0, full_layers)
+
+
+def params_of_transformer(layers: int, hidden: int, seq_len: int, vocab: int) -> int:
+    """Parameters of the proxy transformer (advisor.calibrate.proxy): embeddings + blocks + final norm (head tied)."""
+    return vocab * hidden + seq_len * hidden + layers * (12 * hidden * hidden + 13 * hidden) + 2 * hidden
+
+
+def proxy_workload(w: Workload) -> Workload:
+    """The workload as `advisor calibrate` runs it, for pricing its runs with the scaling model's own
+    design (advisor.calibrate.design): `w` itself when the proxy has every layer (the calibration
+    stands for the declared model), else `w` with [model] replaced by the proxy that is built
+    (proxy_shape): a dense GPT-style transformer of `layers` blocks with full K/V heads and its own
+    parameter count (params_of_transformer: the tied embedding and head are there at any depth, so a
+    1-layer proxy of a 70B model holds 1.9B, not 70.6B / 80), or the MLP's `layers` of its square
+    layers (params and FLOPs per sample in that share). Built with model_copy, unvalidated: the
+    spec's cross-checks (pipeline stages against layers, MoE fields) concern the declared model."""
+    shape = proxy_shape(w)
+    if shape.layers >= shape.full_layers:
+        return w
+    m = w.model
+    if shape.kind == "transformer":
+        update = {"layers": shape.layers, "params": params_of_transformer(shape.layers, shape.hidden, shape.seq_len,
+                                                                          shape.vocab),
+                  "vocab": shape.vocab, "kv_heads": None, "flops_per_sample": None, "experts": None,
+                  "experts_per_token": None, "expert_params": None, "moe_layers": None}
+    else:
+        share = shape.layers / shape.full_layers
+        update = {"params": m.params * share, "flops_per_sample": m.training_flops_per_sample * share}
+    return w.model_copy(update={"model": m.model_copy(update=update)})
 
 
 def probe_sizes(gradient_bytes: float, device: str, gpus: int) -> list[int]:

@@ -3,13 +3,16 @@
 `advisor plan-calibration` picks runs with a cheap design criterion (advisor.calibrate.design), but
 the interval it prints is the one `advisor predict` would print (advisor.scaling.model): "now" is
 the model fitted on what is measured today (the workload's checked-in calibrations, or the prior
-alone) at the target placement; "after" is the same model refitted with the planned runs added,
-each simulated at today's model median: its step time, its exposed communication (advisor
-calibrate times every step also without gradient sync: step minus the compute part) and, at N > 1,
-the collective probes advisor calibrate makes (all_reduce, reduce_scatter, all_gather at
-`calibrate.plan.probe_sizes`), timed by today's link factors. Simulated runs land on today's curve,
-so the promise is the narrowing from pinning the coefficients, not from the values changing: the
-posterior, the leave-one-count-out residuals and the widening past the data are those predict uses.
+alone) at the target placement; "after" is the same model refitted with the planned runs added, each
+simulated at today's model median at the batch the run trains (calibrate.plan.batch_plan, the
+worker's split, which the run's result records for the fit), for the declared model as the fit
+reads a run (plan-calibration prices the proxy's step, advisor.calibrate.design): its step time, its exposed
+communication (advisor calibrate times every step also without gradient sync: step minus the compute
+part) and, at N > 1, the collective probes advisor calibrate makes (all_reduce, reduce_scatter,
+all_gather at `calibrate.plan.probe_sizes`), timed by today's link factors. Simulated runs land on
+today's curve, so the promise is the narrowing from pinning the coefficients, not from the values
+changing: the posterior, the leave-one-count-out residuals and the widening past the data are those
+predict uses.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def band(model: "ScalingModel", target: tuple[int, int]) -> Band:
 
 def simulated(model: "ScalingModel", places: list[tuple[int, int]]) -> "Measurements":
     """The planned runs (and their probes) as `model` predicts them (module docstring)."""
-    from advisor.calibrate.plan import probe_sizes
+    from advisor.calibrate.plan import batch_plan, probe_sizes
     from advisor.calibration_data import Collective
     from advisor.measurements import MeasuredRun, Measurements
     from advisor.topology.collectives import bus_bandwidth_gbps
@@ -77,7 +80,7 @@ def simulated(model: "ScalingModel", places: list[tuple[int, int]]) -> "Measurem
     runs, probes = [], []
     for gpus, nodes in places:
         g, n = np.array([float(gpus)]), np.array([float(nodes)])
-        batch = np.asarray(w.global_batch(g), float)
+        batch = np.array([float(batch_plan(w, gpus).global_batch)])
         step = float(model.step_time(g, n, batch)[0][0])
         compute = float(fitted.design(g, n, batch).X[0, :nc] @ est.coef_[:nc]) * step / float(fitted.predict(g, n,
                                                                                                              batch)[0])

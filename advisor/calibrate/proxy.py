@@ -17,11 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from advisor.calibrate.plan import ProxyShape
-
-
-def params_of_transformer(layers: int, hidden: int, seq_len: int, vocab: int) -> int:
-    """Parameters of the proxy transformer: embeddings + blocks + final norm (head tied)."""
-    return vocab * hidden + seq_len * hidden + layers * (12 * hidden * hidden + 13 * hidden) + 2 * hidden
+from advisor.calibrate.plan import params_of_transformer as params_of_transformer  # torch-free, for the planner
 
 
 class Block(nn.Module):

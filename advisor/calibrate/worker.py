@@ -17,9 +17,11 @@ What one rank does:
    CUDA and fp32 on CPU unless `--precision` forces one (compute_precision); fp32 matmuls use TF32
    on CUDA (MATMUL_PRECISION). The environment records both.
 2. `warmup` untimed pairs of steps (full and compute-only), then `steps` timed pairs: forward +
-   backward over the micro-batches of plan.batch_plan (gradient sync on the last micro-batch
-   only), optimizer step. Every step starts after a barrier, and the clock is read after a device
-   synchronise. The two kinds alternate so that load drifting on a shared machine biases neither.
+   backward over the micro-batches of plan.batch_plan (gradient sync on the last micro-batch only;
+   under fixed-global at most plan.MAX_CALIBRATION_MICRO_BATCHES of them, the batch that
+   plan-calibration prices and result.json records), optimizer step. Every step starts after a
+   barrier, and the clock is read after a device synchronise. The two kinds alternate so that load
+   drifting on a shared machine biases neither.
 3. The compute-only step is the same step with no gradient moved between ranks (Rank.compute_only:
    DDP `no_sync`; FSDP2 and pipeline stages under parallelize.local_gradient_reduction), optimizer
    included, so exposed communication is step - compute. FSDP2 still all-gathers parameters and

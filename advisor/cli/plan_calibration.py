@@ -21,8 +21,11 @@ MAX_STARTUP_SECONDS = 7 * 86400
 
 
 def usd(x: float) -> str:
-    """Dollars as a reader compares them: cents under $10 ("0.49"), whole dollars above ("1,234")."""
-    return f"{x:,.2f}" if abs(x) < 10 else f"{x:,.0f}"
+    """Dollars as a reader compares them: cents under $10 ("0.49"), whole dollars above ("1,234")
+    (advisor.calibrate.design.dollars, which the refusal over budget prints with too)."""
+    from advisor.calibrate.design import dollars
+
+    return dollars(x)
 
 
 def _band(b) -> str:
@@ -105,13 +108,14 @@ def _print_plan(w, plan) -> None:
         title=plain(f"{w.name}: calibration runs on '{plan.tier.name}' at ${plan.tier.usd_per_gpu_hour:g}/GPU-h "
                     f"(step times from {plan.step_source})")
     )
-    for col in ("GPUs", "nodes", "billed GPUs", "step s", "hours", "GPU-hours", "$"):
+    for col in ("GPUs", "nodes", "billed GPUs", "batch", "step s", "hours", "GPU-hours", "$"):
         t.add_column(col, justify="right")
     for r in plan.runs:
         t.add_row(
             str(r.gpus),
             str(r.nodes),
             str(r.billed_gpus),
+            f"{r.global_batch:,}",
             f"{r.step_seconds:.3g}",
             f"{r.hours:.2f}",
             f"{r.gpu_hours:.1f}",
@@ -129,5 +133,20 @@ def _print_plan(w, plan) -> None:
         markup=False,
         soft_wrap=True,
     )
+    con.print(_priced_line(w), highlight=False, markup=False, soft_wrap=True)
     for g, n in plan.skipped:
         con.print(f"left out {g}@{n}: its timed steps alone would run over an hour", highlight=False, markup=False)
+
+
+def _priced_line(w) -> str:
+    """What each run's price is of: the work `advisor calibrate` does at that count (advisor.calibrate.design)."""
+    from advisor.calibrate.plan import MAX_CALIBRATION_MICRO_BATCHES, proxy_shape
+
+    shape = proxy_shape(w)
+    c = w.calibration
+    model = (f"its {shape.layers}-layer proxy of {shape.full_layers}" if shape.layers < shape.full_layers
+             else "the model")
+    cap = (f", at most {MAX_CALIBRATION_MICRO_BATCHES} micro-batches per data-parallel rank"
+           if w.batch.policy == "fixed-global" else "")
+    return (f"each run priced as advisor calibrate runs it: {model}, {c.warmup_steps} warm-up + {c.steps} timed "
+            f"steps, each also without gradient sync; batch = samples per step{cap}")

@@ -155,8 +155,13 @@ def sigma_spread(X: np.ndarray, est) -> tuple[np.ndarray, np.ndarray]:
     logs = est.log_params_
     lo, hi = est.bounds_
     cov = (est.cov_ + est.cov_.T) / 2
-    # one-sided: at its bound, or so near it that the sigma step down would cross it (and be clipped)
-    near = v - Z90 * np.sqrt(np.maximum(np.diag(cov), 0.0)) < lo
+    # one-sided: at its bound, or so near it that the sigma step down would cross it (and be clipped),
+    # the step taken in the parameter's own space: a log-prior factor's posterior is log-normal, so its
+    # 90% step down is v·exp(-z·sd/v), not v - z·sd (ln(1/MFU) at 0.90 ± 0.37 puts its low end at MFU
+    # 74%, where the linear step reached 100% and was held there: the band's low end at the peak)
+    sd = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    down = np.where(logs, v * np.exp(-Z90 * sd / np.maximum(v, 1e-300)), v - Z90 * sd)
+    near = down < lo
     # γ, the one parameter the step depends on nonlinearly, walks to its conditional mode (the others
     # re-solved with it held), not along its linear regression (estimator.OverlapModel.conditional)
     refit = _conditional_of(est, k - 1) if k > est.free_.size else None

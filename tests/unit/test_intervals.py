@@ -90,3 +90,27 @@ def test_a_bounded_walk_takes_the_conditional_mode_where_one_is_given():
     mode = sigma_points(v, cov, logs, at_bound, lo, lambda p, col: np.array([2.1, p[col]]) if col == 1 else None)
     assert np.allclose(mode[-1], [2.1, 1.0 + Z90])
     assert np.allclose(mode[:-1], plain[:-1])
+
+
+def test_a_log_prior_factor_walks_down_in_log_space_not_to_the_peak():
+    """Prior alone, BERT-Large on one A100 (other-transformer class, ln(1/MFU) sd 0.37): the 90% band's
+    low end is the log-normal's, median x exp(-z·sd) with the noise in quadrature, not MFU 100% (the
+    linear step v - z·sd crossed the bound and held the low end at the peak)."""
+    from advisor.scaling.features import compute_seconds
+    from advisor.scaling.model import build_model
+    from advisor.scaling.priors import LEARNED, MFU_CLASSES
+    from advisor.spec import load_workload
+    from conftest import ROOT
+
+    w = load_workload(ROOT / "benchmarks" / "workloads" / "bert-large-tf2-dgxa100-seq128.toml")
+    model = build_model(w, n_bootstrap=4)
+    g = np.array([1.0])
+    p = model.predict(g, np.array([1.0]))
+    med, low, high = p.step_seconds[0], p.step_low[0], p.step_high[0]
+    peak = compute_seconds(w, g, w.global_batch(g))[0]
+    assert low > 1.2 * peak  # the band's fast end is not the GPU's peak
+    sd = LEARNED.mfu.sds[MFU_CLASSES.index("transformer")]
+    noise = model.record.noise.upper
+    expect = np.hypot(Z90 * sd, noise)
+    assert np.log(med / low) == pytest.approx(expect, rel=0.15)
+    assert np.log(high / med) == pytest.approx(expect, rel=0.15)  # symmetric in log, as the prior is

@@ -86,10 +86,10 @@ class Measurements:
     layout: tuple | None = None
     #: caveats of reading them, for the model's warnings (a measured memory peak not applied: measured_peaks)
     notes: list[str] = field(default_factory=list)
-    #: the runs computed every sample at model.seq_len whatever model.mean_seq_len says: advisor
-    #: calibrate's proxy feeds full-length random tokens (a calibration with a `[setup]` record);
-    #: published files and CSVs time the job itself, at its own padding (`measured_workload`)
-    full_length: bool = False
+    #: the proxy depth advisor calibrate timed the runs with (`proxy_depth`: a calibration with a
+    #: `[setup]` record): its proxy of that many layers, fed full-length samples, is what they measured
+    #: (`measured_workload`); None: the job itself (a published file, a CSV), at its own depth and padding
+    proxy_layers: int | None = None
 
     def __post_init__(self):
         if not self.runs and not self.probes:
@@ -131,7 +131,7 @@ class Measurements:
     def subset(self, keep: np.ndarray) -> "Measurements":
         """The runs where `keep` is true (probes kept)."""
         runs = [r for r, k in zip(self.runs, keep, strict=True) if k]
-        return Measurements(runs, self.probes, self.source, self.peaks, self.layout, self.notes, self.full_length)
+        return Measurements(runs, self.probes, self.source, self.peaks, self.layout, self.notes, self.proxy_layers)
 
 
 def fitted_layout(workload: "Workload", layout: tuple | None) -> "Workload":
@@ -159,13 +159,20 @@ def fitted_layout(workload: "Workload", layout: tuple | None) -> "Workload":
 
 def measured_workload(w: "Workload", m: "Measurements" | None) -> "Workload":
     """The workload `m`'s runs are fitted as: `fitted_layout` of the layout `m` recorded
-    (`Measurements.layout`; None for no measurements), at model.seq_len tokens per sample where the
-    runs computed full-length samples (`Measurements.full_length`: advisor calibrate's proxy), so a
-    declared mean_seq_len prices the job and not the proxy that timed it."""
+    (`Measurements.layout`; None for no measurements), and where advisor calibrate timed them
+    (`Measurements.proxy_layers`) the proxy it ran (advisor.calibrate.plan.proxy_workload at the
+    recorded depth: a 1-layer proxy of an 80-layer model computes 1/40 of its FLOPs and reduces 1/37
+    of its gradient, which the fit had read as the full model's, at 40x its MFU). The fitted factors
+    (1/MFU, each link's share of its declared speed, γ) carry over to the declared model; the
+    design of the predictions is the spec's."""
     out = fitted_layout(w, getattr(m, "layout", None))
-    if getattr(m, "full_length", False) and out.model.mean_seq_len is not None:
-        out = out.model_copy(update={"model": out.model.model_copy(update={"mean_seq_len": None})})
-    return out
+    depth = getattr(m, "proxy_layers", None)
+    if depth is None:
+        return out
+    from advisor.calibrate.plan import proxy_workload
+
+    recorded = out.model_copy(update={"calibration": out.calibration.model_copy(update={"proxy_layers": depth})})
+    return proxy_workload(recorded)
 
 
 def unsplit(workload: "Workload", layout: tuple | None, gpus, nodes) -> np.ndarray:
@@ -274,13 +281,25 @@ def from_calibration(cal: "Calibration", workload: "Workload",
     notes: list[str] = []
     peaks = measured_peaks(cal, workload, notes)
     return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), peaks, layout, notes,
-                        full_length=proxy_timed(cal))
+                        proxy_depth(cal))
 
 
-def proxy_timed(cal: "Calibration") -> bool:
-    """Whether advisor calibrate timed the file's runs (its `[setup]` record): its proxy computes every
-    sample at model.seq_len (`Measurements.full_length`)."""
-    return bool(cal.runs) and bool(cal.setup)
+def proxy_depth(cal: "Calibration") -> int | None:
+    """The proxy depth advisor calibrate timed the file's runs with (`Measurements.proxy_layers`): the
+    `[environment]`'s `proxy_layers` (the worker records the proxy it built), else the `[setup]`'s
+    `calibration.proxy_layers`, else every layer (`model.layers`, or the MLP proxy's 4); None when the
+    file is not advisor calibrate's (a published table, which may carry a `[setup]` of the model shape its
+    memory peaks belong to; a file without `[setup]`: an import) or has no runs."""
+    setup = cal.setup or {}
+    if not cal.runs or not setup or cal.provenance.source != "measured":
+        return None
+    for value in (cal.environment.get("proxy_layers"), setup.get("calibration.proxy_layers"),
+                  setup.get("model.layers")):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    from advisor.calibrate.plan import MLP_PROXY_LAYERS
+
+    return MLP_PROXY_LAYERS
 
 
 _LABEL = re.compile(r"\s*([a-z_]+)\s*=\s*(\d{1,7})\s*")
@@ -592,7 +611,7 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
     sources: list[str] = []
     peaks: list = []
     notes: list[str] = []
-    layout, full_length = None, False
+    layout, depth = None, None
     if cal is not None:
         if cal.runs:
             runs += from_calibration(cal, workload).runs
@@ -602,12 +621,12 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
         # [setup]: merged, a proxy's peaks read under the first file's full-model record
         peaks = [p for c in (files or [cal]) for p in measured_peaks(c, workload, notes)]
         layout = recorded_layout(cal)
-        full_length = proxy_timed(cal)
+        depth = proxy_depth(cal)
     if csv_measurements is not None:
         runs += csv_measurements.runs
         probes += csv_measurements.probes
         sources.append(csv_measurements.source)
-    return Measurements(runs, probes, " + ".join(sources), peaks, layout, notes, full_length)
+    return Measurements(runs, probes, " + ".join(sources), peaks, layout, notes, depth)
 
 
 def combine_sources(workload: "Workload", calibration=None, measurements=None) -> Measurements:

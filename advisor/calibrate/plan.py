@@ -130,6 +130,10 @@ class ProxyShape:
     full_layers: int
 
 
+#: Square layers of the MLP proxy of a model without a transformer shape (`proxy_shape`).
+MLP_PROXY_LAYERS = 4
+
+
 def proxy_shape(w: Workload) -> ProxyShape:
     m = w.model
     if m.is_transformer:
@@ -138,7 +142,7 @@ def proxy_shape(w: Workload) -> ProxyShape:
     # MLP proxy: 4 square layers of width h hold P parameters (4·h² ≈ P); a sample is T rows of
     # width h so that training FLOPs per sample, 6·P·T (forward 2·P·T, backward 4·P·T), match the
     # declared flops_per_sample.
-    full_layers = 4
+    full_layers = MLP_PROXY_LAYERS
     hidden = max(8, round(math.sqrt(m.params / full_layers)))
     rows = max(1, round(m.training_flops_per_sample / (6 * full_layers * hidden * hidden)))
     layers = min(w.calibration.proxy_layers or full_layers, full_layers)
@@ -152,7 +156,8 @@ def params_of_transformer(layers: int, hidden: int, seq_len: int, vocab: int) ->
 
 def proxy_workload(w: Workload) -> Workload:
     """The workload as `advisor calibrate` runs it, for pricing its runs with the scaling model's own
-    design (advisor.calibrate.design): `w` itself when the proxy has every layer (the calibration
+    design (advisor.calibrate.design), and for fitting its runs (advisor.measurements.measured_workload): `w`
+    itself at full length (mean_seq_len unset) when the proxy has every layer (the calibration
     stands for the declared model), else `w` with [model] replaced by the proxy that is built
     (proxy_shape): a dense GPT-style transformer of `layers` blocks with full K/V heads and its own
     parameter count (params_of_transformer: the tied embedding and head are there at any depth, so a
@@ -160,14 +165,16 @@ def proxy_workload(w: Workload) -> Workload:
     layers (params and FLOPs per sample in that share). Built with model_copy, unvalidated: the
     spec's cross-checks (pipeline stages against layers, MoE fields) concern the declared model."""
     shape = proxy_shape(w)
-    if shape.layers >= shape.full_layers:
-        return w
     m = w.model
+    if shape.layers >= shape.full_layers:
+        # every layer: the declared model, but at full length (the proxy feeds seq_len tokens a sample)
+        return w if m.mean_seq_len is None else w.model_copy(update={"model": m.model_copy(
+            update={"mean_seq_len": None})})
     if shape.kind == "transformer":
         update = {"layers": shape.layers, "params": params_of_transformer(shape.layers, shape.hidden, shape.seq_len,
                                                                           shape.vocab),
                   "vocab": shape.vocab, "kv_heads": None, "flops_per_sample": None, "experts": None,
-                  "experts_per_token": None, "expert_params": None, "moe_layers": None}
+                  "experts_per_token": None, "expert_params": None, "moe_layers": None, "mean_seq_len": None}
     else:
         share = shape.layers / shape.full_layers
         update = {"params": m.params * share, "flops_per_sample": m.training_flops_per_sample * share}
@@ -198,7 +205,7 @@ SETUP_FIELDS = ("batch.policy", "batch.global_samples", "batch.per_gpu_samples",
 
 
 #: Spec fields the proxy does not run: it feeds every sample at model.seq_len whatever mean length the
-#: job computes (advisor.measurements.Measurements.full_length), so changing them keeps the measurement.
+#: job computes (advisor.measurements.measured_workload), so changing them keeps the measurement.
 NOT_RUN_BY_PROXY = ("model.mean_seq_len",)
 
 

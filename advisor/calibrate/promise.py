@@ -5,8 +5,10 @@ the interval it prints is the one `advisor predict` would print (advisor.scaling
 the model fitted on what is measured today (the workload's checked-in calibrations, or the prior
 alone) at the target placement; "after" is the same model refitted with the planned runs added, each
 simulated at today's model median at the batch the run trains (calibrate.plan.batch_plan, the
-worker's split, which the run's result records for the fit), for the declared model as the fit
-reads a run (plan-calibration prices the proxy's step, advisor.calibrate.design): its step time, its exposed
+worker's split, which the run's result records for the fit), as the run will time it: the proxy
+advisor calibrate builds (calibrate.plan.proxy_workload, which the fit reads proxy-timed runs as:
+advisor.measurements.measured_workload), or the declared model where what is measured today is the
+job's own steps (a published file), so the two sets fit as one: its step time, its exposed
 communication (advisor calibrate times every step also without gradient sync: step minus the compute
 part) and, at N > 1, the collective probes advisor calibrate makes (all_reduce, reduce_scatter,
 all_gather at `calibrate.plan.probe_sizes`), timed by today's link factors. Simulated runs land on
@@ -67,14 +69,19 @@ def band(model: "ScalingModel", target: tuple[int, int]) -> Band:
     return Band(float(med[0]), float(lo[0]), float(hi[0]))
 
 
-def simulated(model: "ScalingModel", places: list[tuple[int, int]]) -> "Measurements":
-    """The planned runs (and their probes) as `model` predicts them (module docstring)."""
-    from advisor.calibrate.plan import batch_plan, probe_sizes
+def simulated(model: "ScalingModel", places: list[tuple[int, int]], proxy: bool = True) -> "Measurements":
+    """The planned runs (and their probes) as `model` predicts them (module docstring): timed on the
+    proxy advisor calibrate builds, or with `proxy` false as the declared model's own steps."""
+    from advisor.calibrate.plan import batch_plan, probe_sizes, proxy_shape, proxy_workload
     from advisor.calibration_data import Collective
     from advisor.measurements import MeasuredRun, Measurements
     from advisor.topology.collectives import bus_bandwidth_gbps
 
-    w, fitted = model.workload, model.record.fitted
+    w = model.workload
+    depth = proxy_shape(w).layers if proxy else None
+    if proxy:
+        model = model.for_workload(proxy_workload(w))
+    fitted = model.record.fitted
     est = fitted.estimator
     nc = est.n_compute
     runs, probes = [], []
@@ -97,7 +104,7 @@ def simulated(model: "ScalingModel", places: list[tuple[int, int]]) -> "Measurem
         probes = [c.model_copy(update={"seconds": float(s), "busbw": bus_bandwidth_gbps(c.op, c.gpus, c.bytes, s),
                                        "source": "simulated by plan-calibration"}) for c, s in zip(stub, secs,
                                                                                                   strict=True)]
-    return Measurements(runs, probes, "planned runs (simulated)")
+    return Measurements(runs, probes, "planned runs (simulated)", proxy_layers=depth)
 
 
 def after(model: "ScalingModel", places: list[tuple[int, int]], target: tuple[int, int]) -> Band:
@@ -105,9 +112,11 @@ def after(model: "ScalingModel", places: list[tuple[int, int]], target: tuple[in
     from advisor.measurements import Measurements
     from advisor.scaling.model import ScalingModel
 
-    sim = simulated(model, places)
     have = model.measurements
+    # in the units of what is measured: a published table's runs are the job's own steps
+    sim = simulated(model, places, proxy=have is None or not have.runs or have.proxy_layers is not None)
     both = sim if have is None else Measurements([*have.runs, *sim.runs], [*have.probes, *sim.probes],
-                                                 f"{have.source} + {sim.source}", list(have.peaks))
+                                                 f"{have.source} + {sim.source}", list(have.peaks),
+                                                 proxy_layers=sim.proxy_layers)
     r = model.record
     return band(ScalingModel(model.workload, both, r.requested_family, _DRAWS, 0, r.problem.priors), target)

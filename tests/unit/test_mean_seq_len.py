@@ -64,9 +64,9 @@ def _cal(setup: dict | None, source="measured"):
 
 def test_proxy_runs_are_fitted_at_seq_len_published_ones_at_the_mean():
     w = _with_mean(3000.0)
-    proxy = from_calibration(_cal({"device": "cpu", "model.seq_len": S}), w)
+    proxy = from_calibration(_cal({"device": "cpu", "model.seq_len": S, "model.layers": LAYERS}), w)
     published = from_calibration(_cal(None, "published"), w)
-    assert proxy.full_length and not published.full_length
+    assert proxy.proxy_layers == LAYERS and published.proxy_layers is None  # every layer, as [setup] records
     assert measured_workload(w, proxy).model.computed_seq_len == S  # the proxy fed full-length tokens
     assert measured_workload(w, published).model.computed_seq_len == 3000.0  # the job itself, at its padding
     assert measured_workload(w, None).model.computed_seq_len == 3000.0

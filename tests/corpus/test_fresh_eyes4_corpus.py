@@ -13,7 +13,7 @@ import pytest
 import tomli_w
 from spec_edit import edited_spec
 
-from cli_inprocess import invoke
+from cli_inprocess import assert_refused, invoke
 from conftest import ROOT, WORKLOADS
 
 LLM7B = WORKLOADS / "llm7b.toml"          # FSDP, H100-SXM (80 GB catalog, 96 GB declared), 8 per node
@@ -64,3 +64,46 @@ def test_only_a_hopeless_tier_says_no_plan_and_why(tmp_path):
     text = " ".join(out.split())
     assert "No plan" in text and "the job would never finish" in text, out
     assert not re.search(r"\d[\d,.]{20,}", text), out  # no 100-digit hours or dollars
+
+
+# -- a measured memory peak above any device (advisor.topology.memory.device_memory_ceiling) --------------
+# Only a lower bound existed (the weights over the GPUs). 500 GiB recorded at 8 H100s was applied as
+# measured: the 8 GPUs that ran were left out of every plan as "footprint 536.9 GB exceeds 96 GB".
+# The ceiling: the device memory the run recorded, else 2x the catalog GPU's (80 GB H100: 160 GB).
+
+@pytest.mark.parametrize("peak, environment, limit", [
+    (500 * 2**30, {}, "above 160 GB"),                       # GiB read as GB x 1000, or a typo
+    (2**50, {}, "above 160 GB"),                             # a petabyte
+    (88476326298, {"device_memory_bytes": 85_000_000_000}, "above 85 GB"),  # over what torch reported
+])
+def test_a_memory_peak_above_the_device_is_refused(tmp_path, peak, environment, limit):
+    cal = tomllib.loads(TORCHTITAN_CAL.read_text())
+    cal["runs"][0]["peak_memory_bytes"] = peak
+    cal["environment"].update(environment)
+    path = tmp_path / "cal.toml"
+    path.write_text(tomli_w.dumps(cal))
+    assert_refused(*invoke("predict", LLM7B, "--calibration", path, "--gpus", "8,16"),
+                   f"{path}: runs[0].peak_memory_bytes: ", limit, f"(got {peak})")
+
+
+def test_a_peak_the_device_holds_is_still_applied(tmp_path):
+    cal = tomllib.loads(TORCHTITAN_CAL.read_text())
+    cal["environment"]["device_memory_bytes"] = 96 * 10**9  # the published cards: 88.5 GB fits
+    path = tmp_path / "cal.toml"
+    path.write_text(tomli_w.dumps(cal))
+    code, out, err = invoke("predict", LLM7B, "--calibration", path, "--gpus", "8", "--json")
+    assert code == 0, err
+    assert _clean_json(out)["predictions"][0]["memory_bytes"] == pytest.approx(88476326298, rel=0.01)
+
+
+@pytest.mark.parametrize("memory, needle", [
+    ("100.00GiB(200.00%)", "above 100% of the device's memory"),
+    ("9000.00GiB(50.00%)", "above 160 GB"),
+])
+def test_a_torchtitan_memory_reading_no_gpu_holds_is_refused_before_writing(tmp_path, memory, needle):
+    log = tmp_path / "titan.log"
+    log.write_text(TITAN_LOG.replace("memory:  0.00GiB(0.00%)", f"memory:  {memory}"))
+    out = tmp_path / "cal.toml"
+    assert_refused(*invoke("import", "torchtitan", RENTAL, log, "--gpus", "8@1", "--out", out),
+                   f"{log}: line ", ".memory: ", needle)
+    assert not out.exists()

@@ -107,3 +107,35 @@ def test_a_torchtitan_memory_reading_no_gpu_holds_is_refused_before_writing(tmp_
     assert_refused(*invoke("import", "torchtitan", RENTAL, log, "--gpus", "8@1", "--out", out),
                    f"{log}: line ", ".memory: ", needle)
     assert not out.exists()
+
+
+# -- a measured batch no data-parallel run has (advisor.measurements: _CELL_LIMITS, idle_ranks) ---------
+# A CSV's global_batch was any positive float, where a calibration file's is a whole number: 1.5
+# samples per step was fitted. And 2 samples over 8 DDP ranks (6 ranks idle) was fitted as 0.25
+# samples a GPU, pinning every prediction of tiny-cpu to 100% MFU.
+
+@pytest.mark.parametrize("rows, line, needle", [
+    ("1,0.5,1.5\n2,0.3,32\n", 2, "must be a whole number (got '1.5')"),
+    ("1,0.2,32\n2,0.12,32\n8,0.001,2\n", 4, "fewer samples than the 8 data-parallel ranks of 8 GPUs"),
+    ("1,0.2,32\n4,0.1,3\n", 3, "fewer samples than the 4 data-parallel ranks"),
+])
+def test_a_csv_batch_no_data_parallel_run_has_is_refused(tmp_path, rows, line, needle):
+    path = tmp_path / "m.csv"
+    path.write_text("gpus,step_seconds,global_batch\n" + rows)
+    assert_refused(*invoke("fit", TINY, "--measurements", path), f"{path}: line {line}.global_batch: ", needle)
+
+
+def test_a_whole_batch_of_one_sample_a_rank_is_read(tmp_path):
+    path = tmp_path / "m.csv"
+    path.write_text("gpus,step_seconds,global_batch\n1,0.2,32.0\n4,0.1,4\n")
+    code, _out, err = invoke("fit", TINY, "--measurements", path)
+    assert code == 0, err
+
+
+def test_a_calibration_run_with_fewer_samples_than_ranks_is_refused(tmp_path):
+    cal = tomllib.loads(TORCHTITAN_CAL.read_text())
+    cal["runs"][0]["global_batch"] = 4  # 8 GPUs under FSDP: 8 data-parallel ranks
+    path = tmp_path / "cal.toml"
+    path.write_text(tomli_w.dumps(cal))
+    assert_refused(*invoke("predict", LLM7B, "--calibration", path, "--gpus", "8,16"),
+                   f"{path}: runs[0].global_batch: ", "fewer samples than the 8 data-parallel ranks", "(got 4)")

@@ -139,3 +139,24 @@ def test_a_calibration_run_with_fewer_samples_than_ranks_is_refused(tmp_path):
     path.write_text(tomli_w.dumps(cal))
     assert_refused(*invoke("predict", LLM7B, "--calibration", path, "--gpus", "8,16"),
                    f"{path}: runs[0].global_batch: ", "fewer samples than the 8 data-parallel ranks", "(got 4)")
+
+
+# -- counts of 1e15 and more written back unreadable (advisor.units.format_count) --------------------------
+# format_count promised parse_count reads it back, but from 1e15 up wrote "20,000T" with a thousands
+# separator no count field reads: `advisor init --params 1e15` (the spec's largest model.params)
+# failed on its own job.tokens (20 per parameter) as "o.toml: job.tokens: expected a count ...".
+
+@pytest.mark.parametrize("value", [1e15, 2e16, 1e17, 123456789e9])
+def test_a_count_of_a_quadrillion_or_more_reads_back(value):
+    from advisor.units import format_count, parse_count
+
+    assert parse_count(format_count(value)) == pytest.approx(value, rel=5e-3)
+
+
+def test_init_at_the_largest_params_writes_a_spec_validate_accepts(tmp_path):
+    out = tmp_path / "big.toml"
+    code, _out, err = invoke("init", "--params", "1e15", "--out", out)
+    assert code == 0, err
+    code, stdout, err = invoke("validate", out)
+    assert code == 0 and "valid" in stdout, err
+    assert tomllib.loads(out.read_text())["job"]["tokens"] == "20000T"  # 20 tokens per parameter

@@ -716,8 +716,27 @@ def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:
         # Megatron-LM SC21 §2.2.2: the interleaved schedule needs micro-batches in multiples of the stages.
         out.append((at + "pipeline_microbatches", f"must be a multiple of pipeline_parallel_degree ({pp}) for the "
                     "interleaved schedule", p.pipeline_microbatches))
+    if pp > 1 and p.pipeline_microbatches is not None:
+        out += _microbatch_problems(w, p.pipeline_microbatches)
     out += _data_parallel_problems(w, tp * pp * cp)
     return out
+
+
+def _microbatch_problems(w: Workload, micro_batches: int) -> list[tuple[str, str, object]]:
+    """Pipeline micro-batches the batch cannot make: more than one data-parallel rank's samples (8 micro-batches
+    of 2 samples were priced as quarter-sample micro-batches, the bubble shrinking 4x for free), or, under
+    fixed-per-gpu, a count batch.micro_samples contradicts (Megatron derives one from the other)."""
+    b, at = w.batch, "parallelism.pipeline_microbatches"
+    most = b.per_gpu_samples if b.policy == "fixed-per-gpu" else b.global_samples
+    if most is not None and micro_batches > most:
+        where = "batch.per_gpu_samples" if b.policy == "fixed-per-gpu" else "batch.global_samples, all on one rank"
+        return [(at, f"more micro-batches than the {plural(most, 'sample')} of a data-parallel rank ({where}): "
+                 "each micro-batch holds at least one sample", micro_batches)]
+    if b.policy == "fixed-per-gpu" and b.micro_samples is not None and micro_batches * b.micro_samples != most:
+        return [(at, f"contradicts batch.micro_samples: {plural(most, 'sample')} per data-parallel rank in "
+                 f"micro-batches of {b.micro_samples} make {-(-most // b.micro_samples)}; give one of the two",
+                 micro_batches)]
+    return []
 
 
 def _expert_problems(w: Workload) -> list[tuple[str, str, object]]:

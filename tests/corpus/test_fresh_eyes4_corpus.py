@@ -160,3 +160,32 @@ def test_init_at_the_largest_params_writes_a_spec_validate_accepts(tmp_path):
     code, stdout, err = invoke("validate", out)
     assert code == 0 and "valid" in stdout, err
     assert tomllib.loads(out.read_text())["job"]["tokens"] == "20000T"  # 20 tokens per parameter
+
+
+# -- pipeline micro-batches the batch cannot make (advisor.spec._microbatch_problems) -----------------------
+# llm7b gives each data-parallel rank 2 samples. pipeline_microbatches = 4 was priced as 4 micro-batches
+# of half a sample: the bubble (p-1)/(m+p-1) fell from 1/2 to 1/5 and the 16-GPU step from 2.79 s to
+# 1.92 s for nothing; 1,000,000 gave a 59,149 s step. With micro_samples = 2 the rank makes 1
+# micro-batch, so 2 contradicts it (Megatron derives one from the other).
+
+PP2 = {"pipeline_parallel_degree": 2}
+
+
+@pytest.mark.parametrize("base, batch, micro_batches, needle", [
+    (LLM7B, {}, 4, "more micro-batches than the 2 samples of a data-parallel rank (batch.per_gpu_samples)"),
+    (LLM7B, {}, 1_000_000, "more micro-batches than the 2 samples"),
+    (LLM7B, {}, 2, "contradicts batch.micro_samples: 2 samples per data-parallel rank in micro-batches of 2 make 1"),
+    (TINY, {}, 64, "more micro-batches than the 32 samples of a data-parallel rank (batch.global_samples"),
+])
+def test_pipeline_micro_batches_the_batch_cannot_make_are_refused(tmp_path, base, batch, micro_batches, needle):
+    spec = edited_spec(tmp_path, base, batch=batch, parallelism={**PP2, "pipeline_microbatches": micro_batches},
+                       calibration={"gpus": [2, 4]})
+    assert_refused(*invoke("validate", spec), f"{spec}: parallelism.pipeline_microbatches: ", needle)
+
+
+@pytest.mark.parametrize("batch, micro_batches", [({}, 1), ({"micro_samples": None}, 2), ({"micro_samples": 1}, 2)])
+def test_pipeline_micro_batches_the_batch_makes_are_accepted(tmp_path, batch, micro_batches):
+    spec = edited_spec(tmp_path, LLM7B, batch=batch, parallelism={**PP2, "pipeline_microbatches": micro_batches},
+                       calibration={"gpus": [2, 4]})
+    code, _out, err = invoke("validate", spec)
+    assert code == 0, err

@@ -590,6 +590,14 @@ def _batch_problems(w: Workload) -> list[tuple[str, str, object]]:
             out.append((f"batch.{key}", f"only used when batch.policy is '{policy}'", size))
     if b.max_global_samples is not None and b.policy != "fixed-per-gpu":
         out.append(("batch.max_global_samples", "only used when batch.policy is 'fixed-per-gpu'", b.max_global_samples))
+    elif b.max_global_samples is not None:
+        # a cap under one sample per rank of a full node left that node's global batch at 0, and the prior,
+        # scaled by the step time of a full node, raised ZeroDivisionError (advisor.scaling.estimator)
+        ranks = max(w.cluster.gpus_per_node // w.model_parallel_size(), 1)
+        if b.max_global_samples < ranks:
+            out.append(("batch.max_global_samples", f"below the {plural(ranks, 'data-parallel rank')} of one "
+                        f"{w.cluster.gpus_per_node}-GPU node: a full node would train ranks without a sample "
+                        "(for a batch this small, use policy 'fixed-global')", b.max_global_samples))
     return out
 
 

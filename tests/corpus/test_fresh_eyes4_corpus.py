@@ -189,3 +189,26 @@ def test_pipeline_micro_batches_the_batch_makes_are_accepted(tmp_path, batch, mi
                        calibration={"gpus": [2, 4]})
     code, _out, err = invoke("validate", spec)
     assert code == 0, err
+
+
+# -- a batch cap that leaves a full node without samples (advisor.spec._batch_problems) ---------------------
+# fixed-per-gpu with batch.max_global_samples below one node's data-parallel ranks (1..7 on 8-GPU
+# nodes) made the global batch of a full node 8 x floor(M / 8) = 0: validate said "valid" and predict,
+# recommend and plan-calibration died with a ZeroDivisionError traceback (the prior's step shares are
+# scaled by a full node's step time, advisor.scaling.estimator._priors: left alone, reported).
+
+@pytest.mark.parametrize("cap", [1, 7])
+@pytest.mark.parametrize("command", [["validate"], ["predict", "--gpus", "1"], ["recommend"], ["plan-calibration"]])
+def test_a_batch_cap_below_one_node_of_ranks_is_refused(tmp_path, cap, command):
+    spec = edited_spec(tmp_path, LLM7B, batch={"max_global_samples": cap})
+    assert_refused(*invoke(command[0], spec, *command[1:]), f"{spec}: batch.max_global_samples: ",
+                   "below the 8 data-parallel ranks of one 8-GPU node", f"(got {cap})")
+
+
+@pytest.mark.parametrize("parallelism, cap", [({}, 8), ({"tensor_parallel_degree": 8}, 1)])
+def test_a_batch_cap_that_fills_a_node_answers(tmp_path, parallelism, cap):
+    spec = edited_spec(tmp_path, LLM7B, batch={"max_global_samples": cap}, parallelism=parallelism,
+                       calibration={"gpus": [8, 16]})
+    code, out, err = invoke("predict", spec, "--gpus", "8,16", "--json")
+    assert code == 0 and "Traceback" not in err, err
+    assert all(p["step_seconds"] > 0 for p in _clean_json(out)["predictions"] if p["runs"])

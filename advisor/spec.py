@@ -627,9 +627,25 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
             out.append((f"calibration.gpus[{i}]", f"exceeds cluster.max_gpus ({w.cluster.max_gpus})", n))
     if len(set(w.calibration.gpus)) != len(w.calibration.gpus):
         out.append(("calibration.gpus", "counts must be unique", w.calibration.gpus))
+    out += _empty_rank_counts(w)
     if w.calibration.proxy_layers is not None and m.layers is not None and w.calibration.proxy_layers > m.layers:
         out.append(("calibration.proxy_layers", f"exceeds model.layers ({m.layers})", w.calibration.proxy_layers))
     return out
+
+
+def _empty_rank_counts(w: Workload) -> list[tuple[str, str, object]]:
+    """Calibration counts whose batch leaves a data-parallel rank without a sample (advisor.batch: a
+    fixed-per-gpu cap, batch.max_global_samples, under the count's ranks): nothing to time there, and the
+    prior's stand-in runs at them divided 0 by 0 (a numpy RuntimeWarning printed advisor's path)."""
+    from advisor.batch import per_gpu_batch
+
+    mp = w.model_parallel_size()
+    cap = w.batch.max_global_samples
+    if w.batch.policy != "fixed-per-gpu" or cap is None or cap < max(w.cluster.gpus_per_node // mp, 1):
+        return []  # no cap, or one under a node's ranks: refused once, under batch.max_global_samples
+    return [(f"calibration.gpus[{i}]", f"under one sample per data-parallel rank: batch.max_global_samples "
+             f"({w.batch.max_global_samples}) over {plural(n // mp, 'rank')}", n)
+            for i, n in enumerate(w.calibration.gpus) if n % mp == 0 and per_gpu_batch(w, n) < 1]
 
 
 def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:

@@ -208,7 +208,34 @@ def test_a_batch_cap_below_one_node_of_ranks_is_refused(tmp_path, cap, command):
 @pytest.mark.parametrize("parallelism, cap", [({}, 8), ({"tensor_parallel_degree": 8}, 1)])
 def test_a_batch_cap_that_fills_a_node_answers(tmp_path, parallelism, cap):
     spec = edited_spec(tmp_path, LLM7B, batch={"max_global_samples": cap}, parallelism=parallelism,
-                       calibration={"gpus": [8, 16]})
+                       calibration={"gpus": [8]})  # 16 GPUs: under one sample a rank, left out
     code, out, err = invoke("predict", spec, "--gpus", "8,16", "--json")
     assert code == 0 and "Traceback" not in err, err
     assert all(p["step_seconds"] > 0 for p in _clean_json(out)["predictions"] if p["runs"])
+
+
+# -- counts a batch cap leaves empty (advisor.spec._empty_rank_counts; advisor.scaling.model.naive_step) ----
+# With batch.max_global_samples = 8 on llm7b, 16 GPUs have 8 x floor(8/16) = 0 samples. A calibration
+# count there validated (nothing to time), and `predict --gpus 8,16` printed numpy's "RuntimeWarning:
+# invalid value encountered in divide" with advisor's install path: the uncalibrated naive guess divided
+# the empty count's 0 samples by its 0 s step.
+
+def test_a_calibration_count_the_batch_cap_leaves_empty_is_refused(tmp_path):
+    spec = edited_spec(tmp_path, LLM7B, batch={"max_global_samples": 8})  # calibration.gpus [1, 2, 4, 8, 16]
+    assert_refused(*invoke("validate", spec), f"{spec}: calibration.gpus[4]: ",
+                   "under one sample per data-parallel rank: batch.max_global_samples (8) over 16 ranks", "(got 16)")
+
+
+def test_predicting_a_count_the_batch_cap_leaves_empty_prints_no_python_warning(tmp_path):
+    import subprocess
+    import sys
+
+    from calibrate_support import cli_env
+
+    spec = edited_spec(tmp_path, LLM7B, batch={"max_global_samples": 8}, calibration={"gpus": [1, 8]})
+    r = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "advisor", "predict", str(spec),
+                        "--gpus", "8,16", "--json"], capture_output=True, text=True, env=cli_env(), timeout=120)
+    assert r.returncode == 0 and "Warning:" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    rows = {p["gpus"]: p for p in _clean_json(r.stdout)["predictions"]}
+    assert rows[16]["runs"] is False and rows[16]["global_batch"] == 0 and rows[16]["naive_throughput"] is None
+    assert rows[8]["naive_throughput"] > 0

@@ -239,3 +239,25 @@ def test_predicting_a_count_the_batch_cap_leaves_empty_prints_no_python_warning(
     rows = {p["gpus"]: p for p in _clean_json(r.stdout)["predictions"]}
     assert rows[16]["runs"] is False and rows[16]["global_batch"] == 0 and rows[16]["naive_throughput"] is None
     assert rows[8]["naive_throughput"] > 0
+
+
+# -- an nccl-tests table whose every row was left out (advisor.imports.nccl_tests) -----------------------------
+# A row with nccl-tests' `#wrong` above 0 (corrupted results) is left out, rightly; when that was every
+# row, the error said "table has no rows with a non-zero size" about a 10 GiB row, hiding the reason.
+
+NCCL_ONE_NODE = (ROOT / "tests" / "fixtures" / "nccl-tests" / "a100_1node_oci_all_reduce.log").read_text()
+NCCL_ROW = (" 10737418240    2684354560     float     sum      -1    80922  132.69  232.20      0    80948  132.65  "
+            "232.13      0")
+
+
+@pytest.mark.parametrize("rows, more", [(1, ""), (2, " (and 1 more row left out)")])
+def test_an_nccl_table_of_wrong_rows_says_why_no_row_is_left(tmp_path, rows, more):
+    bad = NCCL_ROW.replace("232.20      0", "232.20     17")
+    table = "\n".join([bad] + [bad.replace("10737418240", "5368709120")] * (rows - 1))
+    log = tmp_path / "all_reduce.log"
+    log.write_text(NCCL_ONE_NODE.replace(NCCL_ROW, table))
+    out = tmp_path / "cal.toml"
+    assert_refused(*invoke("import", "nccl-tests", RENTAL, log, "--out", out),
+                   f"{log}: line 18: no row of the table is usable: nccl-tests counted 17 wrong elements; row left out"
+                   + more)
+    assert not out.exists()

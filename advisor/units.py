@@ -206,6 +206,9 @@ def parse_hours(value: object) -> float:
 
 def parse_fraction(value: object) -> float:
     """A probability: `0.9` or `"90%"` -> 0.9."""
-    if isinstance(value, str) and value.strip().endswith("%"):
-        return _parse(value.strip()[:-1], {"": 1.0}, "count") / 100
-    return _parse(value, {"": 1.0}, "count")
+    try:
+        if isinstance(value, str) and value.strip().endswith("%"):
+            return _parse(value.strip()[:-1], {"": 1.0}, "count") / 100
+        return _parse(value, {"": 1.0}, "count")
+    except ValueError as error:  # the count grammar's message offered '6.7B' and '13 billion' for a probability
+        raise ValueError("expected a probability like '0.9' or '90%'") from error

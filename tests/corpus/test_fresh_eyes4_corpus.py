@@ -261,3 +261,13 @@ def test_an_nccl_table_of_wrong_rows_says_why_no_row_is_left(tmp_path, rows, mor
                    f"{log}: line 18: no row of the table is usable: nccl-tests counted 17 wrong elements; row left out"
                    + more)
     assert not out.exists()
+
+
+# -- a probability read as a count (advisor.units.parse_fraction) -----------------------------------------------
+# `--confidence nan` (or "lots", "90K") answered "expected a count like '6.7B', '13 billion', '250M'":
+# the count grammar's examples, none of which is a probability.
+
+@pytest.mark.parametrize("value", ["nan", "90K", "1e400", "ninety"])
+def test_a_bad_confidence_is_named_as_a_probability(value):
+    assert_refused(*invoke("recommend", LLM7B, "--budget", "20000", "--confidence", value),
+                   "--confidence: expected a probability like '0.9' or '90%'", f"(got '{value}')")

@@ -224,6 +224,25 @@ def unrunnable_reason(workload: "Workload", layout: tuple | None, gpus: int, nod
     return "gpus", unsplit_message(workload, layout, gpus, nodes)
 
 
+def idle_ranks(workload: "Workload", layout: tuple | None, gpus, batch) -> np.ndarray:
+    """Per measured run: True where its global batch is below its data-parallel ranks (GPUs / the
+    tensor x pipeline x context degrees of the layout it is fitted as): some rank had no sample, so the
+    run was not data-parallel training of this recipe (2 samples over 8 DDP ranks were fitted as 0.25
+    samples a GPU, and pinned every prediction to 100% MFU). Under strategy auto the degrees are not
+    known: nothing is flagged."""
+    w = fitted_layout(workload, layout)
+    g, b = np.asarray(gpus, dtype=np.int64), np.asarray(batch, dtype=float)
+    if w.parallelism.strategy == "auto":
+        return np.zeros(g.shape, dtype=bool)
+    return b < g // w.model_parallel_size()
+
+
+def idle_ranks_message(workload: "Workload", layout: tuple | None, gpus: int) -> str:
+    ranks = gpus // fitted_layout(workload, layout).model_parallel_size()
+    return (f"fewer samples than the {plural(ranks, 'data-parallel rank')} of {plural(gpus, 'GPU')}: every rank "
+            "trains on at least one sample a step")
+
+
 def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
     """Refuse a run of `cal` that cannot be fitted (`unrunnable`: more GPUs per node than the spec's
     nodes hold, as a CSV row is, or a count the layout it ran cannot split): `FILE: runs[i].nodes|gpus:
@@ -238,6 +257,12 @@ def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
         field, message = unrunnable_reason(workload, layout, run.gpus, run.nodes)
         raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].{field}", message,
                             run.nodes if field == "nodes" else run.gpus)
+    given = [(i, r) for i, r in enumerate(cal.runs) if r.global_batch is not None]
+    idle = idle_ranks(workload, layout, [r.gpus for _, r in given], [r.global_batch for _, r in given])
+    if idle.any():
+        i, run = given[int(idle.argmax())]
+        raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].global_batch",
+                            idle_ranks_message(workload, layout, run.gpus), run.global_batch)
     return layout
 
 
@@ -372,7 +397,7 @@ _CELL_LIMITS = {
     "nodes": (True, False, float(MAX_GPUS_LIMIT)),
     "step_seconds": (False, False, MAX_SECONDS),
     "throughput": (False, False, 1e12),
-    "global_batch": (False, False, float(MAX_BATCH_SAMPLES) * MAX_GPUS_LIMIT),
+    "global_batch": (True, False, float(MAX_BATCH_SAMPLES) * MAX_GPUS_LIMIT),  # whole samples, as in a calibration
     "comm_seconds": (False, True, MAX_SECONDS),
     "memory_bound": (True, True, 1.0),
 }
@@ -560,6 +585,9 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
     if (row := _first(over_node(gpus, nodes, per_node))) is not None:
         raise t.fail(row, "nodes", over_node_message(int(gpus[row]), int(nodes[row]), per_node), int(nodes[row]))
     batch = v["global_batch"] if "global_batch" in v else np.full(len(gpus), np.nan)
+    if (row := _first(~np.isnan(batch) & idle_ranks(workload, None, gpus, np.nan_to_num(batch, nan=np.inf)))) \
+            is not None:
+        raise t.fail(row, "global_batch", idle_ranks_message(workload, None, int(gpus[row])))
     batch = np.where(np.isnan(batch), np.asarray(workload.global_batch(gpus), dtype=float), batch)
     step = v["step_seconds"] if "step_seconds" in v else np.full(len(gpus), np.nan)
     thr = v["throughput"] if "throughput" in v else np.full(len(gpus), np.nan)

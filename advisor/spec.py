@@ -614,6 +614,14 @@ def _batch_problems(w: Workload) -> list[tuple[str, str, object]]:
             out.append((f"batch.{key}", f"only used when batch.policy is '{policy}'", size))
     if b.max_global_samples is not None and b.policy != "fixed-per-gpu":
         out.append(("batch.max_global_samples", "only used when batch.policy is 'fixed-per-gpu'", b.max_global_samples))
+    elif b.max_global_samples is not None:
+        # a cap under one sample per rank of a full node left that node's global batch at 0, and the prior,
+        # scaled by the step time of a full node, raised ZeroDivisionError (advisor.scaling.estimator)
+        ranks = max(w.cluster.gpus_per_node // w.model_parallel_size(), 1)
+        if b.max_global_samples < ranks:
+            out.append(("batch.max_global_samples", f"below the {plural(ranks, 'data-parallel rank')} of one "
+                        f"{w.cluster.gpus_per_node}-GPU node: a full node would train ranks without a sample "
+                        "(for a batch this small, use policy 'fixed-global')", b.max_global_samples))
     return out
 
 
@@ -643,9 +651,25 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
             out.append((f"calibration.gpus[{i}]", f"exceeds cluster.max_gpus ({w.cluster.max_gpus})", n))
     if len(set(w.calibration.gpus)) != len(w.calibration.gpus):
         out.append(("calibration.gpus", "counts must be unique", w.calibration.gpus))
+    out += _empty_rank_counts(w)
     if w.calibration.proxy_layers is not None and m.layers is not None and w.calibration.proxy_layers > m.layers:
         out.append(("calibration.proxy_layers", f"exceeds model.layers ({m.layers})", w.calibration.proxy_layers))
     return out
+
+
+def _empty_rank_counts(w: Workload) -> list[tuple[str, str, object]]:
+    """Calibration counts whose batch leaves a data-parallel rank without a sample (advisor.batch: a
+    fixed-per-gpu cap, batch.max_global_samples, under the count's ranks): nothing to time there, and the
+    prior's stand-in runs at them divided 0 by 0 (a numpy RuntimeWarning printed advisor's path)."""
+    from advisor.batch import per_gpu_batch
+
+    mp = w.model_parallel_size()
+    cap = w.batch.max_global_samples
+    if w.batch.policy != "fixed-per-gpu" or cap is None or cap < max(w.cluster.gpus_per_node // mp, 1):
+        return []  # no cap, or one under a node's ranks: refused once, under batch.max_global_samples
+    return [(f"calibration.gpus[{i}]", f"under one sample per data-parallel rank: batch.max_global_samples "
+             f"({w.batch.max_global_samples}) over {plural(n // mp, 'rank')}", n)
+            for i, n in enumerate(w.calibration.gpus) if n % mp == 0 and per_gpu_batch(w, n) < 1]
 
 
 def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:
@@ -740,8 +764,27 @@ def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:
         # Megatron-LM SC21 §2.2.2: the interleaved schedule needs micro-batches in multiples of the stages.
         out.append((at + "pipeline_microbatches", f"must be a multiple of pipeline_parallel_degree ({pp}) for the "
                     "interleaved schedule", p.pipeline_microbatches))
+    if pp > 1 and p.pipeline_microbatches is not None:
+        out += _microbatch_problems(w, p.pipeline_microbatches)
     out += _data_parallel_problems(w, tp * pp * cp)
     return out
+
+
+def _microbatch_problems(w: Workload, micro_batches: int) -> list[tuple[str, str, object]]:
+    """Pipeline micro-batches the batch cannot make: more than one data-parallel rank's samples (8 micro-batches
+    of 2 samples were priced as quarter-sample micro-batches, the bubble shrinking 4x for free), or, under
+    fixed-per-gpu, a count batch.micro_samples contradicts (Megatron derives one from the other)."""
+    b, at = w.batch, "parallelism.pipeline_microbatches"
+    most = b.per_gpu_samples if b.policy == "fixed-per-gpu" else b.global_samples
+    if most is not None and micro_batches > most:
+        where = "batch.per_gpu_samples" if b.policy == "fixed-per-gpu" else "batch.global_samples, all on one rank"
+        return [(at, f"more micro-batches than the {plural(most, 'sample')} of a data-parallel rank ({where}): "
+                 "each micro-batch holds at least one sample", micro_batches)]
+    if b.policy == "fixed-per-gpu" and b.micro_samples is not None and micro_batches * b.micro_samples != most:
+        return [(at, f"contradicts batch.micro_samples: {plural(most, 'sample')} per data-parallel rank in "
+                 f"micro-batches of {b.micro_samples} make {-(-most // b.micro_samples)}; give one of the two",
+                 micro_batches)]
+    return []
 
 
 def _expert_problems(w: Workload) -> list[tuple[str, str, object]]:

@@ -169,8 +169,8 @@ _COUNT_LETTERS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
 def format_count(value: float, digits: int = 3) -> str:
     """A count the way specs write it, with the largest letter that keeps it >= 1: 25.6e6 -> "25.6M",
     6.7e9 -> "6.7B", 950 -> "950". `parse_count` reads it back (to `digits` significant digits)."""
-    if abs(value) >= 1e15:
-        return f"{value / 1e12:,.0f}T"
+    if abs(value) >= 1e15:  # no thousands separator: parse_count reads "20000T", not "20,000T"
+        return f"{value / 1e12:.0f}T"
     for scale, letter in _COUNT_LETTERS:
         # Round first, so 999.96e6 prints as "1B", not "1e+03M".
         if abs(float(f"{value:.{digits}g}")) >= scale:
@@ -206,6 +206,9 @@ def parse_hours(value: object) -> float:
 
 def parse_fraction(value: object) -> float:
     """A probability: `0.9` or `"90%"` -> 0.9."""
-    if isinstance(value, str) and value.strip().endswith("%"):
-        return _parse(value.strip()[:-1], {"": 1.0}, "count") / 100
-    return _parse(value, {"": 1.0}, "count")
+    try:
+        if isinstance(value, str) and value.strip().endswith("%"):
+            return _parse(value.strip()[:-1], {"": 1.0}, "count") / 100
+        return _parse(value, {"": 1.0}, "count")
+    except ValueError as error:  # the count grammar's message offered '6.7B' and '13 billion' for a probability
+        raise ValueError("expected a probability like '0.9' or '90%'") from error

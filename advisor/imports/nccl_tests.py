@@ -310,6 +310,10 @@ def read_nccl_tests(path: str | Path, op: str | None = None) -> list[tuple[Table
             raise InputError.at(
                 file, f"line {t.first_line}", "ranks are not 0..N-1: the '# Rank' lines are incomplete", sorted(t.ranks)
             )
+        if not t.rows and t.dropped:  # said as "no rows with a non-zero size", hiding why each went
+            where, why = (part.strip() for part in t.dropped[0].split(":", 1))
+            more = f" (and {plural(len(t.dropped) - 1, 'more row')} left out)" if len(t.dropped) > 1 else ""
+            raise InputError.at(file, where, f"no row of the table is usable: {why}{more}")
         if not t.rows:
             raise InputError.at(file, f"line {t.first_line}", "table has no rows with a non-zero size")
         kind = table_op(t, file, op)

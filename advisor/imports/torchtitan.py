@@ -91,6 +91,10 @@ def _row(fields: dict[str, str], file: str, lineno: int) -> tuple[int, float, in
     if "GiB" not in memory:  # another unit or none: no peak memory from this line
         return step, tps, None, lineno
     gib = decimal(memory[:memory.index("GiB")], file, f"line {lineno}.memory", "GiB of memory")
+    share = re.fullmatch(r"\(([^()]*)%\)", memory[memory.index("GiB") + 3:])  # `35.10GiB(44.30%)`: of the device
+    if share and decimal(share.group(1), file, f"line {lineno}.memory", "a percentage of device memory") > 100:
+        raise InputError.at(file, f"line {lineno}.memory", "above 100% of the device's memory: no GPU holds "
+                            "more than it has", memory)
     return step, tps, int(gib * GIB), lineno
 
 
@@ -122,6 +126,7 @@ def read_torchtitan(path: str | Path) -> list[tuple[int, float, int | None, int]
 def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) -> "Run":
     """One [[runs]] entry: the logged steps after warm-up, converted with the declared batch."""
     from advisor.calibration_data import Run
+    from advisor.topology.memory import device_memory_ceiling
 
     file = str(path)
     if workload.model.seq_len is None:
@@ -144,6 +149,11 @@ def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) 
     tokens = batch * workload.model.seq_len
     steps = [tokens / (tps * gpus) for _, tps, _, _ in kept]
     memories = [m for _, _, m, _ in kept if m is not None]
+    ceiling = device_memory_ceiling(workload) if memories else None
+    if ceiling is not None and max(memories) > ceiling[0]:  # the rule every command applies to the file
+        line = max((r for r in kept if r[2] is not None), key=lambda r: r[2])[3]
+        raise InputError.at(file, f"line {line}.memory", f"above {ceiling[0] / 1e9:.4g} GB, {ceiling[1]}: no GPU "
+                            "holds more than it has", f"{max(memories) / GIB:.2f}GiB")
     tps_median = sorted(t for _, t, _, _ in kept)[len(kept) // 2]
     peak_line = max((r for r in kept if r[2] is not None), key=lambda r: r[2], default=kept[0])[3]
     return build(

@@ -384,10 +384,13 @@ def sweep(
     steps = job_steps(w, counts, baseline_gpus)
     compute_hours = steps * step_seconds / 3600
     preemption = _preemption(tiers, nodes)
-    wall = compute_hours[:, None, :] * preemption.factor[None, :, :]
+    with np.errstate(over="ignore"):  # a factor so large it overflows: the job never finishes (below)
+        wall = compute_hours[:, None, :] * preemption.factor[None, :, :]
     cost = billing.cost(counts, wall)
-    # preemptions so frequent that the expected wall time overflows: a job that never finishes is no plan
-    finite = np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0)
+    # preemptions so frequent that the expected wall time overflows, or passes the longest deadline
+    # advisor accepts: a job that never finishes is no plan (60 preemptions per node-hour against a
+    # 1 h restart priced 16 GPUs at 2e107 hours, a 100-digit figure recommended as "worth its cost")
+    finite = np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0) & ~stalled(preemption, wall[0])
     return Sweep(
         tiers=tiers, billing=billing, preemption=preemption, gpus=counts, nodes=nodes,
         steps=steps, global_batch=global_batch, step_seconds=step_seconds,
@@ -401,6 +404,18 @@ def sweep(
         baseline_gpus=int(baseline_gpus), baseline_hours=_baseline_hours(w, model, baseline_gpus),
         statistical_efficiency=w.batch.gradient_noise_scale is not None and w.batch.policy == "fixed-per-gpu",
     )
+
+
+def stalled(preemption: Preemption, wall_hours: "np.ndarray") -> "np.ndarray":
+    """(tiers, counts): plans a preemptible tier keeps from finishing: an expected wall time (median)
+    above MAX_DEADLINE_HOURS, a century, where the preemption model, not the job, put it (each restart
+    is itself preempted: e^{ΛR} grows without bound). Such a plan is left out, not priced."""
+    import numpy as np
+
+    from advisor.planning.limits import MAX_DEADLINE_HOURS
+
+    with np.errstate(invalid="ignore"):
+        return (preemption.factor > 1) & ~(wall_hours <= MAX_DEADLINE_HOURS)
 
 
 def _preemption(tiers: Sequence["Tier"], nodes: "np.ndarray") -> Preemption:

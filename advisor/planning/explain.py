@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from advisor.planning.limits import LIKELY, Objective
+from advisor.planning.limits import LIKELY, MAX_DEADLINE_HOURS, Objective
 from advisor.planning.runnable import LAYOUT, RANKS, UNEVEN
 from advisor.text import above, count, interval, number, plural, span, times
 from advisor.text import gigabytes as fmt_bytes
@@ -337,12 +337,28 @@ def _left_out(rec: "Recommendation") -> list[str]:
             # a tier capped below every count that runs read "no GPU count is possible" with no reason
             out.append(f"{tier.name} offers at most {plural(tier.max_gpus, 'GPU')} (its max_gpus): "
                        f"{_counts(sw.gpus[capped & run.ok])} that run are not priced there.")
+        if (never := _stalled_counts(sw, t)).any():
+            out.append(f"{tier.name} leaves out {_counts(sw.gpus[never])}: its preemptions "
+                       f"({number(tier.preemptions_per_node_hour)} per node-hour against a restart of "
+                       f"{number(tier.restart / 60)} min) put the expected wall time above "
+                       f"{fmt_hours(MAX_DEADLINE_HOURS)}: the job would never finish.")
         if tier.instance_gpus and tier.instance_gpus > 1 and not sw.offered[t].all():
             out.append(
                 f"{tier.name} rents whole {tier.instance_gpus}-GPU instances: only multiples of {tier.instance_gpus} "
                 f"are priced there."
             )
     return [line for line in out if line]
+
+
+def _stalled_counts(sw, t: int):
+    """Counts tier t prices but its preemptions keep from finishing (advisor.planning.billing.stalled)."""
+    import numpy as np
+
+    from advisor.planning.billing import stalled
+
+    with np.errstate(invalid="ignore"):
+        never = stalled(sw.preemption, sw.wall_hours[0])[t] | ~np.isfinite(sw.wall_hours[0, t])
+    return never & (sw.preemption.factor[t] > 1) & sw.offered[t] & sw.fits_batch & sw.fits_memory
 
 
 def _counts(gpus) -> str:

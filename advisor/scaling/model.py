@@ -406,10 +406,12 @@ class ScalingModel(StepTimeModel):
         mfu = flops_per_gpu(self.workload, gpus, batch) / t / peak if peak else None
         from advisor.scaling.breakdown import breakdown
 
+        naive = np.asarray(self.naive_step(gpus, batch), dtype=float)  # 0 or NaN where a count's batch is empty
+        naive_throughput = np.divide(batch, naive, out=np.full(naive.shape, np.nan), where=naive > 0)
         return Prediction(gpus=gpus, nodes=nodes, global_batch=batch, step_seconds=t, step_low=lo, step_high=hi,
                           throughput=thr, throughput_low=batch / hi, throughput_high=batch / lo, speedup=speedup,
                           efficiency=speedup * self.baseline_gpus / gpus, mfu=mfu,
-                          naive_throughput=batch / self.naive_step(gpus, batch), warnings=self.warnings(gpus, nodes),
+                          naive_throughput=naive_throughput, warnings=self.warnings(gpus, nodes),
                           breakdown=breakdown(self, gpus, nodes, batch, t))
 
     def naive_step(self, gpus, batch) -> np.ndarray:
@@ -418,11 +420,16 @@ class ScalingModel(StepTimeModel):
         if self.calibrated:
             return naive_step(self.record.problem.data, gpus, batch)
         one = np.ones(1)
-        b1 = np.asarray(batch, float) / np.asarray(gpus, float)
-        t1 = self.record.fitted.predict(np.ones_like(b1), np.ones_like(b1), b1)
-        prior_data = FitData(gpus=np.ones_like(b1), nodes=np.ones_like(b1), batch=b1, step=t1,
-                             comm=np.full_like(b1, np.nan), count=one)
-        return naive_step(prior_data, gpus, batch)
+        gpus, batch = np.broadcast_arrays(np.asarray(gpus, float), np.asarray(batch, float))
+        b1 = batch / gpus
+        # a count whose batch is empty (a cap under its ranks) has no naive guess: NaN, not 0 / 0 with a warning
+        keep, out = b1 > 0, np.full(b1.shape, np.nan)
+        if keep.any():
+            t1 = self.record.fitted.predict(np.ones_like(b1[keep]), np.ones_like(b1[keep]), b1[keep])
+            prior_data = FitData(gpus=np.ones_like(t1), nodes=np.ones_like(t1), batch=b1[keep], step=t1,
+                                 comm=np.full_like(t1, np.nan), count=one)
+            out[keep] = naive_step(prior_data, gpus[keep], batch[keep])
+        return out
 
     # ---- the fit, as the commands report it ---------------------------------------------------
 

@@ -274,6 +274,8 @@ def measured_peaks(cal: "Calibration" | None, w: "Workload" | None = None,
     if cal is None:
         return []
     env = cal.environment or {}
+    if w is not None:
+        _check_peaks_fit_a_device(cal, w)
     proxy, full = env.get("proxy_layers"), env.get("model_layers")
     if cal.provenance.source != "published" and (proxy is None or proxy != full):
         return []
@@ -294,6 +296,46 @@ def measured_peaks(cal: "Calibration" | None, w: "Workload" | None = None,
     if w is not None:
         _check_peaks_hold_the_weights(cal, w)
     return peaks
+
+
+def device_memory_ceiling(w: "Workload", environment: dict | None = None) -> tuple[float, str] | None:
+    """(bytes, what) no measured peak of one device can exceed: the `device_memory_bytes` a calibration
+    recorded (torch's total_memory), else the largest build of the spec's GPU (the catalog's, or the
+    declared gpu_memory outside the catalog, times spec.MEMORY_VARIANT_FACTOR: the rule that bounds
+    cluster.gpu_memory); None on a CPU run or a GPU of unknown memory."""
+    from advisor.catalog import find_gpu
+    from advisor.spec import MEMORY_VARIANT_FACTOR
+
+    env = environment or {}
+    recorded = env.get("device_memory_bytes")
+    if isinstance(recorded, int | float) and not isinstance(recorded, bool) and recorded > 0:
+        return float(recorded), "device memory the run recorded (environment.device_memory_bytes)"
+    if str(env.get("device", "")).lower().startswith("cpu"):
+        return None
+    gpu = find_gpu(w.cluster.gpu)
+    base, name = ((gpu.memory_bytes, f"the catalog's {gpu.name}") if gpu is not None
+                  else (w.cluster.gpu_memory, "cluster.gpu_memory"))
+    if not base:
+        return None
+    return base * MEMORY_VARIANT_FACTOR, f"{MEMORY_VARIANT_FACTOR:g}x the memory of {name}, more than any build has"
+
+
+def _check_peaks_fit_a_device(cal: "Calibration", w: "Workload") -> None:
+    """Refuse a measured peak above the device it ran on (`device_memory_ceiling`): 500 GiB recorded at 8
+    H100s was applied as measured, and the 8 GPUs that ran left out of every plan as not fitting."""
+    from advisor.errors import InputError
+
+    ceiling = device_memory_ceiling(w, cal.environment)
+    if ceiling is None:
+        return
+    limit, what = ceiling
+    for i, run in enumerate(cal.runs):
+        for key in ("peak_memory_bytes", "peak_reserved_bytes"):
+            value = getattr(run, key)
+            if value and value > limit:
+                raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].{key}",
+                                    f"above {limit / 1e9:.4g} GB, {what}: no GPU holds more than it has; the "
+                                    "number is in other units or of another device", value)
 
 
 def _check_peaks_hold_the_weights(cal: "Calibration", w: "Workload") -> None:

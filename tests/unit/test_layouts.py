@@ -86,8 +86,13 @@ def test_tensor_parallel_all_reduces_activations_per_layer():
     assert lay.data_parallel_size[0] == 2
 
 
+#: 8 samples per data-parallel rank, one a micro-batch: what 8 pipeline micro-batches need (2 samples cannot
+#: make 8 micro-batches: advisor.spec refuses it)
+EIGHT_MICRO = {"per_gpu_samples": 8, "micro_samples": 1}
+
+
 def test_pipeline_bubble_megatron():
-    w = spec({"strategy": "fsdp", "pipeline_parallel_degree": 4, "pipeline_microbatches": 8})
+    w = spec({"strategy": "fsdp", "pipeline_parallel_degree": 4, "pipeline_microbatches": 8}, batch=EIGHT_MICRO)
     assert L.build(w, [32]).bubble_fraction(w)[0] == pytest.approx(3 / (8 + 3))
     w = spec(
         {
@@ -96,13 +101,14 @@ def test_pipeline_bubble_megatron():
             "pipeline_microbatches": 8,
             "pipeline_schedule": "interleaved",
             "pipeline_virtual_stages": 2,
-        }
+        },
+        batch=EIGHT_MICRO,
     )
     lay = L.build(w, [32])
     assert lay.bubble_fraction(w)[0] == pytest.approx(3 / (16 + 3))
     pp = next(t for t in lay.traffic(w) if t.name.startswith("pp"))
-    # stages 8 GPUs apart: one node each; 2 x v x m sends of b·s·h per micro-batch (b = 2 / 8)
-    assert pp.bus_bytes()[0] == pytest.approx(2 * 2 * 8 * (2 / 8) * 8192 * 4096 * 2)
+    # stages 8 GPUs apart: one node each; 2 x v x m sends of b·s·h per micro-batch (b = 8 / 8)
+    assert pp.bus_bytes()[0] == pytest.approx(2 * 2 * 8 * (8 / 8) * 8192 * 4096 * 2)
     assert lay.link_seconds(w).inter_bytes[0] > 0
 
 

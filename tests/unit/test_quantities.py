@@ -61,8 +61,7 @@ def test_deadline_in_days_is_hours():
 @pytest.mark.parametrize("flag, value, message", [
     ("--budget", "20q", "--budget: expected an amount in USD like '20000', '20k', '$20,000' or '1.5M USD' (got '20q')"),
     ("--deadline", "3 parsecs", "--deadline: unknown duration unit 'parsecs'; did you mean 'secs'? (got '3 parsecs')"),
-    ("--confidence", "lots", "--confidence: expected a count like '6.7B', '13 billion', '250M', '32K' or a number "
-                             "(got 'lots')"),
+    ("--confidence", "lots", "--confidence: expected a probability like '0.9' or '90%' (got 'lots')"),
 ])
 def test_bad_option_is_one_line_exit_2(flag, value, message):
     code, out, err = invoke("recommend", LLM7B, flag, value)

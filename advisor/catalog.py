@@ -14,6 +14,12 @@ from importlib import resources
 
 from advisor.units import parse_bandwidth
 
+#: A declared cluster.gpu_memory may exceed the catalog GPU's by this factor, not more: a name covers
+#: builds of more memory (llm7b's "H100-SXM" cards are Grand Teton's 96 GB HBM2e, 1.2x the catalog's 80;
+#: A100 40 -> 80 GB, 2x, is the widest family in the catalog), but "1 TB" on an H100 fits plans no H100 holds.
+#: advisor.spec bounds the declaration by it and advisor.topology.memory a measured peak.
+MEMORY_VARIANT_FACTOR = 2.0
+
 #: Which catalog column gives the peak for each compute precision. fp32 training on tensor-core
 #: GPUs runs matmuls in TF32 by default in most frameworks' mixed setups; we report against TF32
 #: where the GPU has it, else plain FP32. fp8 is the dense FP8 tensor-core peak (Transformer Engine /

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from advisor.catalog import find_gpu, suggest_gpus
+from advisor.catalog import MEMORY_VARIANT_FACTOR, find_gpu, suggest_gpus
 from advisor.errors import InputError, Problem, control_character
 from advisor.fileio import load_toml
 from advisor.text import plural
@@ -122,10 +122,6 @@ MAX_BANDWIDTH = 1e14
 #: the NCCL maintainer), 475 on 8 H200 (NVIDIA/nccl-tests#272), 215 on H800 at 200 (NVIDIA/nccl#1374):
 #: at most 7% over. 10% keeps that and refuses a link faster than its hardware (4,500 GB/s on an H100).
 LINK_BUSBW_MARGIN = 0.10
-#: A declared cluster.gpu_memory may exceed the catalog GPU's by this factor, not more: a name covers
-#: builds of more memory (llm7b's "H100-SXM" cards are Grand Teton's 96 GB HBM2e, 1.2x the catalog's 80;
-#: A100 40 -> 80 GB, 2x, is the widest family in the catalog), but "1 TB" on an H100 fits plans no H100 holds.
-MEMORY_VARIANT_FACTOR = 2.0
 #: Per-GPU share of cluster.inter_node_bandwidth no node has: twice the fastest shipped NIC rate
 #: (ConnectX-8 SuperNIC, 800 Gbit/s per GPU on HGX B300), which is also ConnectX-9's 1.6 Tbit/s
 #: announced for Rubin, and leaves room for a busbw that in-network reduction (SHARP, NVLS across

@@ -384,13 +384,7 @@ def sweep(
     steps = job_steps(w, counts, baseline_gpus)
     compute_hours = steps * step_seconds / 3600
     preemption = _preemption(tiers, nodes)
-    with np.errstate(over="ignore"):  # a factor so large it overflows: the job never finishes (below)
-        wall = compute_hours[:, None, :] * preemption.factor[None, :, :]
-    cost = billing.cost(counts, wall)
-    # preemptions so frequent that the expected wall time overflows, or passes the longest deadline
-    # advisor accepts: a job that never finishes is no plan (60 preemptions per node-hour against a
-    # 1 h restart priced 16 GPUs at 2e107 hours, a 100-digit figure recommended as "worth its cost")
-    finite = np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0) & ~stalled(preemption, wall[0])
+    wall, cost, finite = _priced(billing, preemption, counts, compute_hours)
     return Sweep(
         tiers=tiers, billing=billing, preemption=preemption, gpus=counts, nodes=nodes,
         steps=steps, global_batch=global_batch, step_seconds=step_seconds,
@@ -404,6 +398,21 @@ def sweep(
         baseline_gpus=int(baseline_gpus), baseline_hours=_baseline_hours(w, model, baseline_gpus),
         statistical_efficiency=w.batch.gradient_noise_scale is not None and w.batch.policy == "fixed-per-gpu",
     )
+
+
+def _priced(billing: "TierBilling", preemption: Preemption, counts, compute_hours):
+    """(wall hours, cost, finishes) per (bound, tier, count): compute hours stretched by each tier's
+    preemptions, their price, and whether the job finishes at all. Preemptions so frequent that the
+    expected wall time overflows, or passes the longest deadline advisor accepts, make no plan (60
+    preemptions per node-hour against a 1 h restart priced 16 GPUs at 2e107 hours, a 100-digit figure
+    recommended as "worth its cost")."""
+    import numpy as np
+
+    with np.errstate(over="ignore"):  # a factor so large it overflows: the job never finishes
+        wall = compute_hours[:, None, :] * preemption.factor[None, :, :]
+    cost = billing.cost(counts, wall)
+    finite = np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0) & ~stalled(preemption, wall[0])
+    return wall, cost, finite
 
 
 def stalled(preemption: Preemption, wall_hours: "np.ndarray") -> "np.ndarray":

@@ -301,10 +301,9 @@ def measured_peaks(cal: "Calibration" | None, w: "Workload" | None = None,
 def device_memory_ceiling(w: "Workload", environment: dict | None = None) -> tuple[float, str] | None:
     """(bytes, what) no measured peak of one device can exceed: the `device_memory_bytes` a calibration
     recorded (torch's total_memory), else the largest build of the spec's GPU (the catalog's, or the
-    declared gpu_memory outside the catalog, times spec.MEMORY_VARIANT_FACTOR: the rule that bounds
+    declared gpu_memory outside the catalog, times catalog.MEMORY_VARIANT_FACTOR: the rule that bounds
     cluster.gpu_memory); None on a CPU run or a GPU of unknown memory."""
-    from advisor.catalog import find_gpu
-    from advisor.spec import MEMORY_VARIANT_FACTOR
+    from advisor.catalog import MEMORY_VARIANT_FACTOR, find_gpu
 
     env = environment or {}
     recorded = env.get("device_memory_bytes")

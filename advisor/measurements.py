@@ -267,12 +267,14 @@ def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
 
 
 def from_calibration(cal: "Calibration", workload: "Workload",
-                     left_out: list[str] | None = None) -> Measurements | None:
+                     left_out: list[str] | None = None, with_peaks: bool = True) -> Measurements | None:
     """Runs of a calibration file; exposed communication from compute_seconds or comm_seconds. A run
     the layout it ran cannot split is refused (`unsplit`), naming it; with `left_out` (a list, for the
     workload's checked-in calibration, which the user did not name) such runs are left out instead and
     one sentence per file is appended to it: a spec edited to another layout then answers from the runs
-    that still apply, or from the prior (None) when none does, instead of refusing every command."""
+    that still apply, or from the prior (None) when none does, instead of refusing every command.
+    `with_peaks` false leaves the memory peaks (and their checks) to a caller that reads them per file
+    (combine_measurements), so they are not computed twice."""
     if left_out is None:
         layout = check_runs_split(cal, workload)
         kept = list(cal.runs)
@@ -304,7 +306,7 @@ def from_calibration(cal: "Calibration", workload: "Workload",
     from advisor.topology.memory import measured_peaks
 
     notes: list[str] = []
-    peaks = measured_peaks(cal, workload, notes)
+    peaks = measured_peaks(cal, workload, notes) if with_peaks else []  # combine_measurements reads each file's
     return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), peaks, layout, notes,
                         proxy_depth(cal))
 
@@ -642,7 +644,7 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
     layout, depth = None, None
     if cal is not None:
         if cal.runs:
-            runs += from_calibration(cal, workload).runs
+            runs += from_calibration(cal, workload, with_peaks=False).runs
         probes += list(cal.collectives)
         sources.append(str(cal.path or "<calibration>"))
         # the memory peaks of each file `cal` merges (`files`), judged by its own [environment] and

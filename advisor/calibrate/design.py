@@ -214,15 +214,9 @@ class _StepModel:
         proxy = proxy_workload(self.w)
         if proxy is self.w:
             return full
-        fitted = self.model.record.fitted
-        share = (fitted.estimator.predict(self.family_design(proxy, g, n, batch))
-                 / fitted.estimator.predict(self.family_design(self.w, g, n, batch)))
+        share = (self.model.for_workload(proxy).record.fitted.predict(g, n, batch)
+                 / self.model.record.fitted.predict(g, n, batch))
         return full * share
-
-    def family_design(self, w: "Workload", g, n, batch) -> np.ndarray:
-        """The fitted family's design rows of `w` (the fit's own coverage) at these placements and batches."""
-        fitted = self.model.record.fitted
-        return fitted.family.design(w, g, n, batch, fitted.problem.coverage).X
 
 
 def _cost(w: "Workload", tier: "Tier", gpus: int, nodes: int, step: float, startup: float) -> PlannedRun:

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from advisor.calibrate.design import dollars as usd  # the one money format of a plan (cents under $10)
 from advisor.cli.app import app
 from advisor.cli.options import JsonOpt, WorkloadArg, quantity
 from advisor.cli.output import console as _console
@@ -20,12 +21,6 @@ from advisor.cli.tables import plain
 MAX_STARTUP_SECONDS = 7 * 86400
 
 
-def usd(x: float) -> str:
-    """Dollars as a reader compares them: cents under $10 ("0.49"), whole dollars above ("1,234")
-    (advisor.calibrate.design.dollars, which the refusal over budget prints with too)."""
-    from advisor.calibrate.design import dollars
-
-    return dollars(x)
 
 
 def _band(b) -> str:

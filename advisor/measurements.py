@@ -165,8 +165,13 @@ def measured_workload(w: "Workload", m: "Measurements" | None) -> "Workload":
     of its gradient, which the fit had read as the full model's, at 40x its MFU). The fitted factors
     (1/MFU, each link's share of its declared speed, γ) carry over to the declared model; the
     design of the predictions is the spec's."""
-    out = fitted_layout(w, getattr(m, "layout", None))
-    depth = getattr(m, "proxy_layers", None)
+    return fitted_as(w, getattr(m, "layout", None), getattr(m, "proxy_layers", None))
+
+
+def fitted_as(w: "Workload", layout: tuple | None, depth: int | None) -> "Workload":
+    """`measured_workload` of runs under the recorded `layout` (None: the spec's) timed on a proxy of
+    `depth` layers (None: the declared model)."""
+    out = fitted_layout(w, layout)
     if depth is None:
         return out
     from advisor.calibrate.plan import proxy_workload
@@ -653,10 +658,28 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
         layout = recorded_layout(cal)
         depth = proxy_depth(cal)
     if csv_measurements is not None:
+        if runs and csv_measurements.runs:
+            _check_one_model(workload, cal, csv_measurements, layout, depth)
         runs += csv_measurements.runs
         probes += csv_measurements.probes
         sources.append(csv_measurements.source)
     return Measurements(runs, probes, " + ".join(sources), peaks, layout, notes, depth)
+
+
+def _check_one_model(workload: "Workload", cal: "Calibration", csv: Measurements, layout: tuple | None,
+                     depth: int | None) -> None:
+    """Refuse a CSV's step times beside a calibration's runs that timed another model: one set of
+    measurements is fitted as one workload (`measured_workload`); a CSV's rows are the spec's model,
+    while runs advisor calibrate timed on a proxy of fewer layers are fitted as that proxy, so the CSV's
+    full-model steps were read as a 1-layer proxy's, at ~80x its FLOPs per step. (A layout the file
+    records is applied to the CSV's rows too: the CSV does not say its own.)"""
+    timed = fitted_as(workload, layout, depth).model
+    if timed == workload.model:
+        return
+    proxy = f"advisor calibrate's {timed.layers or 0}-layer proxy"
+    raise InputError.at(csv.source, "", f"its step times cannot be fitted beside the runs of "
+                        f"{cal.path or 'the calibration'}, which timed {proxy} of the model: one fit reads one "
+                        "model; pass the calibration or the CSV, not both")
 
 
 def combine_sources(workload: "Workload", calibration=None, measurements=None) -> Measurements:

@@ -241,6 +241,21 @@ class FittedFamily:
         return self.estimator.predict(self.problem.data_design(self.family, gpus, nodes, batch).X)
 
 
+def in_job_units(fitted: FittedFamily, data: FitData) -> FitData:
+    """The measured rows as steps of the declared model: where the runs timed another model (advisor
+    calibrate's proxy of fewer layers, `Problem.measured`), each step scaled by the fitted model's ratio
+    of the declared model's step to the measured model's at its placement; else `data` itself. What
+    compares measured throughput with the declared model's (the naive linear guess, the ceiling on
+    per-GPU throughput) reads these: a 1-layer proxy of an 80-layer model runs ~40x the samples per
+    second. A run under another layout of the same model stays as measured: that is its throughput."""
+    p = fitted.problem
+    if data.empty or p.measured is None or p.measured.model == p.workload.model:
+        return data
+    ratio = fitted.predict(data.gpus, data.nodes, data.batch) / fitted.predict_measured(data.gpus, data.nodes,
+                                                                                       data.batch)
+    return replace(data, step=data.step * ratio)
+
+
 def _estimator(problem: Problem, d: Design) -> OverlapModel:
     lower, prior = constraints(problem, d)
     return OverlapModel(n_compute=d.n_compute, fixed=d.fixed, lower=lower, prior=prior, noise=FIT_NOISE,

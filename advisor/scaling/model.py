@@ -52,7 +52,7 @@ from advisor.scaling.evidence import (
 )
 from advisor.scaling.families import family_named
 from advisor.scaling.features import PRESSURE_COLUMN, compute_seconds, flops_per_gpu
-from advisor.scaling.fitting import FIT_NOISE, FitData, FittedFamily, Problem, fit_family, naive_step
+from advisor.scaling.fitting import FIT_NOISE, FitData, FittedFamily, Problem, fit_family, in_job_units, naive_step
 from advisor.scaling.intervals import Draws, NoiseModel, interval, pooled_noise, posterior_draws, sigma_spread
 from advisor.scaling.priors import LEARNED, Priors
 from advisor.scaling.selection import CrossValidation, leave_one_count_out
@@ -198,7 +198,7 @@ def fit_record(workload: "Workload", measurements: Measurements | None, requeste
     calibrated = measurements is not None and bool(measurements.runs)  # probes alone leave compute to the prior
     if calibrated:  # the posterior at the data's own noise (the fit weighed them at FIT_NOISE)
         est.cov_ = est.covariance((FIT_NOISE / pooled_noise(in_sample, priors.noise)) ** 2)
-    ceiling = Ceiling.of(problem.data, pressed)
+    ceiling = Ceiling.of(in_job_units(fitted, problem.data), pressed)
     return FitRecord(fitted=fitted, requested_family=requested, cv=cv, naive_cv_mape=_naive_cv(problem.data),
                      anchor=_anchor(problem.data, in_sample, pressed), noise=noise,
                      draws=posterior_draws(est, n_draws, seed),
@@ -418,7 +418,7 @@ class ScalingModel(StepTimeModel):
         """The naive linear guess: per-GPU throughput of the largest measured count held (of the
         prior's one-GPU prediction before any measurement)."""
         if self.calibrated:
-            return naive_step(self.record.problem.data, gpus, batch)
+            return naive_step(in_job_units(self.record.fitted, self.record.problem.data), gpus, batch)
         one = np.ones(1)
         gpus, batch = np.broadcast_arrays(np.asarray(gpus, float), np.asarray(batch, float))
         b1 = batch / gpus

@@ -157,6 +157,8 @@ def _priors(est, free: np.ndarray, lower: np.ndarray, p: int, gamma_free: bool):
     for col, kind, mean, sd in est.prior:
         if kind not in ("lin", "log"):
             raise ValueError(f"unknown prior kind {kind!r}")
+        if not float(sd) > 0:  # noise / sd: a zero (or NaN) sd made an infinite residual weight
+            raise ValueError(f"a prior's sd must be positive (column {col!r}: {sd!r})")
         if col == "gamma":
             if not gamma_free:
                 continue

@@ -414,8 +414,10 @@ class ParallelismSpec(_Section):
 
 
 class ClusterSpec(_Section):
-    gpu: Annotated[Text, Field(min_length=1, max_length=200)]
-    """GPU model, free text; a catalog entry (`advisor gpus`) supplies peak FLOP/s for MFU and defaults."""
+    gpu: Annotated[Name, Field(min_length=1, max_length=200)]
+    """GPU model, free text; a catalog entry (`advisor gpus`) supplies peak FLOP/s for MFU and defaults.
+    A Name: "H100 " matched the catalog (its key ignores spaces) yet printed "H100  x8" and went to
+    SkyPilot as written, so surrounding spaces are refused, as a tier name's are."""
     gpus_per_node: Annotated[Int, Field(gt=0, le=MAX_GPUS_PER_NODE)] = 8
     """GPUs in one node (one NVLink/NVSwitch domain)."""
     max_gpus: Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)]

@@ -1,0 +1,83 @@
+"""Fresh eyes, round 5: hostile inputs, each a class of bug found and fixed at its root (the module
+named above each test). Expectations are worked from the inputs and the sources by hand, never from
+the model; each case's comment says what it did before the fix."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from spec_edit import edited_spec
+
+from cli_inprocess import assert_refused, invoke
+from conftest import ROOT, WORKLOADS
+
+LLM7B = WORKLOADS / "llm7b.toml"          # FSDP, H100-SXM, 8 per node, 3200 Gbit/s between nodes
+RENTAL = WORKLOADS / "rental-ethernet.toml"
+TORCHTITAN_CAL = ROOT / "calibrations" / "llm7b_published_torchtitan.toml"
+
+
+def _clean_json(text: str) -> dict:
+    """The document parsed strictly: NaN or Infinity in it is a failure."""
+    def refuse(token):
+        raise AssertionError(f"non-JSON number {token}")
+    return json.loads(text, parse_constant=refuse)
+
+
+# -- a GPU name with surrounding spaces (advisor.spec.ClusterSpec.gpu: a Name) ------------------------------
+# cluster.gpu = "H100 " matched the catalog (its key ignores spaces) and validated, then printed
+# "H100  x8 per node" and went to SkyPilot as written; `advisor init --gpu "H100 "` wrote it. Tier names
+# refuse surrounding spaces (round 3): the GPU's name now follows the same rule.
+
+@pytest.mark.parametrize("gpu", ["H100 ", " H100-SXM", "\u00a0H100"])
+def test_a_gpu_name_with_surrounding_spaces_is_refused(tmp_path, gpu):
+    spec = edited_spec(tmp_path, LLM7B, cluster={"gpu": gpu})
+    assert_refused(*invoke("validate", spec), f"{spec}: cluster.gpu: must not start or end with a space",
+                   f"(got {gpu!r})")
+
+
+def test_init_refuses_a_padded_gpu_before_writing(tmp_path):
+    out = tmp_path / "job.toml"
+    assert_refused(*invoke("init", "--out", out, "--gpu", "H100 "), "--gpu: must not start or end with a space")
+    assert not out.exists()
+
+
+def test_a_gpu_name_spelt_another_way_still_matches(tmp_path):
+    spec = edited_spec(tmp_path, LLM7B, cluster={"gpu": "nvidia h100 sxm"})
+    code, out, err = invoke("validate", spec)
+    assert code == 0 and "valid" in out, err
+
+
+# -- a bound of a quantity said in a unit (advisor.validation._bound_message; advisor.units.format_quantity) --
+# A bandwidth, size or duration is converted to bytes/s, bytes or seconds before its bound is checked,
+# and the bound was printed in that base unit without naming it: "inter_node_bandwidth: must be <= 1e+14
+# (got '1e9 Gbit/s')", "must be >= 1000 (got '1 bit/s')", "inter_node_latency: must be <= 60 (got '1e9 s')".
+
+@pytest.mark.parametrize("field, value, bound", [
+    ("inter_node_bandwidth", "1e9 Gbit/s", "must be <= 100 TB/s"),
+    ("inter_node_bandwidth", "1 bit/s", "must be >= 1 KB/s"),
+    ("intra_node_bandwidth", "2e5 TB/s", "must be <= 100 TB/s"),
+    ("inter_node_latency", "1e9 s", "must be <= 1 min"),
+    ("gpu_memory", "1e6 TB", "must be <= 17.59 TB"),
+])
+def test_a_bound_of_a_quantity_is_said_in_a_unit(tmp_path, field, value, bound):
+    spec = edited_spec(tmp_path, LLM7B, cluster={field: value})
+    assert_refused(*invoke("validate", spec), f"{spec}: cluster.{field}: {bound} (got {value!r})")
+
+
+def test_an_option_bound_is_said_in_a_unit(tmp_path):
+    assert_refused(*invoke("init", "--out", tmp_path / "job.toml", "--nodes-link", "1e9 Gbit/s"),
+                   "--nodes-link: must be <= 100 TB/s (got '1e9 Gbit/s')")
+
+
+@pytest.mark.parametrize("value, parser, said", [
+    (1e14, "parse_bandwidth", "100 TB/s"), (5e10, "parse_bandwidth", "50 GB/s"), (0, "parse_duration", "0 s"),
+    (3e-6, "parse_duration", "3 us"), (2.0**44, "parse_size", "17.59 TB"), (1e15, "parse_count", None),
+])
+def test_a_formatted_quantity_reads_back(value, parser, said):
+    from advisor import units
+
+    text = units.format_quantity(value, getattr(units, parser))
+    assert text == said
+    if said is not None:
+        assert getattr(units, parser)(text) == pytest.approx(value, rel=1e-3)

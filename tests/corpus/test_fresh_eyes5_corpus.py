@@ -81,3 +81,32 @@ def test_a_formatted_quantity_reads_back(value, parser, said):
     assert text == said
     if said is not None:
         assert getattr(units, parser)(text) == pytest.approx(value, rel=1e-3)
+
+
+# -- a job that outlasts a century on every tier (advisor.planning.billing.stalled) ------------------------
+# Round 4 left out a preemptible tier's plans past MAX_DEADLINE_HOURS (1e6 h); a tier without preemptions
+# still priced them: llm7b at job.tokens = 1e17 (the spec's largest) was recommended on 1,024 GPUs for
+# 4,845,916 h (553 years) at $9.4 billion, "worth the cost". 6 x 8e9 x 1e17 FLOPs over 1,024 H100s at
+# 989 TFLOP/s is 4.7e6 h even at 100% MFU, so no count up to max_gpus finishes within 1e6 h.
+
+def test_a_job_longer_than_a_century_on_every_count_prices_no_plan(tmp_path):
+    spec = edited_spec(tmp_path, LLM7B, job={"samples": None, "tokens": "1e17"})
+    code, out, err = invoke("recommend", spec, "--json")
+    assert code == 3 and "Traceback" not in err, err
+    doc = _clean_json(out)
+    assert doc["recommendations"] == [] and doc["candidates"] == []
+    assert any("the job alone computes for more than 1,000,000 h" in s and "no tier prices them" in s
+               for s in doc["workloads"][0]["why"]), doc["workloads"][0]["why"]
+    code, out, err = invoke("recommend", spec)
+    assert code == 3 and "No plan" in out and "past the longest deadline advisor plans for" in " ".join(out.split())
+
+
+def test_a_long_job_prices_only_the_counts_that_finish_within_a_century(tmp_path):
+    # 1e16 tokens: 6 x 8e9 x 1e16 = 4.8e26 FLOPs; a single node (8 GPUs) needs > 1e6 h, 1,024 GPUs do not
+    spec = edited_spec(tmp_path, LLM7B, job={"samples": None, "tokens": "1e16"})
+    code, out, err = invoke("recommend", spec, "--json")
+    assert code == 0, err
+    doc = _clean_json(out)
+    assert doc["candidates"] and all(p["hours"] <= 1e6 for p in doc["candidates"])
+    assert all(p["hours"] <= 1e6 for p in doc["recommendations"])
+    assert 8 not in {p["gpus"] for p in doc["candidates"]}

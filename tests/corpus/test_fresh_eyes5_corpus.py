@@ -5,8 +5,10 @@ the model; each case's comment says what it did before the fix."""
 from __future__ import annotations
 
 import json
+import tomllib
 
 import pytest
+import tomli_w
 from spec_edit import edited_spec
 
 from cli_inprocess import assert_refused, invoke
@@ -110,3 +112,29 @@ def test_a_long_job_prices_only_the_counts_that_finish_within_a_century(tmp_path
     assert doc["candidates"] and all(p["hours"] <= 1e6 for p in doc["candidates"])
     assert all(p["hours"] <= 1e6 for p in doc["recommendations"])
     assert 8 not in {p["gpus"] for p in doc["candidates"]}
+
+
+# -- a device memory no GPU reports (advisor.calibration_data._environment_problems) -------------------------
+# [environment] is free-form, but device_memory_bytes (torch's total_memory) is the ceiling of every measured
+# peak (round 4) and sets the near-capacity warning. -1, 0 and "80 GB" were skipped without a word (the
+# catalog's ceiling applied instead) and 1e30 let any peak through as held by the device.
+
+@pytest.mark.parametrize("value", [-1, 0, "80 GB", 1e30, 2**50, True])
+def test_a_device_memory_no_gpu_reports_is_refused(tmp_path, value):
+    cal = tomllib.loads(TORCHTITAN_CAL.read_text())
+    cal["environment"]["device_memory_bytes"] = value
+    path = tmp_path / "cal.toml"
+    path.write_text(tomli_w.dumps(cal))
+    assert_refused(*invoke("predict", LLM7B, "--calibration", path, "--gpus", "8,16"),
+                   f"{path}: environment.device_memory_bytes: must be a whole number of bytes from 1 to ",
+                   f"(got {value!r})")
+
+
+def test_a_device_memory_torch_reports_is_read(tmp_path):
+    cal = tomllib.loads(TORCHTITAN_CAL.read_text())
+    cal["environment"]["device_memory_bytes"] = 102_005_473_280  # an H100 96 GB (HBM2e), as torch reports it
+    path = tmp_path / "cal.toml"
+    path.write_text(tomli_w.dumps(cal))
+    code, out, err = invoke("predict", LLM7B, "--calibration", path, "--gpus", "8", "--json")
+    assert code == 0, err
+    assert _clean_json(out)["predictions"][0]["memory_bytes"] > 0

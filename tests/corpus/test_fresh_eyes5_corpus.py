@@ -138,3 +138,34 @@ def test_a_device_memory_torch_reports_is_read(tmp_path):
     code, out, err = invoke("predict", LLM7B, "--calibration", path, "--gpus", "8", "--json")
     assert code == 0, err
     assert _clean_json(out)["predictions"][0]["memory_bytes"] > 0
+
+
+# -- an nccl-tests table in other units (advisor.imports.nccl_tests._odd_units) ------------------------------
+# Rows are read as us and GB/s whatever the units row under the column header says: a log whose units
+# row reads (ms) or (MB/s) (a fork, or an edit) was imported as if in nccl-tests' own units, 1,000x off.
+
+NCCL_ONE_NODE = (ROOT / "tests" / "fixtures" / "nccl-tests" / "a100_1node_oci_all_reduce.log").read_text()
+NCCL_UNITS = "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+
+
+@pytest.mark.parametrize("units, odd", [
+    (NCCL_UNITS.replace("(us)", "(ms)"), "(ms)"),
+    (NCCL_UNITS.replace("(GB/s)", "(MB/s)", 1), "(MB/s)"),
+    (NCCL_UNITS.replace("(B)", "(KB)"), "(KB)"),
+])
+def test_an_nccl_table_in_other_units_is_refused_before_writing(tmp_path, units, odd):
+    assert NCCL_UNITS in NCCL_ONE_NODE
+    log = tmp_path / "all_reduce.log"
+    log.write_text(NCCL_ONE_NODE.replace(NCCL_UNITS, units))
+    out = tmp_path / "cal.toml"
+    assert_refused(*invoke("import", "nccl-tests", RENTAL, log, "--out", out),
+                   f"{log}: line 17: units {odd} are not nccl-tests' own")
+    assert not out.exists()
+
+
+def test_an_nccl_table_in_its_own_units_is_read(tmp_path):
+    log = tmp_path / "all_reduce.log"
+    log.write_text(NCCL_ONE_NODE)
+    out = tmp_path / "cal.toml"
+    code, _out, err = invoke("import", "nccl-tests", RENTAL, log, "--out", out)
+    assert code == 0 and out.exists(), err

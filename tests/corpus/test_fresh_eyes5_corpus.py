@@ -169,3 +169,23 @@ def test_an_nccl_table_in_its_own_units_is_read(tmp_path):
     out = tmp_path / "cal.toml"
     code, _out, err = invoke("import", "nccl-tests", RENTAL, log, "--out", out)
     assert code == 0 and out.exists(), err
+
+
+# -- a torchtitan tps no step has (advisor.imports.torchtitan._check_steps_exist) -------------------------
+# step_seconds = global batch x seq_len / (tps x N). A tps of 1e23 (or 0.001) made steps under 1 ns (over
+# 1e6 s); the import failed with one line per logged step, each "line N: step_seconds: must be >= 1e-09",
+# a field and a number the log does not hold.
+
+TITAN_LOG = (ROOT / "tests" / "fixtures" / "torchtitan" / "debug_model_pr1437.log").read_text()
+
+
+@pytest.mark.parametrize("tps, said", [("99,999,999,999,999,999,999,999", "under 1e-09 s"), ("0.001", "over 1e+06 s")])
+def test_a_torchtitan_rate_no_step_has_is_refused_on_one_line(tmp_path, tps, said):
+    import re
+
+    log = tmp_path / "titan.log"
+    log.write_text(re.sub(r"tps: [\d,]+", f"tps: {tps}", TITAN_LOG))
+    out = tmp_path / "cal.toml"
+    assert_refused(*invoke("import", "torchtitan", RENTAL, log, "--gpus", "8@1", "--out", out),
+                   f"{log}: line ", ".tps: ", f"at this rate take {said}, a step no run has")
+    assert not out.exists()

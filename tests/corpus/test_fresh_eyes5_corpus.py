@@ -189,3 +189,59 @@ def test_a_torchtitan_rate_no_step_has_is_refused_on_one_line(tmp_path, tps, sai
     assert_refused(*invoke("import", "torchtitan", RENTAL, log, "--gpus", "8@1", "--out", out),
                    f"{log}: line ", ".tps: ", f"at this rate take {said}, a step no run has")
     assert not out.exists()
+
+
+def _with_tiers(tmp_path, tiers):
+    doc = tomllib.loads(LLM7B.read_text())
+    doc["tiers"] = tiers
+    path = tmp_path / "spec.toml"
+    path.write_text(tomli_w.dumps(doc))
+    return path
+
+
+# -- an invisible character in a name (advisor.spec._name) ---------------------------------------------------
+# Format characters (Unicode Cf) print as nothing: "spot\u200b" (a zero-width space) beside "spot" passed
+# as two distinct tiers that read the same, as " spot" did before round 3. Visible non-ASCII stays valid.
+
+@pytest.mark.parametrize("name, code", [("spot\u200b", "U+200B"), ("sp\u200dot", "U+200D"), ("\ufeffspot", "U+FEFF"),
+                                        ("spot\u00ad", "U+00AD"), ("spot\u2060", "U+2060")])
+def test_a_tier_name_with_an_invisible_character_is_refused(tmp_path, name, code):
+    spec = _with_tiers(tmp_path, [{"name": name, "usd_per_gpu_hour": 1.0}, {"name": "spot", "usd_per_gpu_hour": 2.0}])
+    assert_refused(*invoke("validate", spec), f"{spec}: tiers[0].name: must not contain invisible characters ({code}")
+
+
+def test_a_gpu_name_with_an_invisible_character_is_refused(tmp_path):
+    spec = edited_spec(tmp_path, LLM7B, cluster={"gpu": "H100\u200b-SXM"})
+    assert_refused(*invoke("validate", spec), f"{spec}: cluster.gpu: must not contain invisible characters (U+200B")
+
+
+def test_a_name_in_another_script_is_still_valid(tmp_path):
+    spec = _with_tiers(tmp_path, [{"name": "スポット", "usd_per_gpu_hour": 1.0}])
+    code, out, err = invoke("validate", spec)
+    assert code == 0 and "スポット" in out, err
+
+
+# -- an instance no tier cap lets one rent (advisor.spec._tier_problems) --------------------------------------
+# instance_gpus = 16 under the tier's max_gpus = 8 (or cluster.max_gpus = 8) validated as "valid", then
+# recommend answered "no plan meets the limits" and plan-calibration blamed --max-nodes.
+
+@pytest.mark.parametrize("tier, cluster, what", [
+    ({"instance_gpus": 16, "max_gpus": 8}, {}, "more than tiers[0].max_gpus (8)"),
+    ({"instance_gpus": 16}, {"max_gpus": 8}, "more than cluster.max_gpus (8)"),
+])
+@pytest.mark.parametrize("command", ["validate", "recommend", "plan-calibration"])
+def test_an_instance_larger_than_the_tier_may_rent_is_refused(tmp_path, tier, cluster, what, command):
+    doc = tomllib.loads(LLM7B.read_text())
+    doc["tiers"] = [{"name": "vm", "usd_per_gpu_hour": 2.0, **tier}]
+    doc["cluster"].update(cluster)
+    doc["calibration"]["gpus"] = [1, 2, 4, 8]
+    spec = tmp_path / "spec.toml"
+    spec.write_text(tomli_w.dumps(doc))
+    assert_refused(*invoke(command, spec), f"{spec}: tiers[0].instance_gpus: {what}: not one whole instance",
+                   "(got 16)")
+
+
+def test_an_instance_the_tier_may_rent_is_valid(tmp_path):
+    spec = _with_tiers(tmp_path, [{"name": "vm", "usd_per_gpu_hour": 2.0, "instance_gpus": 8, "max_gpus": 8}])
+    code, _out, err = invoke("validate", spec)
+    assert code == 0, err

@@ -245,3 +245,21 @@ def test_an_instance_the_tier_may_rent_is_valid(tmp_path):
     spec = _with_tiers(tmp_path, [{"name": "vm", "usd_per_gpu_hour": 2.0, "instance_gpus": 8, "max_gpus": 8}])
     code, _out, err = invoke("validate", spec)
     assert code == 0, err
+
+
+# -- a CSV cell's bound said in its unit (advisor.measurements._CELL_UNITS) -----------------------------------
+# "line 2.step_seconds: must be <= 1e+06 (a physical upper bound)": the bound of a column in seconds or
+# samples per second named no unit, as the spec's bounds did (above).
+
+TINY = WORKLOADS / "tiny-cpu.toml"
+
+
+@pytest.mark.parametrize("header, row, said", [
+    ("gpus,step_seconds", "1,1e300", "line 2.step_seconds: must be <= 1e+06 s (a physical upper bound)"),
+    ("gpus,throughput", "1,1e300", "line 2.throughput: must be <= 1e+12 samples/s (a physical upper bound)"),
+    ("gpus,step_seconds,comm_seconds", "1,0.2,1e300", "line 2.comm_seconds: must be <= 1e+06 s"),
+])
+def test_a_csv_bound_is_said_in_its_unit(tmp_path, header, row, said):
+    path = tmp_path / "m.csv"
+    path.write_text(f"{header}\n{row}\n2,0.1{',0' if 'comm' in header else ''}\n")
+    assert_refused(*invoke("fit", TINY, "--measurements", path), f"{path}: {said}", "(got '1e300')")

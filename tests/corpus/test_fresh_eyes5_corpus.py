@@ -263,3 +263,19 @@ def test_a_csv_bound_is_said_in_its_unit(tmp_path, header, row, said):
     path = tmp_path / "m.csv"
     path.write_text(f"{header}\n{row}\n2,0.1{',0' if 'comm' in header else ''}\n")
     assert_refused(*invoke("fit", TINY, "--measurements", path), f"{path}: {said}", "(got '1e300')")
+
+
+# -- a typed NaN against a ranged option (advisor.cli.app._plain_range) ---------------------------------------
+# NaN fails every comparison, so `--timeout nan` read "must be at most 604800.0 (got 'nan')", as if the
+# value were too large.
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+def test_a_non_finite_ranged_option_is_named_so(tmp_path, value):
+    assert_refused(*invoke("calibrate", LLM7B, "--emit", "slurm", "--out-dir", tmp_path / "emit", "--timeout", value),
+                   f"--timeout: must be a finite number (got '{value}')")
+    assert not (tmp_path / "emit").exists()
+
+
+def test_a_ranged_option_too_large_still_says_its_bound(tmp_path):
+    assert_refused(*invoke("calibrate", LLM7B, "--emit", "slurm", "--out-dir", tmp_path / "emit", "--timeout", "1e9"),
+                   "--timeout: must be at most 604800")

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from advisor.errors import InputError, Problem
 from advisor.fileio import atomic_write_text, distinct_files, exclusive_lock
-from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
+from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPU_MEMORY, MAX_GPUS_LIMIT
 from advisor.text import plural
 from advisor.validation import validation_error
 
@@ -158,7 +158,7 @@ def calibration_from_dict(data: dict, file: str | Path, workload: str | None = N
         raise validation_error(exc, file, Calibration) from None
     if workload is not None and cal.workload != workload:
         raise InputError.at(file, "workload", f"calibration is for another workload, not {workload!r}", cal.workload)
-    problems = _run_problems(cal, file)
+    problems = _environment_problems(cal, file) + _run_problems(cal, file)
     if problems:
         raise InputError(problems)
     return cal
@@ -175,6 +175,21 @@ def comm_over_step(step, comm) -> "list[bool]":
 
     with np.errstate(invalid="ignore"):
         return (np.asarray(comm, dtype=float) > np.asarray(step, dtype=float) * (1 + 1e-9)).tolist()
+
+
+def _environment_problems(cal: Calibration, file: str) -> list[Problem]:
+    """[environment] is a free table, but `device_memory_bytes` (torch's total_memory) bounds every measured
+    peak (advisor.topology.memory.device_memory_ceiling) and sets the near-capacity warning: -1, 0 or
+    "80 GB" was skipped without a word (the catalog's ceiling applied instead), and 1e30 let any peak
+    through as held. It is a whole number of bytes no larger than the largest GPU memory a spec accepts."""
+    value = cal.environment.get("device_memory_bytes")
+    if value is None:
+        return []
+    if type(value) is not int or not 0 < value <= MAX_GPU_MEMORY:
+        return [Problem(file, "environment.device_memory_bytes", f"must be a whole number of bytes from 1 to "
+                        f"{MAX_GPU_MEMORY:.4g} (cluster.gpu_memory's bound): the memory torch reports for one device",
+                        value, True)]
+    return []
 
 
 def _run_problems(cal: Calibration, file: str) -> list[Problem]:

@@ -408,6 +408,8 @@ _CELL_LIMITS = {
     "comm_seconds": (False, True, MAX_SECONDS),
     "memory_bound": (True, True, 1.0),
 }
+#: The unit a column's bound is said in: "step_seconds: must be <= 1e+06" named none.
+_CELL_UNITS = {"step_seconds": " s", "comm_seconds": " s", "throughput": " samples/s", "global_batch": " samples"}
 
 #: A row giving both step_seconds and throughput must agree within this relative tolerance:
 #: published tables round to 3-4 significant figures (<0.5%), and a tool may report a mean
@@ -550,7 +552,7 @@ def _check_cells(t: CsvTable) -> None:
         if integer and (row := _first(present & (values != np.floor(values)))) is not None:
             raise t.fail(row, column, "must be a whole number")
         if (row := _first(present & (values > limit))) is not None:
-            raise t.fail(row, column, f"must be <= {limit:.4g} (a physical upper bound)")
+            raise t.fail(row, column, f"must be <= {limit:.4g}{_CELL_UNITS.get(column, '')} (a physical upper bound)")
         if column == "step_seconds" and (row := _first(present & (values < MIN_SECONDS))) is not None:
             raise t.fail(row, column, f"must be >= {MIN_SECONDS:g} s (no step is shorter)")
 

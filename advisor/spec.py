@@ -8,6 +8,7 @@ descriptions in `advisor schema`.
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -62,6 +63,10 @@ def _name(value: object) -> object:
     value = _plain_text(value)
     if isinstance(value, str) and value and not value.strip():
         raise ValueError("must not be blank")
+    if isinstance(value, str) and (hidden := next((c for c in value if unicodedata.category(c) == "Cf"), None)):
+        # U+200B ZERO WIDTH SPACE: "spot\u200b" beside "spot" passed as two tiers that print alike
+        raise ValueError(f"must not contain invisible characters (U+{ord(hidden):04X}: zero-width spaces and joiners, "
+                         "format marks): the name would read the same as one without it")
     if isinstance(value, str) and value != value.strip():
         raise ValueError("must not start or end with a space")
     return value
@@ -414,8 +419,10 @@ class ParallelismSpec(_Section):
 
 
 class ClusterSpec(_Section):
-    gpu: Annotated[Text, Field(min_length=1, max_length=200)]
-    """GPU model, free text; a catalog entry (`advisor gpus`) supplies peak FLOP/s for MFU and defaults."""
+    gpu: Annotated[Name, Field(min_length=1, max_length=200)]
+    """GPU model, free text; a catalog entry (`advisor gpus`) supplies peak FLOP/s for MFU and defaults.
+    A Name: "H100 " matched the catalog (its key ignores spaces) yet printed "H100  x8" and went to
+    SkyPilot as written, so surrounding spaces are refused, as a tier name's are."""
     gpus_per_node: Annotated[Int, Field(gt=0, le=MAX_GPUS_PER_NODE)] = 8
     """GPUs in one node (one NVLink/NVSwitch domain)."""
     max_gpus: Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)]
@@ -621,6 +628,26 @@ def _batch_problems(w: Workload) -> list[tuple[str, str, object]]:
     return out
 
 
+def _tier_problems(w: Workload) -> list[tuple[str, str, object]]:
+    """A name twice, a price below a cent, and an instance larger than every count the tier may rent
+    (instance_gpus 16 under max_gpus 8 validated, then recommend found "no plan meets the limits")."""
+    out: list[tuple[str, str, object]] = []
+    seen: set[str] = set()
+    for i, t in enumerate(w.tiers):
+        if t.name in seen:
+            out.append((f"tiers[{i}].name", "duplicate tier name", t.name))
+        seen.add(t.name)
+        if 0 < t.usd_per_gpu_hour < MIN_USD_PER_GPU_HOUR:
+            out.append((f"tiers[{i}].usd_per_gpu_hour", f"must be 0 (free) or at least {MIN_USD_PER_GPU_HOUR:g} USD",
+                        t.usd_per_gpu_hour))
+        cap, what = min((t.max_gpus or MAX_GPUS_LIMIT + 1, f"tiers[{i}].max_gpus"),
+                        (w.cluster.max_gpus, "cluster.max_gpus"))
+        if t.instance_gpus is not None and t.instance_gpus > cap:
+            out.append((f"tiers[{i}].instance_gpus", f"more than {what} ({cap}): not one whole instance can be "
+                        "rented, so the tier offers no GPU count", t.instance_gpus))
+    return out
+
+
 def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
     """Checks that span fields: (dotted path, message, offending value)."""
     out = _model_problems(w) + _batch_problems(w) + _gpu_problems(w)
@@ -630,15 +657,7 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
     elif w.job.tokens is not None and m.seq_len is None:
         out.append(("job.tokens", "needs model.seq_len (tokens per sample) to count samples", w.job.tokens))
 
-    seen: set[str] = set()
-    for i, t in enumerate(w.tiers):
-        if t.name in seen:
-            out.append((f"tiers[{i}].name", "duplicate tier name", t.name))
-        seen.add(t.name)
-        if 0 < t.usd_per_gpu_hour < MIN_USD_PER_GPU_HOUR:
-            out.append((f"tiers[{i}].usd_per_gpu_hour", f"must be 0 (free) or at least {MIN_USD_PER_GPU_HOUR:g} USD",
-                        t.usd_per_gpu_hour))
-
+    out += _tier_problems(w)
     out += _parallelism_problems(w)
     out += _expert_problems(w)
 

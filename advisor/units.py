@@ -163,6 +163,29 @@ def parse_duration(value: object) -> float:
     return _parse(value, TIME_UNITS, "duration")
 
 
+#: The units a bound is said back in, largest first (each one the parser reads): a bound of 1e14 bytes/s
+#: printed bare ("must be <= 1e+14 (got '1e9 Gbit/s')") named neither the unit nor what the user wrote.
+_SAID_UNITS = {
+    "bandwidth": (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("KB/s", 1e3), ("B/s", 1.0)),
+    "size": (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3), ("B", 1.0)),
+    "duration": (("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)),
+}
+_KIND_OF_PARSER = {parse_bandwidth: "bandwidth", parse_size: "size", parse_duration: "duration"}
+
+
+def format_quantity(value: float, parser) -> str | None:
+    """`value` (in base units) with the largest unit that keeps it >= 1, as `parser` reads it back:
+    1e14 bytes/s -> "100 TB/s", 60 s -> "1 min"; None for a parser without units (a count, a price)."""
+    kind = _KIND_OF_PARSER.get(parser)
+    if kind is None:
+        return None
+    units = _SAID_UNITS[kind]
+    if value == 0:
+        return "0 s" if kind == "duration" else f"0 {units[-1][0]}"
+    unit, scale = next(((u, s) for u, s in units if abs(value) >= s), units[-1])
+    return f"{value / scale:.4g} {unit}"
+
+
 _COUNT_LETTERS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from advisor.errors import InputError, Problem, dotted_path
 
@@ -25,6 +25,33 @@ _TYPE_WORDS = {
     "list_type": "must be a list ([...])", "tuple_type": "must be a list ([...])",
     "dict_type": "must be a table", "model_type": "must be a table", "model_attributes_type": "must be a table",
 }
+
+
+_BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+
+
+def _bound_message(kind: str, limit: object, parser) -> str:
+    """`must be <= 100 TB/s`: a bound of a quantity with units (advisor.units) in a unit its field reads,
+    not the base unit it was converted to (`must be <= 1e+14 (got '1e9 Gbit/s')` named no unit)."""
+    from advisor.units import format_quantity
+
+    said = format_quantity(float(limit), parser) if isinstance(limit, int | float) else None
+    if said is None and isinstance(limit, float):  # 0, not 0.0; 1e+14, not 100000000000000
+        said = int(limit) if limit.is_integer() and abs(limit) < 1e6 else f"{limit:g}"
+    return f"must be {_BOUNDS[kind]} {limit if said is None else said}"
+
+
+def _parser_at(root: type[BaseModel], loc: tuple):
+    """The BeforeValidator function (a unit parser: advisor.units.parse_bandwidth, ...) of the field at `loc`."""
+    owner = _model_at(root, loc)
+    field = owner.model_fields.get(loc[-1]) if owner is not None and isinstance(loc[-1], str) else None
+    stack = [*field.metadata, field.annotation] if field is not None else []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, BeforeValidator):
+            return item.func
+        stack += [*getattr(item, "__metadata__", ()), *getattr(item, "__args__", ())]
+    return None
 
 
 def validation_error(exc: ValidationError, file: str, root: type[BaseModel]) -> InputError:
@@ -63,12 +90,8 @@ def _problem_for(error: dict, file: str, root: type[BaseModel]) -> Problem:
         return Problem(file, path, "required", None, False)
     message = error["msg"]
     ctx = error.get("ctx") or {}
-    bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
-    if kind in bounds:
-        limit = next(iter(ctx.values()), "")
-        if isinstance(limit, float):  # 0, not 0.0; 1e+14, not 100000000000000
-            limit = int(limit) if limit.is_integer() and abs(limit) < 1e6 else f"{limit:g}"
-        message = f"must be {bounds[kind]} {limit}"
+    if kind in _BOUNDS:
+        message = _bound_message(kind, next(iter(ctx.values()), ""), _parser_at(root, loc))
     if kind in ("too_long", "too_short", "string_too_long", "string_too_short"):
         from advisor.text import plural
 

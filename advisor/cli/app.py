@@ -209,6 +209,16 @@ _RANGE_WORDS = {
 }
 
 
+def _finite(value: object) -> bool:
+    """False for a typed 'nan', 'inf' or '-Infinity' (or such a float); True for anything else."""
+    import math
+
+    try:
+        return math.isfinite(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return True
+
+
 def _plain_range(cause: BaseException | None) -> str | None:
     """`_RANGE_WORDS` for the first error of a pydantic ValidationError behind a BadParameter, with
     the value typed; None for anything else (choices keep their "Input should be 'a' or 'b'")."""
@@ -222,6 +232,8 @@ def _plain_range(cause: BaseException | None) -> str | None:
     words = _RANGE_WORDS.get(first.get("type"))
     if words is None:
         return None
+    if "{" in words and not _finite(first.get("input")):  # NaN fails every bound: `--timeout nan` read
+        words = _RANGE_WORDS["finite_number"]             # "must be at most 604800.0"
     try:
         text = words.format(**(first.get("ctx") or {}))
     except (KeyError, IndexError):

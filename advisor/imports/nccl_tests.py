@@ -67,6 +67,10 @@ _NUMERIC_START = re.compile(r"[+-]?\.?\d")
 _TYPE = re.compile(r"[a-z][a-z0-9_]*", re.ASCII)
 _TIME_COLUMNS = ("time", "cputime")
 _WRONG_COLUMNS = ("#wrong", "error")
+#: The units row under the column header, as every nccl-tests release prints it: rows are read in these
+#: units, so a row claiming others (a fork or an edit printing "(ms)" or "(MB/s)") is refused, not read
+#: 1,000x off under a busbw-factor error that blamed the rank count.
+_UNITS = {"(B)", "(elements)", "(us)", "(GB/s)"}
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,17 @@ def _row(table: Table, tokens: list[str], file: str, lineno: int) -> None:
     )
 
 
+def _odd_units(tokens: list[str]) -> set[str]:
+    """In a units row (every token parenthesised), the sizes, times and bandwidths not in nccl-tests' units
+    (a per-iteration build's other columns, such as a percentage, are no unit advisor reads)."""
+    from advisor.units import SIZE_UNITS, TIME_UNITS
+
+    if not tokens or not all(t.startswith("(") and t.endswith(")") for t in tokens):
+        return set()
+    return {t for t in tokens if t not in _UNITS and (t[1:-1] in TIME_UNITS or t[1:-1] in SIZE_UNITS
+                                                     or t.endswith("/s)"))}
+
+
 def _table_header(line: str, file: str, lineno: int) -> list[str]:
     cols = _columns(line)
     missing = [c for c in ("size", "algbw", "busbw") if c not in cols]
@@ -212,6 +227,10 @@ def read_tables(text: str, file: str) -> list[Table]:
         if line.startswith("#") and "size" in _columns(line)[:1]:
             current.columns = _table_header(line, file, lineno)
             continue
+        if current.columns and line.startswith("#") and (odd := _odd_units(_columns(line))):
+            raise InputError.at(file, f"line {lineno}", f"units {', '.join(sorted(odd))} are not nccl-tests' "
+                                "own: advisor reads sizes in (B), times in (us) and bandwidths in (GB/s), as "
+                                "every nccl-tests release prints them", line)
         tokens = line.split()
         if current.columns and _row_like(tokens):
             _row(current, tokens, file, lineno)

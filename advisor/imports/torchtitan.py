@@ -148,6 +148,7 @@ def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) 
     batch = int(workload.global_batch(gpus))
     tokens = batch * workload.model.seq_len
     steps = [tokens / (tps * gpus) for _, tps, _, _ in kept]
+    _check_steps_exist(file, kept, steps, tokens, gpus)
     memories = [m for _, _, m, _ in kept if m is not None]
     ceiling = device_memory_ceiling(workload) if memories else None
     if ceiling is not None and max(memories) > ceiling[0]:  # the rule every command applies to the file
@@ -172,6 +173,20 @@ def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) 
         f"(lines {kept[0][3]}-{kept[-1][3]}); step_seconds = {batch} samples x {workload.model.seq_len} tokens "
         f"/ (tps x {gpus} GPUs)",
     )
+
+
+def _check_steps_exist(file: str, kept: list, steps: list[float], tokens: int, gpus: int) -> None:
+    """Refuse, at its own line, a tps that makes a step no run has (outside calibration_data's MIN_SECONDS to
+    MAX_SECONDS): a tps of 1e23 was refused once per logged step as "line 2: step_seconds: must be >= 1e-09",
+    naming a number the log does not hold, on as many lines as the log had steps."""
+    from advisor.calibration_data import MAX_SECONDS, MIN_SECONDS
+
+    for row, step in zip(kept, steps, strict=True):
+        if not MIN_SECONDS <= step <= MAX_SECONDS:
+            bound = f"under {MIN_SECONDS:g} s" if step < MIN_SECONDS else f"over {MAX_SECONDS:g} s"
+            raise InputError.at(file, f"line {row[3]}.tps", f"{tokens:,} tokens a step over {plural(gpus, 'GPU')} "
+                                f"at this rate take {bound}, a step no run has: the number is in other units or "
+                                "of another run", row[1])
 
 
 def import_torchtitan(

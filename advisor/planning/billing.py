@@ -416,15 +416,17 @@ def _priced(billing: "TierBilling", preemption: Preemption, counts, compute_hour
 
 
 def stalled(preemption: Preemption, wall_hours: "np.ndarray") -> "np.ndarray":
-    """(tiers, counts): plans a preemptible tier keeps from finishing: an expected wall time (median)
-    above MAX_DEADLINE_HOURS, a century, where the preemption model, not the job, put it (each restart
-    is itself preempted: e^{ΛR} grows without bound). Such a plan is left out, not priced."""
+    """(tiers, counts): plans that never finish: an expected wall time (median) above MAX_DEADLINE_HOURS,
+    a century, the longest deadline advisor accepts. A preemptible tier's model puts it there when each
+    restart is itself preempted (e^{ΛR} grows without bound); any tier when the job alone outlasts it
+    (160B tokens at 1e17: 4.8 million hours on 1,024 H100s, priced at $9.4 billion and recommended).
+    Such a plan is left out, not priced. `preemption` gives the shape (tiers, counts)."""
     import numpy as np
 
     from advisor.planning.limits import MAX_DEADLINE_HOURS
 
     with np.errstate(invalid="ignore"):
-        return (preemption.factor > 1) & ~(wall_hours <= MAX_DEADLINE_HOURS)
+        return np.broadcast_to(~(wall_hours <= MAX_DEADLINE_HOURS), preemption.factor.shape)
 
 
 def _preemption(tiers: Sequence["Tier"], nodes: "np.ndarray") -> Preemption:

@@ -331,6 +331,11 @@ def _left_out(rec: "Recommendation") -> list[str]:
     elif not sw.fits_batch.all():
         out.append(f"Left out {_counts(sw.gpus[~sw.fits_batch])}: under one sample per GPU, or not dividing the "
                    f"fixed global batch evenly (the remainder would change the recipe).")
+    if (long := _outlasting_counts(sw)).any():
+        hours, gpus = min(zip(sw.compute_hours[0][long].tolist(), sw.gpus[long].tolist(), strict=True))
+        out.append(f"Left out {_counts(sw.gpus[long])}: the job alone computes for more than "
+                   f"{fmt_hours(MAX_DEADLINE_HOURS)} there, {fmt_hours(hours)} even at {count(gpus)} GPUs: "
+                   "past the longest deadline advisor plans for, so no tier prices them.")
     for t, tier in enumerate(sw.tiers):
         capped = sw.gpus > (tier.max_gpus or sw.gpus.max())
         if run is not None and (capped & run.ok).any():  # counts that run, but not on this tier: said, or
@@ -358,7 +363,19 @@ def _stalled_counts(sw, t: int):
 
     with np.errstate(invalid="ignore"):
         never = stalled(sw.preemption, sw.wall_hours[0])[t] | ~np.isfinite(sw.wall_hours[0, t])
-    return never & (sw.preemption.factor[t] > 1) & sw.offered[t] & sw.fits_batch & sw.fits_memory
+    return (never & (sw.preemption.factor[t] > 1) & sw.offered[t] & sw.fits_batch & sw.fits_memory
+            & ~_outlasting_counts(sw))
+
+
+def _outlasting_counts(sw):
+    """Counts left out on every tier because the job's compute alone passes MAX_DEADLINE_HOURS
+    (advisor.planning.billing.stalled), preemptions or not."""
+    import numpy as np
+
+    from advisor.planning.limits import MAX_DEADLINE_HOURS
+
+    with np.errstate(invalid="ignore"):
+        return ~(sw.compute_hours[0] <= MAX_DEADLINE_HOURS) & sw.fits_batch & sw.fits_memory
 
 
 def _counts(gpus) -> str:

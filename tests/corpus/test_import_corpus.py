@@ -108,7 +108,7 @@ def test_torchtitan_value_out_of_bounds_is_reported_at_its_own_line(tmp_path):
     lines = TITAN_LOG.splitlines()
     lines[5] = re.sub(r"tps:\s*\S+", "tps: 0.000000000001", lines[5])  # line 6
     code, out, err, log, _ = _titan(tmp_path, "\n".join(lines) + "\n")
-    _clean(code, out, err, f"{log}: line 6: step_seconds:")
+    _clean(code, out, err, f"{log}: line 6.tps: ")
 
 
 # -- 2. linear time: a 1 MB line answers in seconds ----------------------------------------------

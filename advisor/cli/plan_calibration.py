@@ -21,8 +21,6 @@ from advisor.cli.tables import plain
 MAX_STARTUP_SECONDS = 7 * 86400
 
 
-
-
 def _band(b) -> str:
     return f"{b.low / b.median - 1:+.0%}/{b.high / b.median - 1:+.0%}"
 

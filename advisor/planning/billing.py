@@ -411,22 +411,22 @@ def _priced(billing: "TierBilling", preemption: Preemption, counts, compute_hour
     with np.errstate(over="ignore"):  # a factor so large it overflows: the job never finishes
         wall = compute_hours[:, None, :] * preemption.factor[None, :, :]
     cost = billing.cost(counts, wall)
-    finite = np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0) & ~stalled(preemption, wall[0])
+    finite = np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0) & ~outlasts(wall[0])
     return wall, cost, finite
 
 
-def stalled(preemption: Preemption, wall_hours: "np.ndarray") -> "np.ndarray":
-    """(tiers, counts): plans that never finish: an expected wall time (median) above MAX_DEADLINE_HOURS,
-    a century, the longest deadline advisor accepts. A preemptible tier's model puts it there when each
-    restart is itself preempted (e^{ΛR} grows without bound); any tier when the job alone outlasts it
-    (160B tokens at 1e17: 4.8 million hours on 1,024 H100s, priced at $9.4 billion and recommended).
-    Such a plan is left out, not priced. `preemption` gives the shape (tiers, counts)."""
+def outlasts(hours: "np.ndarray") -> "np.ndarray":
+    """Where a plan never finishes: an expected wall time (median) above MAX_DEADLINE_HOURS, a century,
+    the longest deadline advisor accepts (NaN counts as never). A preemptible tier's model puts it there
+    when each restart is itself preempted (e^{ΛR} grows without bound); any tier when the job alone
+    outlasts it (160B tokens at 1e17: 4.8 million hours on 1,024 H100s, priced at $9.4 billion and
+    recommended). Such a plan is left out, not priced."""
     import numpy as np
 
     from advisor.planning.limits import MAX_DEADLINE_HOURS
 
     with np.errstate(invalid="ignore"):
-        return np.broadcast_to(~(wall_hours <= MAX_DEADLINE_HOURS), preemption.factor.shape)
+        return ~(np.asarray(hours) <= MAX_DEADLINE_HOURS)
 
 
 def _preemption(tiers: Sequence["Tier"], nodes: "np.ndarray") -> Preemption:

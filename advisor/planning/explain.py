@@ -356,26 +356,23 @@ def _left_out(rec: "Recommendation") -> list[str]:
 
 
 def _stalled_counts(sw, t: int):
-    """Counts tier t prices but its preemptions keep from finishing (advisor.planning.billing.stalled)."""
+    """Counts tier t prices but its preemptions keep from finishing (advisor.planning.billing.outlasts)."""
     import numpy as np
 
-    from advisor.planning.billing import stalled
+    from advisor.planning.billing import outlasts
 
     with np.errstate(invalid="ignore"):
-        never = stalled(sw.preemption, sw.wall_hours[0])[t] | ~np.isfinite(sw.wall_hours[0, t])
+        never = outlasts(sw.wall_hours[0, t]) | ~np.isfinite(sw.wall_hours[0, t])
     return (never & (sw.preemption.factor[t] > 1) & sw.offered[t] & sw.fits_batch & sw.fits_memory
             & ~_outlasting_counts(sw))
 
 
 def _outlasting_counts(sw):
-    """Counts left out on every tier because the job's compute alone passes MAX_DEADLINE_HOURS
-    (advisor.planning.billing.stalled), preemptions or not."""
-    import numpy as np
+    """Counts left out on every tier because the job's compute alone never finishes
+    (advisor.planning.billing.outlasts), preemptions or not."""
+    from advisor.planning.billing import outlasts
 
-    from advisor.planning.limits import MAX_DEADLINE_HOURS
-
-    with np.errstate(invalid="ignore"):
-        return ~(sw.compute_hours[0] <= MAX_DEADLINE_HOURS) & sw.fits_batch & sw.fits_memory
+    return outlasts(sw.compute_hours[0]) & sw.fits_batch & sw.fits_memory
 
 
 def _counts(gpus) -> str:

@@ -30,7 +30,7 @@ def _clean_json(text: str) -> dict:
     return json.loads(text, parse_constant=refuse)
 
 
-# -- a preemptible tier that never finishes (advisor.planning.billing.stalled) --------------------------
+# -- a preemptible tier that never finishes (advisor.planning.billing.outlasts) --------------------------
 # 60 preemptions per node-hour against a 1 h restart: at 2 nodes Λ = 120/h and every restart is itself
 # preempted (e^{ΛR} = e^120), so no plan on that tier ends. It was priced at 2e107 hours, printed as a
 # 100-digit figure and recommended "worth its cost"; with a 10 min restart numpy printed an overflow

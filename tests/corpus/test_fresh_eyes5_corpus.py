@@ -85,7 +85,7 @@ def test_a_formatted_quantity_reads_back(value, parser, said):
         assert getattr(units, parser)(text) == pytest.approx(value, rel=1e-3)
 
 
-# -- a job that outlasts a century on every tier (advisor.planning.billing.stalled) ------------------------
+# -- a job that outlasts a century on every tier (advisor.planning.billing.outlasts) ------------------------
 # Round 4 left out a preemptible tier's plans past MAX_DEADLINE_HOURS (1e6 h); a tier without preemptions
 # still priced them: llm7b at job.tokens = 1e17 (the spec's largest) was recommended on 1,024 GPUs for
 # 4,845,916 h (553 years) at $9.4 billion, "worth the cost". 6 x 8e9 x 1e17 FLOPs over 1,024 H100s at

@@ -661,26 +661,27 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
         depth = proxy_depth(cal)
     if csv_measurements is not None:
         if runs and csv_measurements.runs:
-            _check_one_model(workload, cal, csv_measurements, layout, depth)
+            _check_one_model(workload, cal, csv_measurements, depth)
         runs += csv_measurements.runs
         probes += csv_measurements.probes
         sources.append(csv_measurements.source)
     return Measurements(runs, probes, " + ".join(sources), peaks, layout, notes, depth)
 
 
-def _check_one_model(workload: "Workload", cal: "Calibration", csv: Measurements, layout: tuple | None,
-                     depth: int | None) -> None:
+def _check_one_model(workload: "Workload", cal: "Calibration", csv: Measurements, depth: int | None) -> None:
     """Refuse a CSV's step times beside a calibration's runs that timed another model: one set of
     measurements is fitted as one workload (`measured_workload`); a CSV's rows are the spec's model,
-    while runs advisor calibrate timed on a proxy of fewer layers are fitted as that proxy, so the CSV's
-    full-model steps were read as a 1-layer proxy's, at ~80x its FLOPs per step. (A layout the file
-    records is applied to the CSV's rows too: the CSV does not say its own.)"""
-    timed = fitted_as(workload, layout, depth).model
+    while runs advisor calibrate timed on a proxy of fewer layers, or at full length where the spec
+    declares model.mean_seq_len, are fitted as that proxy, so the CSV's full-model steps were read as a
+    1-layer proxy's, at ~80x its FLOPs per step. (A layout the file records applies to the CSV's rows
+    too: the CSV does not say its own.)"""
+    timed = fitted_as(workload, None, depth).model
     if timed == workload.model:
         return
-    proxy = f"advisor calibrate's {timed.layers or 0}-layer proxy"
+    proxy = (f"advisor calibrate's {timed.layers}-layer proxy of the model" if timed.layers != workload.model.layers
+             else "the model at full length (seq_len), not at model.mean_seq_len")
     raise InputError.at(csv.source, "", f"its step times cannot be fitted beside the runs of "
-                        f"{cal.path or 'the calibration'}, which timed {proxy} of the model: one fit reads one "
+                        f"{cal.path or 'the calibration'}, which timed {proxy}: one fit reads one "
                         "model; pass the calibration or the CSV, not both")
 
 

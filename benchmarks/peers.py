@@ -14,8 +14,9 @@ step time from the result logs; 8x400 Gbit/s NDR per node). Both are NVSwitch no
 recipe: degrees, micro-batch, schedule, recomputation, precision (FP8 for MLPerf: Transformer Engine),
 sequence parallelism, the distributed optimizer, the overlap switches (MLPerf configs: SEQ_PARALLEL,
 TP_COMM_OVERLAP, FP8, distributed optimizer with overlapped gradient reduce and parameter gather;
-Megatron SC21: fp16, full recomputation, no sequence parallelism, which came in 2022). Where a
-publication does not give a field (Table 1's micro-batch and schedule), the spec default is used.
+Megatron SC21: fp16, full recomputation, no sequence parallelism, which came in 2022; Table 1's
+micro-batch, interleaving, DDP implementation and gradient dtype from the scripts that produced it,
+`MEGATRON_RECIPE`). Where a source does not give a field, the spec default is used.
 
 Printed per case: published and predicted step seconds, the error, whether the published step lies
 inside the 90% interval, the interval's high/low; then the mean absolute error, the count within 25%,
@@ -60,6 +61,16 @@ MLPERF_MODELS = {
 MLPERF_VP = {"gpt3": 12, "llama31_405b": 8}
 #: Megatron SC21's vocabulary (GPT-2 BPE padded, §5.1) and sequence length.
 MEGATRON_VOCAB, MEGATRON_SEQ = 51200, 2048
+#: Table 1's recipe per row (GPU count -> micro-batch, virtual stages, DDP implementation), from the
+#: scripts that produced it: NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (MBS, DDP, and
+#: --num-layers-per-virtual-pipeline-stage: 76B 5 of its 15 layers per stage = 3 chunks, 310B 3 of 6 = 2,
+#: none for 1T) and examples/sc21/CONFIG.sh (--fp16, --DDP-impl, --micro-batch-size), commit
+#: cf547dea839f709ec2f147da0679d663da3c20da. `torch` DDP reduces its buckets during the backward;
+#: Megatron's `local` DDP of 2021 all-reduced after it (no overlap). Under --fp16 without
+#: --accumulate-allreduce-grads-in-fp32 (not set there; only bf16 forces it) gradients are reduced in fp16.
+#: The 2021 schedules' pipeline sends were blocking (--overlap-p2p-communication came in 2023).
+MEGATRON_RECIPE = {32: (16, 1, "torch"), 128: (16, 1, "torch"), 512: (4, 1, "local"), 1024: (2, 3, "local"),
+                   1920: (1, 2, "local"), 3072: (1, 1, "local")}
 
 
 def _spec(name, gpus, model, batch, micro, parallelism, gpu, inter) -> dict:
@@ -84,13 +95,18 @@ def megatron_cases() -> list[dict]:
             s, v = MEGATRON_SEQ, MEGATRON_VOCAB
             flops = 96 * b * s * layers * h * h * (1 + s / (6 * h) + v / (16 * layers * h))
             step = flops / (n * float(r["tflops_per_gpu"]) * 1e12)
+            micro, vp, ddp = MEGATRON_RECIPE[n]
             par = {"strategy": "ddp", "tensor_parallel_degree": tp, "pipeline_parallel_degree": pp,
-                   "activation_checkpoint": "full", "overlap_grad_reduce": False}
+                   "activation_checkpoint": "full", "overlap_grad_reduce": ddp == "torch", "reduce_dtype": "fp16"}
             if tp > 1:
                 par["sequence_parallel"] = False
+            if pp > 1:
+                par["overlap_p2p_comm"] = False
+            if vp > 1:
+                par.update(pipeline_schedule="interleaved", pipeline_virtual_stages=vp)
             model = {"params": float(r["params_billion"]) * 1e9, "layers": layers, "hidden": h,
                      "heads": int(r["attention_heads"]), "seq_len": s, "vocab": v, "precision": "fp16"}
-            spec = _spec(f"megatron-{r['params_billion'].replace('.', 'p')}b", n, model, b, 1 if pp > 1 else None, par,
+            spec = _spec(f"megatron-{r['params_billion'].replace('.', 'p')}b", n, model, b, micro, par,
                          "A100-SXM", "1600 Gbit/s")
             out.append({"case": f"Megatron SC21 {r['params_billion']}B @ {n}", "spec": spec, "gpus": n,
                         "nodes": n // 8, "published": step, "series": "megatron-sc21"})

@@ -40,6 +40,7 @@ import numpy as np
 
 from advisor.errors import InputError
 from advisor.measurements import Measurements, from_calibration
+from advisor.scaling.anchor import Anchor
 from advisor.scaling.ceiling import Ceiling
 from advisor.scaling.evidence import (
     Extent,
@@ -161,7 +162,7 @@ class FitRecord:
     requested_family: str
     cv: CrossValidation
     naive_cv_mape: float | None
-    anchor: tuple[np.ndarray, np.ndarray, np.ndarray]
+    anchor: Anchor
     noise: NoiseModel
     draws: Draws
     extent: Extent
@@ -200,7 +201,7 @@ def fit_record(workload: "Workload", measurements: Measurements | None, requeste
         est.cov_ = est.covariance((FIT_NOISE / pooled_noise(in_sample, priors.noise)) ** 2)
     ceiling = Ceiling.of(in_job_units(fitted, problem.data), pressed)
     return FitRecord(fitted=fitted, requested_family=requested, cv=cv, naive_cv_mape=_naive_cv(problem.data),
-                     anchor=_anchor(problem.data, in_sample, pressed), noise=noise,
+                     anchor=Anchor.of(problem.data.gpus, problem.data.batch, in_sample, pressed), noise=noise,
                      draws=posterior_draws(est, n_draws, seed),
                      extent=Extent.of(problem.data) if calibrated else Extent(), ceiling=ceiling,
                      warnings=tuple(fit_warnings(fitted, noise, calibrated=calibrated)
@@ -214,16 +215,6 @@ def _flagged(m: Measurements | None) -> tuple:
         return ()
     keep = m.memory_bound
     return tuple(zip(m.gpus[keep], m.nodes[keep], m.global_batch[keep], strict=True))
-
-
-def _anchor(d: FitData, in_sample: np.ndarray, pressed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(log2 count, median log residual, near memory capacity) per measured count: what the fit misses
-    where it was measured, and whether that count's level is one memory pressure set (ScalingModel.anchoring)."""
-    if d.empty:
-        return np.zeros(0), np.zeros(0), np.zeros(0, bool)
-    counts = np.unique(d.gpus)
-    return (np.log2(counts), np.array([float(np.median(in_sample[d.gpus == c])) for c in counts]),
-            np.array([bool(pressed[d.gpus == c].all()) for c in counts]))
 
 
 def _pressed_at(d) -> np.ndarray | None:
@@ -345,7 +336,7 @@ class ScalingModel(StepTimeModel):
         fitted = self.record.fitted
         d = fitted.design(gpus, nodes, batch)
         pressed = _pressed_at(d)
-        median = fitted.estimator.predict(d.X) * self.anchoring(gpus, pressed)
+        median = fitted.estimator.predict(d.X) * self.anchoring(gpus, pressed, batch)
         spread = sigma_spread(d.X, fitted.estimator)
         low, high = interval(median, spread, self.record.noise, self.record.extent.distance(gpus, nodes))
         # The limits (docs/model.md, "Limits"): neither the fit, anchoring nor the band lifts achieved
@@ -356,9 +347,10 @@ class ScalingModel(StepTimeModel):
         median = np.maximum(median, np.maximum(peak, self.record.ceiling.step_floor(gpus, batch, pressed)))
         return median, np.maximum(low, peak), np.maximum(high, median)
 
-    def anchoring(self, gpus, pressed_at: np.ndarray | None = None) -> np.ndarray:
+    def anchoring(self, gpus, pressed_at: np.ndarray | None = None, batch=None) -> np.ndarray:
         """Factor on the fitted step: exp of the fit's median log residual at the largest measured
-        count at or below N (the smallest's below it).
+        count at or below N (the smallest's below it), at that count's measured per-GPU batch nearest
+        the query's (`batch`: global batch per query; None: all its rows) (advisor.scaling.anchor).
 
         The model predicts how the step changes going up from the measured counts; the level at the
         measured count below is what was measured there. A misfit at the largest count (per-row batches
@@ -374,20 +366,7 @@ class ScalingModel(StepTimeModel):
         column's placements; None: none is) only: above it, where memory is freed, the largest count
         with memory to spare at or below N does, else nothing (the fit's own level; never a larger
         count's, which would carry its links' misfit down)."""
-        x, r, pressed = self.record.anchor
-        if x.size == 0:
-            return np.ones_like(np.asarray(gpus, float))
-        lg = np.log2(np.asarray(gpus, float))
-        at = np.searchsorted(x, lg + 1e-9, side="right") - 1
-        held = r[np.maximum(at, 0)]
-        if pressed.any():
-            spare_x, spare_r = x[~pressed], r[~pressed]
-            at_spare = np.searchsorted(spare_x, lg + 1e-9, side="right") - 1
-            spare = np.where(at_spare >= 0, spare_r[np.maximum(at_spare, 0)] if spare_r.size else 0.0, 0.0)
-            exact = (at >= 0) & np.isclose(x[np.maximum(at, 0)], lg)
-            still = np.zeros(lg.shape, bool) if pressed_at is None else np.asarray(pressed_at, bool)
-            held = np.where((at >= 0) & pressed[np.maximum(at, 0)] & ~exact & ~still, spare, held)
-        return np.exp(held)
+        return self.record.anchor.factor(gpus, batch, pressed_at)
 
     def predict(self, gpus, nodes=None, global_batch=None) -> Prediction:
         """Step time, throughput (samples/s), speedup and efficiency vs `baseline_gpus`, MFU, naive guess.

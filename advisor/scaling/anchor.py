@@ -40,13 +40,14 @@ class Anchor:
 
     def residuals(self, count: float, per_gpu: np.ndarray | None) -> np.ndarray | float:
         """Median log residual at measured count `count` (log2) of its rows at the per-GPU batch nearest
-        each of `per_gpu` (log2; None: all its rows)."""
+        each of `per_gpu` (log2; None, or a batch that is not positive: all its rows)."""
         at = np.isclose(self.row_count, count)
         r = self.row_residual[at]
         if per_gpu is None:
             return float(np.median(r))
-        gap = np.abs(self.row_batch[at][:, None] - np.asarray(per_gpu, float)[None, :])
-        nearest = np.isclose(gap, gap.min(axis=0, keepdims=True))
+        per_gpu = np.asarray(per_gpu, float)
+        gap = np.abs(self.row_batch[at][:, None] - np.where(np.isfinite(per_gpu), per_gpu, 0.0)[None, :])
+        nearest = np.isclose(gap, gap.min(axis=0, keepdims=True)) | ~np.isfinite(per_gpu)[None, :]
         return np.nanmedian(np.where(nearest, r[:, None], np.nan), axis=0)
 
     def factor(self, gpus, batch=None, pressed_at: np.ndarray | None = None) -> np.ndarray:
@@ -57,7 +58,8 @@ class Anchor:
         lg = np.log2(np.asarray(gpus, float))
         if self.counts.size == 0:
             return np.ones_like(lg)
-        per_gpu = None if batch is None else np.log2(np.asarray(batch, float) / np.asarray(gpus, float))
+        with np.errstate(divide="ignore", invalid="ignore"):  # an empty batch (0) reads every row at its count
+            per_gpu = None if batch is None else np.log2(np.asarray(batch, float) / np.asarray(gpus, float))
         at = np.maximum(np.searchsorted(self.counts, lg + 1e-9, side="right") - 1, 0)
         use = self.counts[at].astype(float)
         if self.pressed.any():

@@ -31,6 +31,8 @@ def test_factor_by_hand():
     assert np.log(a.factor(q, b)) == pytest.approx(want)
     assert np.log(a.factor(np.array([32.0]))) == pytest.approx([np.median([0.034, -0.033])])
     assert a.factor(q, b).shape == q.shape
+    with np.errstate(all="raise"):  # an empty batch (a count the batch cap leaves empty) reads all rows
+        assert np.log(a.factor(np.array([16.0]), np.array([0.0]))) == pytest.approx([np.median([0.034, -0.033])])
     assert Anchor.of(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, bool)).factor(q, b) == pytest.approx(1.0)
 
 

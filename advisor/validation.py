@@ -75,6 +75,20 @@ def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     return cls
 
 
+#: Recipe switches people copy from their configs that advisor does not model, by a word of the key:
+#: the hint says so instead of listing the keys (docs/formats.md, "Not modelled").
+NOT_MODELLED = {"offload": "CPU offload is not modelled (docs/formats.md, 'Not modelled')"}
+
+
+def _unknown_key_hint(key: str, known: list[str]) -> str:
+    """'; did you mean ...?', what is not modelled, or the keys the section accepts."""
+    said = next((why for word, why in NOT_MODELLED.items() if word in key.lower()), None)
+    if said:
+        return f"; {said}"
+    close = difflib.get_close_matches(key, known, n=1)
+    return f"; did you mean '{close[0]}'?" if close else (f"; known keys: {', '.join(known)}" if known else "")
+
+
 def _problem_for(error: dict, file: str, root: type[BaseModel]) -> Problem:
     loc = tuple(error["loc"])
     path = dotted_path(loc)
@@ -83,9 +97,7 @@ def _problem_for(error: dict, file: str, root: type[BaseModel]) -> Problem:
     if kind == "extra_forbidden":
         owner = _model_at(root, loc)
         known = [f.alias or k for k, f in owner.model_fields.items() if not f.exclude] if owner else []
-        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else (f"; known keys: {', '.join(known)}" if known else "")
-        return Problem(file, path, f"unknown key{hint}", value, True)
+        return Problem(file, path, f"unknown key{_unknown_key_hint(str(loc[-1]), known)}", value, True)
     if kind == "missing":
         return Problem(file, path, "required", None, False)
     message = error["msg"]

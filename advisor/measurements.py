@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from advisor.calibration_data import COMM_OVER_STEP, MAX_SECONDS, MIN_SECONDS, comm_over_step
+from advisor.calibration_data import (
+    COMM_OVER_STEP,
+    MAX_SECONDS,
+    MIN_SECONDS,
+    THROUGHPUT_TOLERANCE,
+    comm_over_step,
+)
 from advisor.errors import InputError
 from advisor.fileio import MAX_CSV_BYTES, read_input_text
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
@@ -411,11 +417,6 @@ _CELL_LIMITS = {
 #: The unit a column's bound is said in: "step_seconds: must be <= 1e+06" named none.
 _CELL_UNITS = {"step_seconds": " s", "comm_seconds": " s", "throughput": " samples/s", "global_batch": " samples"}
 
-#: A row giving both step_seconds and throughput must agree within this relative tolerance:
-#: published tables round to 3-4 significant figures (<0.5%), and a tool may report a mean
-#: throughput beside a median step (a few percent on a noisy run); 10% covers both, while a
-#: wrong column or a per-GPU throughput in a whole-job column (a factor of N) is caught.
-THROUGHPUT_TOLERANCE = 0.10
 
 
 @dataclass(frozen=True)

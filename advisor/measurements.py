@@ -277,6 +277,17 @@ def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
     return layout
 
 
+def _check_probes(cal: "Calibration") -> None:
+    """Each [[collectives]] row's busbw is its bytes / seconds x nccl-tests' factor for its ranks, the check an
+    imported nccl-tests row and a `--collect` probe get (advisor.imports.common.check_collective): a
+    hand-edited busbw of 0 or 1e-300 beside 0.4 ms for 64 MiB was printed and warned about as measured."""
+    from advisor.imports.common import check_collective
+
+    for i, c in enumerate(cal.collectives):
+        check_collective(c.op, c.gpus, c.bytes, c.seconds, c.busbw, str(cal.path or "<calibration>"),
+                         f"collectives[{i}].busbw")
+
+
 def from_calibration(cal: "Calibration", workload: "Workload",
                      left_out: list[str] | None = None, with_peaks: bool = True) -> Measurements | None:
     """Runs of a calibration file; exposed communication from compute_seconds or comm_seconds. A run
@@ -286,6 +297,7 @@ def from_calibration(cal: "Calibration", workload: "Workload",
     that still apply, or from the prior (None) when none does, instead of refusing every command.
     `with_peaks` false leaves the memory peaks (and their checks) to a caller that reads them per file
     (combine_measurements), so they are not computed twice."""
+    _check_probes(cal)
     if left_out is None:
         layout = check_runs_split(cal, workload)
         kept = list(cal.runs)

@@ -304,3 +304,23 @@ def test_a_price_in_the_count_grammar_is_read(tmp_path):
     assert code == 0, err
     w = json.loads(out)["workload"]
     assert w["tiers"][0]["usd_per_gpu_hour"] == 2.64 and w["batch"]["gradient_noise_scale"] == 2000
+
+
+# -- a calibration file's busbw against its bytes and seconds (advisor.measurements._check_probes) -------------
+# An imported nccl-tests row and a --collect probe were checked (advisor.imports.common.check_collective); a
+# [[collectives]] row edited by hand was not: busbw 0 or 1e-300 beside a real size and time was printed and
+# warned about ("reached 0 GB/s ... likely a misconfiguration") as if measured.
+
+@pytest.mark.parametrize("busbw", [0.0, 1e-300, 1e5])
+def test_a_busbw_contradicting_its_size_and_time_is_refused(tmp_path, busbw):
+    path = _calibration(tmp_path, lambda d: d["collectives"][0].__setitem__("busbw", busbw))
+    assert_refused(*_fit(path), f"{path}: collectives[0].busbw: busbw disagrees with size / time x ")
+
+
+# -- one problem for a value no member of a union takes (advisor.validation.validation_error) -------------------
+# [setup] values are true/false, a number or text: nan or a list printed four lines, one per member.
+
+@pytest.mark.parametrize("value", [float("nan"), [], {"a": 1}])
+def test_a_setup_value_of_no_kind_is_one_line(tmp_path, value):
+    path = _calibration(tmp_path, lambda d: d["setup"].__setitem__("model.precision", value))
+    assert_refused(*_fit(path), f'{path}: setup."model.precision": must be true or false; or must be a whole number')

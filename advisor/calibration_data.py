@@ -33,6 +33,11 @@ MIN_SECONDS = 1e-9
 MAX_STEPS_PER_RUN = 1_000_000
 MAX_MESSAGE_BYTES = 2**40
 MAX_BUSBW_GBPS = 1e5
+#: A CSV row giving both step_seconds and throughput (and a run's tokens_per_second beside its step_seconds)
+#: must agree within this relative tolerance: published tables round to 3-4 significant figures (<0.5%),
+#: and a tool may report a mean throughput beside a median step (a few percent on a noisy run); 10% covers both, while a
+#: wrong column or a per-GPU throughput in a whole-job column (a factor of N) is caught.
+THROUGHPUT_TOLERANCE = 0.10
 
 Positive = Annotated[float, Field(ge=MIN_SECONDS, le=MAX_SECONDS)]
 #: GPU and node counts: whole TOML integers (`true` is not 1), at most the spec's MAX_GPUS_LIMIT.
@@ -41,7 +46,10 @@ Steps = Annotated[list[Positive], Field(min_length=1, max_length=MAX_STEPS_PER_R
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
+    """Strict types: a number is a TOML number (`step_seconds = ["1.5"]` and `true` were read as 1.5 and 1.0),
+    a string a string, a flag true or false. Written files hold numbers; only the spec has the unit grammar."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True, strict=True)
 
 
 class Provenance(_Strict):
@@ -126,7 +134,7 @@ class Calibration(_Strict):
     runs: list[Run] = []
     collectives: list[Collective] = []
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True, strict=True)
 
     #: Where the file was read from (not part of the file).
     path: Path | None = Field(default=None, exclude=True)
@@ -158,7 +166,8 @@ def calibration_from_dict(data: dict, file: str | Path, workload: str | None = N
         raise validation_error(exc, file, Calibration) from None
     if workload is not None and cal.workload != workload:
         raise InputError.at(file, "workload", f"calibration is for another workload, not {workload!r}", cal.workload)
-    problems = _environment_problems(cal, file) + _run_problems(cal, file)
+    problems = (_provenance_problems(cal, file) + _environment_problems(cal, file) + _run_problems(cal, file)
+                + _tokens_per_second_problems(cal, file))
     if problems:
         raise InputError(problems)
     return cal
@@ -177,18 +186,91 @@ def comm_over_step(step, comm) -> "list[bool]":
         return (np.asarray(comm, dtype=float) > np.asarray(step, dtype=float) * (1 + 1e-9)).tolist()
 
 
+def _provenance_problems(cal: Calibration, file: str) -> list[Problem]:
+    """`provenance.created` is an ISO 8601 date and time with its UTC offset (`now_utc` writes
+    `2026-11-30T05:15:17Z`): free text ("yesterday", "2026-13-01") was read as a date nobody could check."""
+    text = cal.provenance.created
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        stamp = None
+    if stamp is None or stamp.tzinfo is None:
+        return [Problem(file, "provenance.created", "must be an ISO 8601 date and time with its UTC offset, "
+                        "such as '2026-11-30T05:15:17Z'", text, True)]
+    return []
+
+
 def _environment_problems(cal: Calibration, file: str) -> list[Problem]:
     """[environment] is a free table, but `device_memory_bytes` (torch's total_memory) bounds every measured
     peak (advisor.topology.memory.device_memory_ceiling) and sets the near-capacity warning: -1, 0 or
     "80 GB" was skipped without a word (the catalog's ceiling applied instead), and 1e30 let any peak
     through as held. It is a whole number of bytes no larger than the largest GPU memory a spec accepts."""
     value = cal.environment.get("device_memory_bytes")
+    out = _gpus_per_node_problems(cal, file)
+    if value is not None and (type(value) is not int or not 0 < value <= MAX_GPU_MEMORY):
+        out.append(Problem(file, "environment.device_memory_bytes", f"must be a whole number of bytes from 1 to "
+                           f"{MAX_GPU_MEMORY:.4g} (cluster.gpu_memory's bound): the memory torch reports for one "
+                           "device", value, True))
+    return out
+
+
+def _gpus_per_node_problems(cal: Calibration, file: str) -> list[Problem]:
+    """`environment.gpus_per_node` agrees with the placements: a published file's one number (the GPUs
+    of a node) holds every run's and probe's ranks per node (ceil(gpus / nodes)); the table `advisor
+    calibrate` writes, keyed by GPU count, gives the ranks per node of a run at that count (gpus / nodes).
+    `gpus_per_node = 4` beside a run of 16 GPUs on 2 nodes was read without a word."""
+    from advisor.spec import MAX_GPUS_PER_NODE
+
+    value, where = cal.environment.get("gpus_per_node"), "environment.gpus_per_node"
     if value is None:
         return []
-    if type(value) is not int or not 0 < value <= MAX_GPU_MEMORY:
-        return [Problem(file, "environment.device_memory_bytes", f"must be a whole number of bytes from 1 to "
-                        f"{MAX_GPU_MEMORY:.4g} (cluster.gpu_memory's bound): the memory torch reports for one device",
-                        value, True)]
+    if not isinstance(value, dict):
+        value = {None: value}
+    for key, per_node in value.items():
+        at = where if key is None else f"{where}.{key}"
+        if type(per_node) is not int or not 0 < per_node <= MAX_GPUS_PER_NODE:
+            return [Problem(file, at, f"must be a whole number of GPUs from 1 to {MAX_GPUS_PER_NODE}", per_node, True)]
+        if key is None:
+            over = [(f"{k}[{i}]", x) for k, xs in (("runs", cal.runs), ("collectives", cal.collectives))
+                    for i, x in enumerate(xs) if -(-x.gpus // x.nodes) > per_node]
+            if over:
+                name, x = over[0]
+                return [Problem(file, at, f"fewer than the {-(-x.gpus // x.nodes)} GPUs per node of {name} "
+                                f"({plural(x.gpus, 'GPU')} over {plural(x.nodes, 'node')})", per_node, True)]
+            continue
+        runs = [r for r in cal.runs if str(r.gpus) == str(key).strip()]
+        if not runs:
+            return [Problem(file, at, "keyed by a GPU count no run has: the table gives each run's GPUs per node, "
+                            f"keyed by its GPU count ({', '.join(str(r.gpus) for r in cal.runs) or 'no runs'})",
+                            per_node, True)]
+        if all(r.gpus != per_node * r.nodes for r in runs):
+            said = ", ".join(f"{r.gpus}@{r.nodes}" for r in runs)
+            return [Problem(file, at, f"contradicts the runs' placement ({said}): {per_node} GPUs per node "
+                            f"would put {plural(runs[0].gpus, 'GPU')} on {runs[0].gpus / per_node:g} nodes",
+                            per_node, True)]
+    return []
+
+
+def _tokens_per_second_problems(cal: Calibration, file: str) -> list[Problem]:
+    """A run's `tokens_per_second` says what its steps say: its global_batch x the sequence length the file
+    records (`[setup]` "model.seq_len") over its median step, how advisor calibrate and the torchtitan
+    importer write it, within THROUGHPUT_TOLERANCE. A hand-edited 1e12 beside a 2.84 s step of 16 x 8192
+    tokens was kept. A run without its own global_batch, or a file recording no sequence length, is not
+    checked: what it ran is not in the file (the spec's batch and seq_len may have changed since)."""
+    import statistics
+
+    seq_len = (cal.setup or {}).get("model.seq_len")
+    if type(seq_len) is not int or seq_len <= 0:
+        return []
+    for i, run in enumerate(cal.runs):
+        if run.tokens_per_second is None or run.global_batch is None:
+            continue
+        step = statistics.median(run.step_seconds)
+        said = run.global_batch * seq_len / step
+        if abs(run.tokens_per_second - said) > THROUGHPUT_TOLERANCE * said:
+            return [Problem(file, f"runs[{i}].tokens_per_second", f"contradicts step_seconds: {run.global_batch} "
+                            f"samples x {seq_len} tokens / {step:.4g} s (median step) = {said:.4g} tokens/s",
+                            run.tokens_per_second, True)]
     return []
 
 

@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from advisor.calibration_data import COMM_OVER_STEP, MAX_SECONDS, MIN_SECONDS, comm_over_step
+from advisor.calibration_data import (
+    COMM_OVER_STEP,
+    MAX_SECONDS,
+    MIN_SECONDS,
+    THROUGHPUT_TOLERANCE,
+    comm_over_step,
+)
 from advisor.errors import InputError
 from advisor.fileio import MAX_CSV_BYTES, read_input_text
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
@@ -271,6 +277,17 @@ def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
     return layout
 
 
+def _check_probes(cal: "Calibration") -> None:
+    """Each [[collectives]] row's busbw is its bytes / seconds x nccl-tests' factor for its ranks, the check an
+    imported nccl-tests row and a `--collect` probe get (advisor.imports.common.check_collective): a
+    hand-edited busbw of 0 or 1e-300 beside 0.4 ms for 64 MiB was printed and warned about as measured."""
+    from advisor.imports.common import check_collective
+
+    for i, c in enumerate(cal.collectives):
+        check_collective(c.op, c.gpus, c.bytes, c.seconds, c.busbw, str(cal.path or "<calibration>"),
+                         f"collectives[{i}].busbw")
+
+
 def from_calibration(cal: "Calibration", workload: "Workload",
                      left_out: list[str] | None = None, with_peaks: bool = True) -> Measurements | None:
     """Runs of a calibration file; exposed communication from compute_seconds or comm_seconds. A run
@@ -280,6 +297,7 @@ def from_calibration(cal: "Calibration", workload: "Workload",
     that still apply, or from the prior (None) when none does, instead of refusing every command.
     `with_peaks` false leaves the memory peaks (and their checks) to a caller that reads them per file
     (combine_measurements), so they are not computed twice."""
+    _check_probes(cal)
     if left_out is None:
         layout = check_runs_split(cal, workload)
         kept = list(cal.runs)
@@ -411,11 +429,6 @@ _CELL_LIMITS = {
 #: The unit a column's bound is said in: "step_seconds: must be <= 1e+06" named none.
 _CELL_UNITS = {"step_seconds": " s", "comm_seconds": " s", "throughput": " samples/s", "global_batch": " samples"}
 
-#: A row giving both step_seconds and throughput must agree within this relative tolerance:
-#: published tables round to 3-4 significant figures (<0.5%), and a tool may report a mean
-#: throughput beside a median step (a few percent on a noisy run); 10% covers both, while a
-#: wrong column or a per-GPU throughput in a whole-job column (a factor of N) is caught.
-THROUGHPUT_TOLERANCE = 0.10
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,23 @@ def _name(value: object) -> object:
 Name = Annotated[str, BeforeValidator(_name)]
 
 
+def _real(value: object) -> object:
+    """A plain number (a price, a rate, FLOP/s) read as counts are: `true` is not 1.0 (pydantic read
+    `usd_per_gpu_hour = true` as $1.00 and `preemptions_per_node_hour = true` as one an hour), and a
+    string takes the count grammar (`"1.5M"`), as a whole-number field's does."""
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not true/false")
+    if isinstance(value, str):
+        try:
+            return parse_count(value)
+        except ValueError:
+            raise ValueError("must be a number") from None
+    return value
+
+
+#: A plain number: not true/false; a string in the count grammar.
+Real = Annotated[float, BeforeValidator(_real)]
+
 #: A whole number: `true` is not 1 (pydantic would read it so), `8.5` is refused, `8.0` reads as 8, `"4k"` as 4000.
 Int = Annotated[int, BeforeValidator(_whole)]
 
@@ -173,7 +190,7 @@ class ModelSpec(_Section):
     """Attention heads; must divide hidden."""
     seq_len: Annotated[Int, Field(gt=0, le=MAX_SEQ_LEN)] | None = None
     """Tokens per sample."""
-    mean_seq_len: Annotated[float, Field(gt=0, le=MAX_SEQ_LEN)] | None = None
+    mean_seq_len: Annotated[Real, Field(gt=0, le=MAX_SEQ_LEN)] | None = None
     ("Tokens a sample computes on average, its padding included (default: seq_len, samples padded to "
      "it or packed). Less where the loader pads each micro-batch only to its longest sample or the "
      "kernels skip padding: NVIDIA LDDL's sequence binning, unpadded attention, Hugging Face "
@@ -189,7 +206,7 @@ class ModelSpec(_Section):
     kv_heads: Annotated[Int, Field(gt=0, le=MAX_HEADS)] | None = None
     ("Key/value heads (grouped-query attention, GQA; default: heads). Must divide heads; "
      "sizes the K/V that context parallelism exchanges and the proxy's K/V projection.")
-    flops_per_sample: Annotated[float, Field(ge=1, le=MAX_FLOPS_PER_SAMPLE)] | None = None
+    flops_per_sample: Annotated[Real, Field(ge=1, le=MAX_FLOPS_PER_SAMPLE)] | None = None
     """Training FLOPs per sample (forward + backward). Required without a transformer shape (a CNN, a recommender)."""
     compile: bool = False
     ("torch.compile (torchtitan --compile.enable, Megatron's fused kernels alike): fused elementwise "
@@ -314,7 +331,7 @@ class BatchSpec(_Section):
     """Samples per optimizer step on each GPU; required when policy is fixed-per-gpu."""
     micro_samples: Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)] | None = None
     """Per-GPU micro-batch; gradient accumulation steps follow from it (default: no accumulation)."""
-    gradient_noise_scale: Annotated[float, Field(gt=0, le=MAX_JOB_SAMPLES)] | None = None
+    gradient_noise_scale: Annotated[Real, Field(gt=0, le=MAX_JOB_SAMPLES)] | None = None
     """Gradient noise scale B_noise in samples (McCandlish et al. 2018): steps grow as S_min·(1 + B_noise/B)."""
     max_global_samples: Annotated[Int, Field(gt=0, le=MAX_BATCH_SAMPLES)] | None = None
     """fixed-per-gpu: largest global batch; beyond it the per-GPU batch shrinks to floor(max / N) (strong scaling)."""
@@ -440,7 +457,7 @@ class ClusterSpec(_Section):
     (advisor.scaling.priors.LINK_CLASS_LOG_BW); unset (and pcie, unmeasured): the corpus-learned prior."""
     inter_node_link: Literal["infiniband", "roce", "ethernet"] | None = None
     """The network's class (ethernet: GPU-direct fabrics such as TCPXO or EFA), as intra_node_link."""
-    peak_flops: Annotated[float, Field(ge=MIN_PEAK_FLOPS, le=MAX_PEAK_FLOPS)] | None = None
+    peak_flops: Annotated[Real, Field(ge=MIN_PEAK_FLOPS, le=MAX_PEAK_FLOPS)] | None = None
     """Peak dense FLOP/s per GPU at the spec's precision, for MFU (default: the catalog's)."""
     gpu_memory: Annotated[Size, Field(gt=0, le=MAX_GPU_MEMORY)] | None = None
     """Memory per GPU, e.g. "96 GB" (default: the catalog's); plans whose footprint exceeds it are left out."""
@@ -458,15 +475,15 @@ class JobSpec(_Section):
 class Tier(_Section):
     name: Annotated[Name, Field(min_length=1, max_length=200)]
     """Billing tier name, unique within the spec (on-demand, spot, reserved-1mo, ...)."""
-    usd_per_gpu_hour: Annotated[float, Field(ge=0, le=MAX_USD_PER_GPU_HOUR)]
+    usd_per_gpu_hour: Annotated[Real, Field(ge=0, le=MAX_USD_PER_GPU_HOUR)]
     """Price per GPU-hour in USD."""
-    preemptions_per_node_hour: Annotated[float, Field(ge=0, le=MAX_PREEMPTIONS_PER_NODE_HOUR)] = 0.0
+    preemptions_per_node_hour: Annotated[Real, Field(ge=0, le=MAX_PREEMPTIONS_PER_NODE_HOUR)] = 0.0
     """Spot: expected preemptions per node per hour; any node lost stops a synchronous job."""
     restart: Annotated[Duration, Field(ge=0, le=MAX_TIER_DURATION)] = 0.0
     """Spot: time from a preemption to training again."""
     checkpoint: Annotated[Duration, Field(ge=0, le=MAX_TIER_DURATION)] = 0.0
     """Spot: time to write one checkpoint."""
-    min_hours: Annotated[float, Field(ge=0, le=MAX_MIN_HOURS)] = 0.0
+    min_hours: Annotated[Real, Field(ge=0, le=MAX_MIN_HOURS)] = 0.0
     """Reserved: billed for at least this many hours."""
     max_gpus: Annotated[Int, Field(gt=0, le=MAX_GPUS_LIMIT)] | None = None
     """Most GPUs available on this tier."""
@@ -549,7 +566,7 @@ class Workload(_Section):
         import difflib
 
         for t in self.tiers:
-            if t.name == name:
+            if tier_key(t.name) == tier_key(name):  # at most one: tier names are unique under tier_key
                 return t
         names = [t.name for t in self.tiers]
         close = difflib.get_close_matches(name, names, n=1)
@@ -628,15 +645,24 @@ def _batch_problems(w: Workload) -> list[tuple[str, str, object]]:
     return out
 
 
+def tier_key(name: str) -> str:
+    """What makes two tier names one: `spot` and `SPOT` (and a fullwidth `ｓｐｏｔ`) are one tier to a reader
+    and to `--tier`."""
+    import unicodedata
+
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
 def _tier_problems(w: Workload) -> list[tuple[str, str, object]]:
     """A name twice, a price below a cent, and an instance larger than every count the tier may rent
     (instance_gpus 16 under max_gpus 8 validated, then recommend found "no plan meets the limits")."""
     out: list[tuple[str, str, object]] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     for i, t in enumerate(w.tiers):
-        if t.name in seen:
-            out.append((f"tiers[{i}].name", "duplicate tier name", t.name))
-        seen.add(t.name)
+        if (key := tier_key(t.name)) in seen:
+            like = "" if seen[key] == t.name else f" ({seen[key]!r}: names differing only in case are one tier)"
+            out.append((f"tiers[{i}].name", f"duplicate tier name{like}", t.name))
+        seen.setdefault(key, t.name)
         if 0 < t.usd_per_gpu_hour < MIN_USD_PER_GPU_HOUR:
             out.append((f"tiers[{i}].usd_per_gpu_hour", f"must be 0 (free) or at least {MIN_USD_PER_GPU_HOUR:g} USD",
                         t.usd_per_gpu_hour))

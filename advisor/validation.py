@@ -55,8 +55,23 @@ def _parser_at(root: type[BaseModel], loc: tuple):
 
 
 def validation_error(exc: ValidationError, file: str, root: type[BaseModel]) -> InputError:
-    """One Problem per pydantic error of a `root` model read from `file`."""
-    return InputError([_problem_for(e, str(file), root) for e in exc.errors()])
+    """One Problem per pydantic error of a `root` model read from `file`; a value no member of a union
+    takes is one problem, not one per member (`setup."model.precision" = nan` printed four lines, under
+    `.bool`, `.int`, `.float` and `.str`)."""
+    problems: list[Problem] = []
+    last: tuple | None = None
+    for e in exc.errors():
+        loc = tuple(e["loc"])
+        owner = _model_at(root, loc) if len(loc) > 1 else root
+        member = isinstance(loc[-1], str) and (owner is None or loc[-1] not in owner.model_fields)
+        key = (loc[:-1], repr(e.get("input"))) if member else None
+        if key is not None and key == last:
+            problems[-1] = Problem(problems[-1].file, dotted_path(loc[:-1]), f"{problems[-1].message}; or "
+                                   f"{_problem_for(e, str(file), root).message}", e.get("input"), True)
+            continue
+        problems.append(_problem_for(e, str(file), root))
+        last = key
+    return InputError(problems)
 
 
 def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:

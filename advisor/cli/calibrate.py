@@ -113,6 +113,10 @@ def calibrate_command(
         raise InputError.at("--emit", "", "use --emit (write the launchers) or --collect (merge their results), "
                             "not both")
     command = shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
+    _check_launcher_options(emit.value if emit is not None else None, {
+        "--rdzv-host": rdzv_host, "--partition": partition, "--account": account, "--time": time_limit,
+        "--setup": setup, "--root": root, "--env": env or None, "--bucket": bucket, "--torch-cuda": torch_cuda,
+        "--out-dir": out_dir, "--results": results, "--cpus-per-rank": cpus_per_rank})
     if emit is not None:
         texts = {"--rdzv-host": rdzv_host, "--partition": partition, "--account": account, "--time": time_limit,
                  "--setup": setup, "--root": root, "--bucket": bucket, "--out-dir": out_dir}
@@ -131,6 +135,28 @@ def calibrate_command(
     _check_local(workload, gpus, device, out, resume)
     cal, path = _run_local(err, workload, gpus, device.value, steps, warmup, out, resume, timeout, notes, command)
     _summary(workload, cal, path, err)
+
+
+#: The launchers that read each launcher option (every launcher where unnamed); the others ignored it.
+_LAUNCHER_OPTIONS = {"--rdzv-host": ("torchrun",), "--partition": ("slurm",), "--account": ("slurm",),
+                     "--time": ("slurm",), "--root": ("slurm",), "--setup": ("slurm", "skypilot"),
+                     "--bucket": ("skypilot",), "--torch-cuda": ("skypilot",)}
+
+
+def _check_launcher_options(emit: str | None, given: dict) -> None:
+    """A launcher option the run would ignore is refused naming it: `--time 5` beside `--emit torchrun`, or
+    any --emit option without --emit (a local run), printed or measured as if it had not been given."""
+    from advisor.calibrate.launchers.quoting import check_text
+    from advisor.errors import InputError
+
+    for option, value in given.items():  # a line-ending character is named first, whichever the launcher
+        for item in value if isinstance(value, list) else [] if value is None else [value]:
+            check_text(option, item)
+    for option, value in given.items():
+        readers = _LAUNCHER_OPTIONS.get(option, tuple(LAUNCHERS))
+        if value is not None and emit not in readers:
+            what = f"--emit {emit}" if emit is not None else "a local run or --collect"
+            raise InputError.at(option, "", f"only with --emit {'|'.join(readers)}: {what} does not read it", value)
 
 
 def _check_local(workload: Path, gpus: str | None, device: Device, out: Path | None, resume: bool) -> None:

@@ -50,15 +50,20 @@ def complete_tier(ctx: typer.Context, incomplete: str) -> list[str]:
             continue
     return [n for n in dict.fromkeys(names) if n.startswith(incomplete)]
 
-def output_path(option: str, folder: bool = False) -> Callable[[str], Path]:
+def output_path(option: str, folder: bool = False, suffixes: tuple[str, ...] = ()) -> Callable[[str], Path]:
     """The parser of an option naming a file (or with `folder`, a folder) to write: an empty or
     blank value is refused naming the option. typer reads '' as '.': the writer said only `.: is a
     directory`, and a folder option (`--out-dir ''`, `--results ''`) silently wrote into the
-    current folder; check_option_values never sees the text, only the Path."""
+    current folder; check_option_values never sees the text, only the Path. With `suffixes` (the
+    format written, first the usual one) a file named for another format is refused: `--plot x.html`
+    wrote a PNG under that name. A name without a suffix (`--plot /dev/null`) is left to the writer."""
 
     def parse(text: str) -> Path:
         from advisor.errors import InputError
 
+        if text.strip() and suffixes and Path(text).suffix and Path(text).suffix.lower() not in suffixes:
+            raise InputError.at(option, "", f"writes {suffixes[0][1:].upper()} only: give a path ending in "
+                                f"{' or '.join(suffixes)}", text)
         if text.strip():
             return Path(text)
         if folder:
@@ -95,7 +100,7 @@ MeasurementsOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else there.")]
 PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot to this path.",
-                                              parser=output_path("--plot"))]
+                                              parser=output_path("--plot", suffixes=(".png",)))]
 GpusOpt = Annotated[
     str | None,
     typer.Option("--gpus", help="Comma-separated GPU counts; N@M means N GPUs over M nodes (e.g. 16,64,64@16)."),
@@ -111,5 +116,6 @@ WideOpt = Annotated[
 HtmlOpt = Annotated[
     Path | None,
     typer.Option("--html", help="Write a self-contained HTML report (figures, table, sentences, spec and "
-                 "calibration provenance) to this path.", show_default=False, parser=output_path("--html")),
+                 "calibration provenance) to this path.", show_default=False,
+                 parser=output_path("--html", suffixes=(".html", ".htm"))),
 ]

@@ -149,13 +149,13 @@ def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) 
     tokens = batch * workload.model.seq_len
     steps = [tokens / (tps * gpus) for _, tps, _, _ in kept]
     _check_steps_exist(file, kept, steps, tokens, gpus)
+    _check_logged_time(path, kept, steps, f"{batch} samples x {workload.model.seq_len} tokens", gpus)
     memories = [m for _, _, m, _ in kept if m is not None]
     ceiling = device_memory_ceiling(workload) if memories else None
     if ceiling is not None and max(memories) > ceiling[0]:  # the rule every command applies to the file
         line = max((r for r in kept if r[2] is not None), key=lambda r: r[2])[3]
         raise InputError.at(file, f"line {line}.memory", f"above {ceiling[0] / 1e9:.4g} GB, {ceiling[1]}: no GPU "
                             "holds more than it has", f"{max(memories) / GIB:.2f}GiB")
-    tps_median = sorted(t for _, t, _, _ in kept)[len(kept) // 2]
     peak_line = max((r for r in kept if r[2] is not None), key=lambda r: r[2], default=kept[0])[3]
     return build(
         Run,
@@ -167,12 +167,57 @@ def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) 
         step_seconds=steps,
         global_batch=batch,
         peak_memory_bytes=max(memories) if memories else None,
-        tokens_per_second=tps_median * gpus,
+        tokens_per_second=whole_job_tps(tokens, steps),
         memory_bound=True if retried_while_timed(path, kept[0][3]) else None,
         source=f"torchtitan log {Path(path).name}: steps {kept[0][0]}-{kept[-1][0]} "
         f"(lines {kept[0][3]}-{kept[-1][3]}); step_seconds = {batch} samples x {workload.model.seq_len} tokens "
         f"/ (tps x {gpus} GPUs)",
     )
+
+
+def whole_job_tps(tokens: int, steps: list[float]) -> float:
+    """The run's tokens per second as advisor calibrate writes it, tokens a step over the median step: what
+    every command checks it against (advisor.measurements). The median of the log's tps, or of several logs'
+    medians, could differ from it by more than the check allows."""
+    import statistics
+
+    return tokens / statistics.median(steps)
+
+
+#: torchtitan's logger stamps each line `2025-07-21 15:57:46,090` (to the millisecond).
+_STAMP = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})[,.](\d{3})\b", re.ASCII)
+#: The stamps' step time and the one the spec's batch gives at the logged rate agree within this factor
+#: (torchtitan's tps is tokens since the last log over the time since it: the same clock); steps the stamps
+#: time below LOGGED_STEP_FLOOR seconds are left unchecked (a millisecond stamp cannot time them).
+LOGGED_TIME_TOLERANCE = 1.25
+LOGGED_STEP_FLOOR = 0.05
+
+
+def _check_logged_time(path: str | Path, kept: list, steps: list[float], batch: str, gpus: int) -> None:
+    """Refuse a log whose timestamps contradict the step seconds its tps gives with the spec's batch: the
+    median of (time between kept metrics lines / steps between them) is what a step took. A log of another
+    batch, sequence length or GPU count than the spec and --gpus was converted without a word (a 64-sample
+    log imported under a 16-sample spec gave steps 4x too short)."""
+    from datetime import datetime
+    from itertools import pairwise
+    from statistics import median
+
+    lines = read_log(path).splitlines()
+    stamps = []
+    for step, _, _, lineno in kept:
+        m = _STAMP.search(lines[lineno - 1])
+        when = datetime.fromisoformat(f"{m.group(1).replace(' ', 'T')}.{m.group(2)}") if m else None
+        stamps.append((step, when))
+    gaps = [(b - a).total_seconds() / (sb - sa) for (sa, a), (sb, b) in pairwise(stamps)
+            if a is not None and b is not None and sb > sa]
+    if len(gaps) < 2 or (logged := median(gaps)) < LOGGED_STEP_FLOOR:
+        return
+    said = median(steps)
+    if not 1 / LOGGED_TIME_TOLERANCE <= logged / said <= LOGGED_TIME_TOLERANCE:
+        raise InputError.at(str(path), f"line {kept[0][3]}.tps", f"at this rate a step of {batch} over "
+                            f"{plural(gpus, 'GPU')} takes {said:.4g} s, but the log's timestamps put one step at "
+                            f"{logged:.4g} s: the log ran another batch, seq_len or GPU count than the spec "
+                            "(batch, model.seq_len) and --gpus say", kept[0][1])
 
 
 def _check_steps_exist(file: str, kept: list, steps: list[float], tokens: int, gpus: int) -> None:
@@ -223,7 +268,8 @@ def import_torchtitan(
     run = runs[0] if len(runs) == 1 else runs[0].model_copy(update={
         "step_seconds": [t for r in runs for t in r.step_seconds],
         "peak_memory_bytes": max((r.peak_memory_bytes for r in runs if r.peak_memory_bytes is not None), default=None),
-        "tokens_per_second": sorted(r.tokens_per_second for r in runs)[len(runs) // 2],
+        "tokens_per_second": whole_job_tps(runs[0].global_batch * w.model.seq_len,
+                                           [t for r in runs for t in r.step_seconds]),
         "memory_bound": True if any(r.memory_bound for r in runs) else None,
         "source": "; ".join(r.source for r in runs)})
 

@@ -356,19 +356,23 @@ def test_an_output_naming_an_input_or_another_output_is_refused_before_writing(t
     spec.write_text(LLM7B.read_text())
     before = spec.read_bytes()
     code, out, err = invoke("predict", spec, "--plot", spec)
+    assert_refused(code, out, err, "--plot: writes PNG only")  # round 6: a .toml is not a PNG's name
+    bare = tmp_path / "llm7b"  # without a suffix the output check below is what refuses it
+    bare.write_text(LLM7B.read_text())
+    code, out, err = invoke("predict", bare, "--plot", bare)
     assert_refused(code, out, err, "--plot: the file WORKLOAD reads", "writing it would overwrite the input")
-    cal = tmp_path / "cal.toml"
+    cal = tmp_path / "cal"
     cal.write_text((ROOT / "calibrations" / "llm7b_published_torchtitan.toml").read_text())
-    code, out, err = invoke("predict", spec, "--calibration", cal, "--html", tmp_path / "." / "cal.toml")
+    code, out, err = invoke("predict", spec, "--calibration", cal, "--html", tmp_path / "." / "cal")
     assert_refused(code, out, err, "--html: the file --calibration reads")
     link = tmp_path / "link.toml"
     link.symlink_to(spec)
     code, out, err = invoke("import", "torchtitan", spec, ROOT / "tests" / "fixtures" / "torchtitan" /
                             "debug_model_pr1437.log", "--gpus", "8", "--out", link)
     assert_refused(code, out, err, "--out: the file WORKLOAD reads")
-    code, out, err = invoke("recommend", spec, "--plot", tmp_path / "r.png", "--html", tmp_path / "r.png")
+    code, out, err = invoke("recommend", spec, "--plot", tmp_path / "r", "--html", tmp_path / "r")
     assert_refused(code, out, err, "--html: the same file as --plot")
-    assert spec.read_bytes() == before and not (tmp_path / "r.png").exists()
+    assert spec.read_bytes() == before and bare.read_text() == LLM7B.read_text() and not (tmp_path / "r").exists()
 
 
 # -- peaks of merged calibrations, each by its own file --------------------------------------------------------

@@ -36,7 +36,33 @@ from advisor.errors import InputError
 from advisor.text import plural
 
 _SLURM_NAME = re.compile(r"[A-Za-z0-9_.,+@%-]+")
-_SLURM_TIME = re.compile(r"(\d+-)?\d{1,2}(:\d{2}){0,2}|\d+")
+#: sbatch's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S (the fields ASCII digits).
+_SLURM_TIME = re.compile(r"(?:(\d+)-(\d{1,2})(?::(\d{2}))?(?::(\d{2}))?|(\d+)(?::(\d{2}))?(?::(\d{2}))?)", re.ASCII)
+
+
+def slurm_minutes(text: str, step_minutes: int) -> float:
+    """Minutes of a Slurm `--time` (`90`, `01:30:00`, `1-12`): each field within its range (`12:99:99` and
+    `1-99` were written into #SBATCH as given and refused by sbatch on the cluster), above zero (`0` is
+    sbatch's "no limit"), and at least one job step's own limit (`--timeout`): a shorter allocation ends
+    before its first step may. InputError naming --time otherwise."""
+    m = _SLURM_TIME.fullmatch(text)
+    if not m:
+        raise InputError.at("--time", "", "expected a Slurm time such as 90, 01:30:00 or 1-00:00:00", text)
+    days, d_hours, d_min, d_sec, lead, second, third = (int(g) if g is not None else None for g in m.groups())
+    if days is not None:
+        parts, limits = (d_hours, d_min or 0, d_sec or 0), (23, 59, 59)
+    elif third is not None:
+        parts, limits = (lead, second, third), (None, 59, 59)
+    else:
+        parts, limits = (0, lead, second or 0), (None, None, 59)
+    if any(limit is not None and part > limit for part, limit in zip(parts, limits, strict=True)):
+        raise InputError.at("--time", "", "a field out of range: hours 0-23 after days, minutes and seconds "
+                            "0-59 after a larger unit", text)
+    minutes = (days or 0) * 1440 + parts[0] * 60 + parts[1] + parts[2] / 60
+    if minutes < step_minutes:
+        raise InputError.at("--time", "", f"shorter than one job step's limit ({step_minutes} min, from --timeout): "
+                            "the allocation would end before its first placement may", text)
+    return minutes
 
 #: A GPU job whose torch cannot see the GPU would fail in every step: say so once, first.
 TORCH_CHECK = ("import sys, torch; sys.exit(0 if torch.cuda.is_available() else \"advisor: torch \" + "
@@ -91,8 +117,8 @@ def _head_lines() -> list[str]:
 
 
 def _preamble(job: EmitJob, spec: str) -> list[str]:
-    if job.time_limit is not None and not _SLURM_TIME.fullmatch(job.time_limit):
-        raise InputError.at("--time", "", "expected a Slurm time such as 90, 01:30:00 or 1-00:00:00", job.time_limit)
+    if job.time_limit is not None:
+        slurm_minutes(job.time_limit, max(1, int(-(-job.step_timeout // 60))))
     total = job.time_limit or _hms(SETTINGS.allocation_seconds(len(job.placements), job.step_timeout))
     root = shell_quote(job.root) if job.root else '"${SLURM_SUBMIT_DIR:-$PWD}"'
     lines = ["#!/bin/bash", *_sbatch_lines(job, total),

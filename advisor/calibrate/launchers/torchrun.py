@@ -2,7 +2,7 @@
 
 For each placement (N GPUs over M nodes) one line per node:
 
-    OMP_NUM_THREADS=T torchrun --nnodes M --node-rank i --nproc-per-node N/M --rdzv-backend c10d
+    [NAME=VALUE ...] OMP_NUM_THREADS=T torchrun --nnodes M --node-rank i --nproc-per-node N/M --rdzv-backend c10d
              --rdzv-endpoint HOST:PORT --rdzv-id advisor-NAME-N-M --rdzv-conf is_host=0|1
              --max-restarts 0
              -m advisor.calibrate.worker --workload /abs/W.toml --results DIR/gpusN-nodesM
@@ -11,7 +11,8 @@ For each placement (N GPUs over M nodes) one line per node:
 Run line i on node i, all lines of one placement at the same time, placements one after another.
 HOST is node 0's address (`--rdzv-host`, default this host's name); node 0 hosts the c10d store
 (`is_host=1` on its line only). The workload file and DIR must be at the same (absolute) path on
-every node. T is one thread per CPU rank (torchrun sets 1 only for --nproc-per-node > 1; unset,
+every node. NAME=VALUE are `--env` and the NCCL/gloo settings passed through (launchers.job.job_environment).
+T is one thread per CPU rank (torchrun sets 1 only for --nproc-per-node > 1; unset,
 ranks sharing a host's cores oversubscribe them: a 2-rank step on a 2-core machine ran ~10x slower,
 4.6 s against 0.49 s), `--cpus-per-rank` per GPU rank. C, the collective timeout, is derived from
 `--timeout` (settings.CalibrationSettings.collective_timeout): one node that died fails the others'
@@ -45,8 +46,11 @@ def _node_line(job: EmitJob, gpus: int, nodes: int, host: str, node: int) -> str
     rendezvous = [*c10d(f"{host}:{job.rdzv_port}", f"advisor-{job.name}-{gpus}-{nodes}"),
                   "--node-rank", str(node), "--rdzv-conf", f"is_host={int(node == 0)}"]
     worker = job.worker(str(job.workload_path.resolve()), str(result_dir(job.results.resolve(), gpus, nodes)))
-    return f"OMP_NUM_THREADS={job.threads()} " + join_words(torchrun_words(str(nodes), gpus // nodes, rendezvous,
-                                                                           worker))
+    # --env and the passed NCCL/gloo settings, as slurm exports them: the docs promise --env to every launcher,
+    # and these lines dropped it (`--env NCCL_DEBUG=INFO` printed nothing of it).
+    env = "".join(f"{name}={shell_quote(value)} " for name, value in job.env)
+    return f"{env}OMP_NUM_THREADS={job.threads()} " + join_words(torchrun_words(str(nodes), gpus // nodes, rendezvous,
+                                                                                 worker))
 
 
 def torchrun_commands(job: EmitJob) -> str:

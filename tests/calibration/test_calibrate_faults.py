@@ -53,8 +53,10 @@ def _saved_counts(path: Path) -> list[int]:
 
 def _one_count_saved(spec: Path, out: Path, env: dict | None = None) -> None:
     """`out` holding a finished N=1 count, as a first calibration leaves it, collected from a
-    result.json as the worker writes it instead of measured: a test whose fault lands in the N=2
-    count pays no torch start-up and steps for N=1 (`--gpus 1,2 --resume` then runs N=2 only)."""
+    result.json as the worker writes it instead of measured: a test that would otherwise run a
+    CLI of its own (or many steps) for N=1 before its fault in N=2 pays only a --collect (then
+    `--gpus 1,2 --resume` runs N=2 alone). Where N=1 is a 2-step count of the faulted run itself,
+    it costs about what the --collect does (a few seconds), so those tests measure it."""
     results = out.parent / f"{out.name}.n1"
     write_result(results / "gpus1-nodes1", {**valid_result(gpus=1, nodes=1), "collectives": []}, ranks=1)
     r = run_cli("calibrate", spec, "--collect", results, "--out", out, env=env)
@@ -202,11 +204,10 @@ def test_write_failure_mid_run_leaves_the_previous_file_untouched(tmp_path):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     out = out_dir / "cal.toml"
-    _one_count_saved(spec, out)
-    before = out.read_bytes()
-    cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--out", out, "--resume")
+    cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--out", out)
     try:
-        _rank_pid(cli, 0)  # N=2 is running (its lock taken before any rank starts)
+        wait_for(lambda: _saved_counts(out) == [1], 90, "N=1 saved", cli)
+        before = out.read_bytes()
         _make_read_only(out_dir)  # the disk refuses the next write
         _, err = cli.communicate(timeout=120)
     finally:
@@ -307,10 +308,9 @@ def test_full_disk_keeps_the_old_file_and_the_new_count(tmp_path):
     env, scratch = _tmp_env(tmp_path)
     out = disk / "cal.toml"
     try:
-        _one_count_saved(spec, out, env)
+        cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--out", out, env=env)
+        wait_for(lambda: _saved_counts(out) == [1], 120, "N=1 saved", cli)
         before = out.read_bytes()
-        cli = start_cli("calibrate", spec, "--gpus", "1,2", "--steps", "2", *CPU, "--out", out, "--resume", env=env)
-        _rank_pid(cli, 0)  # N=2 is running
         fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)  # the disk fills up while N=2 runs
         try:
             while True:

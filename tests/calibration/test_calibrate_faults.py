@@ -66,14 +66,29 @@ def _one_count_saved(spec: Path, out: Path, env: dict | None = None) -> None:
 
 
 @needs_torch
-def test_killed_worker_is_named_and_no_rank_survives(tmp_path):
+def test_training_ranks_listen_on_loopback_only_and_a_killed_one_is_named(tmp_path):
+    # One 2-rank run for both checks (each cost a torch start-up of its own): while the ranks train,
+    # every socket they listen on is on loopback; then rank 1 is killed and named, and no rank survives.
+    # torch's own TCPStore would listen on every interface (*:PORT): rank 0 must serve the store
+    # on the loopback socket the launcher bound, and gloo's pairs listen on lo too.
     spec = small_workload(tmp_path)
     out = tmp_path / "cal.toml"
     env, scratch = _tmp_env(tmp_path)
     cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", out, env=env)
-    victim = _rank_pid(cli, 1)
-    # past start-up: rank 1 is in the training loop (its first timed step done), however slow the machine
-    wait_for(lambda: "@progress step" in _rank_log(scratch, 1), 120, "rank 1 to train", cli)
+    try:
+        rank0, victim = _rank_pid(cli, 0), _rank_pid(cli, 1)
+        # past start-up: both ranks are in the training loop (their first timed step done), however
+        # slow the machine
+        for rank in (0, 1):
+            wait_for(lambda rank=rank: "@progress step" in _rank_log(scratch, rank), 120, f"rank {rank} to train", cli)
+        listening = {pid: _listening_addresses(pid) for pid in workers_of(cli.pid)}
+        loopback = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
+        assert len(listening[rank0]) >= 2, listening  # the store and gloo's listener at least
+        assert all(addr in loopback for addrs in listening.values() for addr in addrs), listening
+    except BaseException:
+        cli.send_signal(signal.SIGINT)
+        cli.communicate(timeout=60)
+        raise
     os.kill(victim, signal.SIGKILL)
     _, err = cli.communicate(timeout=60)
     assert cli.returncode == 1, err
@@ -470,26 +485,6 @@ def _listening_addresses(pid: int) -> list[str]:
             if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
                 out.append(fields[1].split(":")[0])
     return out
-
-
-@needs_torch
-def test_local_ranks_listen_on_loopback_only(tmp_path):
-    # torch's own TCPStore would listen on every interface (*:PORT): rank 0 must serve the store
-    # on the loopback socket the launcher bound, and gloo's pairs listen on lo too.
-    spec = small_workload(tmp_path)
-    env, scratch = _tmp_env(tmp_path)
-    cli = start_cli("calibrate", spec, "--gpus", "2", "--steps", "200", *CPU, "--out", tmp_path / "cal.toml", env=env)
-    try:
-        rank0 = _rank_pid(cli, 0)
-        wait_for(lambda: "@progress step" in _rank_log(scratch), 120, "the ranks to train", cli)
-        listening = {pid: _listening_addresses(pid) for pid in workers_of(cli.pid)}
-        loopback = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
-        assert len(listening[rank0]) >= 2, listening  # the store and gloo's listener at least
-        assert all(addr in loopback for addrs in listening.values() for addr in addrs), listening
-    finally:
-        cli.send_signal(signal.SIGINT)
-        cli.communicate(timeout=60)
-    assert_no_workers_left(cli.pid)
 
 
 def _rank_log(scratch: Path, rank: int = 0) -> str:

@@ -1,6 +1,6 @@
 """Calibrate -> fit -> predict across emulated nodes, with real gloo traffic over tbf-capped links.
 
-Runs benchmarks/emulated_cluster.py's experiment once (about 3-4 minutes on 2 cores): advisor's
+Runs benchmarks/emulated_cluster.py's experiment once (about 3 minutes on 2 cores): advisor's
 emitted torchrun commands in network namespaces, 2 ranks per node, collected with --collect. Skips
 with the reason without root, network namespaces or torch.
 """
@@ -22,6 +22,7 @@ from netcluster import parse_rate, unavailable_reason
 RATE = "200mbit"
 MODEL = "topology"  # the node-aware family whose 8@4 prediction is checked
 WORKLOAD = ROOT / "benchmarks" / "emulated-cluster.toml"
+CALIBRATE_AT = "2@1,4@2"  # the placements the bend compares; the fit predicts 8@4 from them
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -38,10 +39,14 @@ def result(tmp_path_factory):
     # Without the benchmark's second, uncapped cluster: comparing two runs made at different times
     # is a statement about machine load, not about advisor (the benchmark prints it). Only the model
     # these tests read is predicted (the benchmark also prints auto and topology-ring: a CLI run each).
+    # Calibrated at 2@1 and 4@2 only: no test reads the benchmark's 1@1, and the topology fit's 8@4
+    # prediction barely moves without it (0.671 s against 0.674 s from one set of runs). 3 timed
+    # steps, not 5: every bound below holds for each step (load only lengthens one) or is a factor
+    # of 2, so a median of 3 reads the same; the CPU cap still lands in the 2 warm-up steps.
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(emulated_cluster, "MODELS", (MODEL,))
-        return emulated_cluster.experiment(rate=RATE, steps=5, warmup=2, folder=tmp_path_factory.mktemp("emulated"),
-                                           uncapped=False)
+        return emulated_cluster.experiment(rate=RATE, steps=3, warmup=2, folder=tmp_path_factory.mktemp("emulated"),
+                                           uncapped=False, calibrate_at=CALIBRATE_AT)
 
 
 def test_calibration_measures_the_emulated_link(result):

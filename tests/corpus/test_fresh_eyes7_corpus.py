@@ -1,0 +1,65 @@
+"""Fresh eyes, round 7: outputs and writers under hostile-but-valid use, each a class of bug found and
+fixed at its root (the module named above each test). Expectations are worked from the inputs and the
+sources by hand, never from the model; each case's comment says what it did before the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli_inprocess import assert_refused, invoke
+from conftest import ROOT, WORKLOADS
+
+LLM7B = WORKLOADS / "llm7b.toml"          # FSDP, H100-SXM, 8 per node
+TITAN_LOG = ROOT / "tests" / "fixtures" / "torchtitan" / "debug_model_pr1437.log"  # 7 steps at 8 GPUs
+
+
+# -- --out writes TOML (advisor.cli.options.output_path, suffixes=(".toml",)) --------------------------------
+# `advisor init --out x.csv` and `advisor import torchtitan ... --out y.csv` wrote a TOML file under a CSV
+# name (exit 0), as --plot x.html wrote a PNG before round 6. A name without a suffix is left to the
+# writer, as for --plot (`--plot /dev/null`).
+
+@pytest.mark.parametrize("name", ["x.csv", "x.json", "x.toml.bak"])
+def test_init_out_refuses_a_suffix_other_than_toml(tmp_path, name):
+    path = tmp_path / name
+    assert_refused(*invoke("init", "--out", path), "--out: writes TOML only: give a path ending in .toml")
+    assert not path.exists()
+
+
+def test_import_out_refuses_a_suffix_other_than_toml(tmp_path):
+    path = tmp_path / "cal.csv"
+    assert_refused(*invoke("import", "torchtitan", LLM7B, TITAN_LOG, "--gpus", "8", "--out", path),
+                   "--out: writes TOML only", "(got ")
+    assert not path.exists()
+
+
+def test_calibrate_out_refuses_a_suffix_other_than_toml(tmp_path):
+    path = tmp_path / "cal.csv"
+    assert_refused(*invoke("calibrate", LLM7B, "--collect", tmp_path, "--out", path), "--out: writes TOML only")
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("name", ["x.toml", "x.TOML", "noext"])
+def test_init_out_accepts_toml_and_a_name_without_suffix(tmp_path, name):
+    code, _, err = invoke("init", "--out", tmp_path / name)
+    assert code == 0 and (tmp_path / name).exists(), err
+
+
+# -- two output files: both checked before either is written (advisor.cli.app.check_output_paths, --------
+# advisor.fileio.check_output_folder). `predict --plot ok.png --html nodir/x.html` wrote ok.png, then
+# failed on the page: exit 2 with one of the two written.
+
+@pytest.mark.parametrize("bad", ["nodir/x.html", "afile/x.html"])
+def test_a_bad_html_path_is_refused_before_the_plot_is_written(tmp_path, bad):
+    (tmp_path / "afile").write_text("")
+    plot, page = tmp_path / "ok.png", tmp_path / bad
+    assert_refused(*invoke("predict", LLM7B, "--gpus", "8", "--plot", plot, "--html", page),
+                   f"{page}: cannot write: ")
+    assert not plot.exists()
+
+
+@pytest.mark.parametrize("bad", ["nodir/x.png", "afile/x.png"])
+def test_a_bad_plot_path_is_refused_before_the_page_is_written(tmp_path, bad):
+    (tmp_path / "afile").write_text("")
+    plot, page = tmp_path / bad, tmp_path / "ok.html"
+    assert_refused(*invoke("recommend", LLM7B, "--html", page, "--plot", plot), f"{plot}: cannot write: ")
+    assert not page.exists()

@@ -210,12 +210,13 @@ def _preemption(rec: "Recommendation", c: int) -> list[str]:
         every = f", checkpointing every {fmt_hours(tau)} of compute" if tier.checkpoint > 0 else ""
         out.append(
             f"{tier.name} loses {fmt_pct(1 - 1 / sw.factor[t, c])} of its wall time to preemptions at "
-            f"{plural(int(sw.gpus[c]), 'GPU')} ({plural(n, 'node')}: {rate:.2g} preemptions/h{every}; wall time "
+            f"{plural(int(sw.gpus[c]), 'GPU')} ({plural(n, 'node')}: {number(rate, 2)} preemptions/h{every}; wall time "
             f"±{fmt_pct(sw.wall_cv[t, c])} (one standard deviation) from their randomness)."
         )
         if pre.exposure[t, c] > SMALL_EXPOSURE:
             out.append(
-                f"On {tier.name} Λ·(τ + restart) = {pre.exposure[t, c]:.2g} at {plural(n, 'node')}: not small, so "
+                f"On {tier.name} Λ·(τ + restart) = {number(pre.exposure[t, c], 2)} at {plural(n, 'node')}: "
+                "not small, so "
                 f"first-order Young/Daly ({times(pre.first_order_factor[t, c], 2)} the compute time) would understate "
                 f"it; the exponential model (Daly 2006, failures during restarts too) gives "
                 f"{times(sw.factor[t, c], 2)}."

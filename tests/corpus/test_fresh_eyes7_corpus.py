@@ -4,12 +4,17 @@ sources by hand, never from the model; each case's comment says what it did befo
 
 from __future__ import annotations
 
+import re
+import tomllib
+
 import pytest
+import tomli_w
 
 from cli_inprocess import assert_refused, invoke
 from conftest import ROOT, WORKLOADS
 
 LLM7B = WORKLOADS / "llm7b.toml"          # FSDP, H100-SXM, 8 per node
+RENTAL = WORKLOADS / "rental-ethernet.toml"   # on-demand and spot tiers, 8 per node, max 256 GPUs
 TITAN_LOG = ROOT / "tests" / "fixtures" / "torchtitan" / "debug_model_pr1437.log"  # 7 steps at 8 GPUs
 
 
@@ -63,3 +68,37 @@ def test_a_bad_plot_path_is_refused_before_the_page_is_written(tmp_path, bad):
     plot, page = tmp_path / bad, tmp_path / "ok.html"
     assert_refused(*invoke("recommend", LLM7B, "--html", page, "--plot", plot), f"{plot}: cannot write: ")
     assert not page.exists()
+
+
+# -- plain numbers in tables and sentences (advisor.text.number) --------------------------------------------
+# Python's `:.2g`/`:.3g` switch to exponent notation from 1,000 (or 100): plan-calibration's step column
+# printed 3.18e+04 for a whole 70B model's step, the preemption sentence "1.9e+03 preemptions/h" for a
+# tier preempted 60 times a node-hour over 32 nodes, and `fit` a coefficient as 2.296e+09.
+
+def _spec(tmp_path, base, edit):
+    doc = tomllib.loads(base.read_text())
+    edit(doc)
+    path = tmp_path / "spec.toml"
+    path.write_text(tomli_w.dumps(doc))
+    return path
+
+
+def test_plan_calibration_step_seconds_in_plain_notation(tmp_path):
+    def whole_model(doc):
+        doc["batch"]["global_samples"] = 65536          # 8 samples a GPU at 8192 GPUs: long steps at 8 GPUs
+        doc["calibration"]["proxy_layers"] = doc["model"]["layers"]   # the whole model: no proxy shortening
+    code, out, err = invoke("plan-calibration", _spec(tmp_path, WORKLOADS / "llm70b.toml", whole_model))
+    assert code == 0, err
+    assert not re.search(r"\de[+-]\d", out), out
+
+
+def test_a_preemption_rate_over_1000_an_hour_reads_in_plain_notation(tmp_path):
+    def preempted(doc):       # every tier, on-demand too, preempted 60 times a node-hour (the bound);
+        doc["name"] = "preempted"   # no checked-in calibration: the prior's plan is the largest, 32 nodes
+        for tier in doc["tiers"]:
+            tier["preemptions_per_node_hour"] = 60
+    code, out, err = invoke("recommend", _spec(tmp_path, RENTAL, preempted))
+    assert code in (0, 3), err
+    rates = re.findall(r"([\d,.e+]+) preemptions/h", " ".join(out.split()))  # sentences wrap
+    assert rates and all("e" not in r for r in rates), rates
+

@@ -48,7 +48,7 @@ def spot_sentence(s: "SpotPayoff") -> str:
     if s.compared_with is None:
         return f"{s.tier}: no tier without preemptions to compare with."
     if s.never_pays_off:
-        return (f"{s.tier} never pays off here: at every count its expected cost (preemptions included) is above "
+        return (f"{s.tier} never pays off here: at every count its expected cost (preemptions included) is at or above "
                 f"{s.compared_with}'s.")
     if s.cheaper_everywhere:
         return f"{s.tier} stays cheaper than {s.compared_with} at every count considered, preemptions included."

@@ -102,3 +102,17 @@ def test_a_preemption_rate_over_1000_an_hour_reads_in_plain_notation(tmp_path):
     rates = re.findall(r"([\d,.e+]+) preemptions/h", " ".join(out.split()))  # sentences wrap
     assert rates and all("e" not in r for r in rates), rates
 
+
+
+# -- a free tier (advisor.planning.explain.spot_sentence) ----------------------------------------------------
+# usd_per_gpu_hour = 0 on both tiers: every plan costs $0.00, spot's cost equals on-demand's at every count
+# (recommend.spot_payoff compares with >=), and the sentence said spot's cost "is above" on-demand's.
+
+def test_a_spot_tier_as_free_as_on_demand_is_not_said_to_cost_more(tmp_path):
+    def free(doc):
+        for tier in doc["tiers"]:
+            tier["usd_per_gpu_hour"] = 0
+    code, out, err = invoke("recommend", _spec(tmp_path, RENTAL, free))
+    text = " ".join(out.split())
+    assert code == 0, err
+    assert "never pays off here: at every count its expected cost (preemptions included) is at or above" in text, text

@@ -138,9 +138,15 @@ def _stop(rec: "Recommendation") -> str:
     nt, nc = cheapest_first[stop.next]
     return (
         f"It stops here: {walked}; the next faster plan, {describe(rec, nt, nc)}, would save "
-        f"{fmt_pct(stop.time_saved)} of the time for {fmt_pct(stop.cost_added)} more cost, and no faster plan saves "
+        f"{fmt_pct(stop.time_saved)} of the time for {_more_cost(stop.cost_added)}, and no faster plan saves "
         f"a larger share of the time than it adds to the cost."
     )
+
+
+def _more_cost(added: float) -> str:
+    """A cost increase in words: "76% more cost", from double on a multiplier ("21,000x the cost"):
+    a free tier next to a priced one read "2099900% more cost"."""
+    return f"{fmt_pct(added)} more cost" if added < 1 else f"{times(1 + added)} the cost"
 
 
 def _walked(steps: int) -> str:

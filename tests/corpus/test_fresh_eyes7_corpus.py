@@ -116,3 +116,21 @@ def test_a_spot_tier_as_free_as_on_demand_is_not_said_to_cost_more(tmp_path):
     text = " ".join(out.split())
     assert code == 0, err
     assert "never pays off here: at every count its expected cost (preemptions included) is at or above" in text, text
+
+
+# -- a cost many times another (advisor.planning.explain._more_cost) ----------------------------------------
+# One GPU, a tier at $0.0001/GPU-h (preempted, but restarting at once: as fast as on-demand) next to
+# on-demand at $2.10: the stop sentence read "would save 0% of the time for 2099900% more cost".
+
+def test_a_step_that_multiplies_the_cost_reads_as_a_multiplier(tmp_path):
+    def one_gpu_and_a_nearly_free_tier(doc):
+        doc["name"] = "one-gpu"   # no checked-in calibration
+        doc["model"].update(params="1.0B", layers=16, hidden=2048, heads=16)   # fits one 96 GB GPU
+        doc["cluster"].update(max_gpus=1, gpus_per_node=1)
+        doc["calibration"]["gpus"] = [1]
+        doc["tiers"] = [doc["tiers"][0], {"name": "cheap", "usd_per_gpu_hour": 0.0001,
+                                          "preemptions_per_node_hour": 60, "restart": "0 s"}]
+    code, out, err = invoke("recommend", _spec(tmp_path, RENTAL, one_gpu_and_a_nearly_free_tier))
+    text = " ".join(out.split())
+    assert code == 0, err
+    assert "21,000x the cost" in text and not re.search(r"\d{4,}% more cost", text), text

@@ -255,6 +255,19 @@ def check_output_target(path: str | Path) -> None:
         raise InputError.at(path, "", f"not a regular file ({_kind(st.st_mode)}); advisor only replaces regular files")
 
 
+def check_output_folder(path: str | Path) -> None:
+    """Refuse, before any work, a file whose folder does not exist or cannot be written: for the
+    writers that create no folder (--plot, --html), checked for every output before the first is
+    written, so a command never exits 2 having written one of them."""
+    path = Path(path)
+    check_output_target(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError.at(path, "", f"cannot write: no folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError.at(path, "", f"cannot write: folder {folder} is not writable")
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Replace `path` with `text` atomically; the old file is untouched on any failure."""
     atomic_write_bytes(path, text.encode("utf-8"))

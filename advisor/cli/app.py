@@ -94,6 +94,8 @@ def check_output_paths(ctx: typer.Context, values: dict) -> None:
     import os
     from pathlib import Path
 
+    from advisor.fileio import check_output_folder
+
     def same(a: Path, b: Path) -> bool:
         try:
             if os.path.realpath(a) == os.path.realpath(b):
@@ -111,6 +113,8 @@ def check_output_paths(ctx: typer.Context, values: dict) -> None:
         (outputs if flag in OUTPUT_FILE_OPTIONS else inputs).extend(
             (flag or str(param.name).upper(), p) for p in paths)
     for i, (flag, path) in enumerate(outputs):
+        if flag != "--out":  # --plot, --html: written last, after one another; calibrate creates --out's folder
+            check_output_folder(path)
         clash = next(((f, p) for f, p in inputs if same(path, p)), None)
         if clash is not None:
             raise InputError.at(flag, "", f"the file {clash[0]} reads ({clash[1]}): writing it would overwrite the "

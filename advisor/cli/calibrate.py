@@ -59,7 +59,7 @@ def calibrate_command(
         help="Timed steps per count (default: calibration.steps).")] = None,
     warmup: Annotated[int | None, typer.Option("--warmup", min=0, max=100_000,
         help="Untimed warm-up steps (default: calibration.warmup_steps).")] = None,
-    out: Annotated[Path | None, typer.Option("--out", parser=output_path("--out"),
+    out: Annotated[Path | None, typer.Option("--out", parser=output_path("--out", suffixes=(".toml",)),
         help="Calibration file (default: calibrations/NAME_DEVICE_DATE.toml).")] = None,
     resume: Annotated[bool, typer.Option("--resume",
         help="Continue an existing --out file: skip the counts already in it.")] = False,

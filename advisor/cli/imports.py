@@ -31,7 +31,7 @@ OutOpt = Annotated[
         "--out",
         help="Calibration file to create or add to (default: "
         "calibrations/NAME_nccl-tests.toml or NAME_torchtitan.toml).",
-        parser=output_path("--out"),
+        parser=output_path("--out", suffixes=(".toml",)),
     ),
 ]
 

@@ -198,7 +198,7 @@ def _check_params(params: str) -> None:
 @app.command()
 def init(
     out: Annotated[Path | None, Opt("--out", help="Spec to write (default: NAME.toml); never overwritten.",
-                                    parser=output_path("--out"))] = None,
+                                    parser=output_path("--out", suffixes=(".toml",)))] = None,
     name: Annotated[str, Opt("--name", help="Workload name: lower-case letters, digits, '-', '_'.")] = "my-job",
     gpu: Annotated[str, Opt("--gpu", help="GPU model (`advisor gpus` lists the catalog).")] = "H100-SXM",
     params: Annotated[str, Opt("--params", help="Trainable parameters, e.g. 13B, \"13 billion\".")] = "7B",

@@ -83,7 +83,7 @@ def fit(workload: WorkloadArg, calibration: CalibrationOpt = None, measurements:
         c.add_column(col, no_wrap=col != "unit")
     for k in desc["coefficients"]:
         rng = "fixed" if k["fixed"] else "-" if k["low"] == k["high"] else interval(k['low'], k['high'])
-        c.add_row(k["name"], f"{k['value']:.4g}", rng, k["unit"])
+        c.add_row(k["name"], number(k["value"], 4), rng, k["unit"])
     if "overlap_gamma" in desc:
         c.add_row("overlap γ", f"{desc['overlap_gamma']:.3g}", "", "1 none … 10 full")
     con.print(c)

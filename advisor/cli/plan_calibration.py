@@ -16,6 +16,7 @@ from advisor.cli.options import JsonOpt, WorkloadArg, quantity
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
 from advisor.cli.tables import plain
+from advisor.text import number
 
 #: Longest start-up per rented run (provisioning, image, init): a week is past any provider's.
 MAX_STARTUP_SECONDS = 7 * 86400
@@ -109,7 +110,7 @@ def _print_plan(w, plan) -> None:
             str(r.nodes),
             str(r.billed_gpus),
             f"{r.global_batch:,}",
-            f"{r.step_seconds:.3g}",
+            number(r.step_seconds),
             f"{r.hours:.2f}",
             f"{r.gpu_hours:.1f}",
             usd(r.usd),

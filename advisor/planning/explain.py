@@ -48,7 +48,7 @@ def spot_sentence(s: "SpotPayoff") -> str:
     if s.compared_with is None:
         return f"{s.tier}: no tier without preemptions to compare with."
     if s.never_pays_off:
-        return (f"{s.tier} never pays off here: at every count its expected cost (preemptions included) is above "
+        return (f"{s.tier} never pays off here: at every count its expected cost (preemptions included) is at or above "
                 f"{s.compared_with}'s.")
     if s.cheaper_everywhere:
         return f"{s.tier} stays cheaper than {s.compared_with} at every count considered, preemptions included."
@@ -138,9 +138,15 @@ def _stop(rec: "Recommendation") -> str:
     nt, nc = cheapest_first[stop.next]
     return (
         f"It stops here: {walked}; the next faster plan, {describe(rec, nt, nc)}, would save "
-        f"{fmt_pct(stop.time_saved)} of the time for {fmt_pct(stop.cost_added)} more cost, and no faster plan saves "
+        f"{fmt_pct(stop.time_saved)} of the time for {_more_cost(stop.cost_added)}, and no faster plan saves "
         f"a larger share of the time than it adds to the cost."
     )
+
+
+def _more_cost(added: float) -> str:
+    """A cost increase in words: "76% more cost", from double on a multiplier ("21,000x the cost"):
+    a free tier next to a priced one read "2099900% more cost"."""
+    return f"{fmt_pct(added)} more cost" if added < 1 else f"{times(1 + added)} the cost"
 
 
 def _walked(steps: int) -> str:
@@ -210,12 +216,13 @@ def _preemption(rec: "Recommendation", c: int) -> list[str]:
         every = f", checkpointing every {fmt_hours(tau)} of compute" if tier.checkpoint > 0 else ""
         out.append(
             f"{tier.name} loses {fmt_pct(1 - 1 / sw.factor[t, c])} of its wall time to preemptions at "
-            f"{plural(int(sw.gpus[c]), 'GPU')} ({plural(n, 'node')}: {rate:.2g} preemptions/h{every}; wall time "
+            f"{plural(int(sw.gpus[c]), 'GPU')} ({plural(n, 'node')}: {number(rate, 2)} preemptions/h{every}; wall time "
             f"±{fmt_pct(sw.wall_cv[t, c])} (one standard deviation) from their randomness)."
         )
         if pre.exposure[t, c] > SMALL_EXPOSURE:
             out.append(
-                f"On {tier.name} Λ·(τ + restart) = {pre.exposure[t, c]:.2g} at {plural(n, 'node')}: not small, so "
+                f"On {tier.name} Λ·(τ + restart) = {number(pre.exposure[t, c], 2)} at {plural(n, 'node')}: "
+                "not small, so "
                 f"first-order Young/Daly ({times(pre.first_order_factor[t, c], 2)} the compute time) would understate "
                 f"it; the exponential model (Daly 2006, failures during restarts too) gives "
                 f"{times(sw.factor[t, c], 2)}."

@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 import tomli_w
-from spec_edit import edited_spec
+from spec_edit import edited_spec, edited_toml
 
 from cli_inprocess import assert_refused, invoke
 from conftest import ROOT, WORKLOADS
@@ -21,11 +21,7 @@ TITAN_LOG = ROOT / "tests" / "fixtures" / "torchtitan" / "debug_model_pr1437.log
 
 
 def _calibration(tmp_path, edit, base=TORCHTITAN_CAL):
-    doc = tomllib.loads(base.read_text())
-    edit(doc)
-    path = tmp_path / "cal.toml"
-    path.write_text(tomli_w.dumps(doc))
-    return path
+    return edited_toml(base, edit, tmp_path / "cal.toml")
 
 
 def _fit(path):

@@ -5,10 +5,9 @@ sources by hand, never from the model; each case's comment says what it did befo
 from __future__ import annotations
 
 import re
-import tomllib
 
 import pytest
-import tomli_w
+from spec_edit import edited_toml
 
 from cli_inprocess import assert_refused, invoke
 from conftest import ROOT, WORKLOADS
@@ -76,11 +75,7 @@ def test_a_bad_plot_path_is_refused_before_the_page_is_written(tmp_path, bad):
 # tier preempted 60 times a node-hour over 32 nodes, and `fit` a coefficient as 2.296e+09.
 
 def _spec(tmp_path, base, edit):
-    doc = tomllib.loads(base.read_text())
-    edit(doc)
-    path = tmp_path / "spec.toml"
-    path.write_text(tomli_w.dumps(doc))
-    return path
+    return edited_toml(base, edit, tmp_path / "spec.toml")
 
 
 def test_plan_calibration_step_seconds_in_plain_notation(tmp_path):

@@ -251,6 +251,16 @@ def _gpus_per_node_problems(cal: Calibration, file: str) -> list[Problem]:
     return []
 
 
+def run_tokens_per_second(tokens: int, steps: list[float]) -> float:
+    """A run's tokens per second as every writer records it and `_tokens_per_second_problems` checks it:
+    tokens a step over the median step (advisor calibrate's worker computes the same in the rank, which
+    imports no pydantic). The median of a log's tps, or of several logs' medians, could differ from it by
+    more than THROUGHPUT_TOLERANCE."""
+    import statistics
+
+    return tokens / statistics.median(steps)
+
+
 def _tokens_per_second_problems(cal: Calibration, file: str) -> list[Problem]:
     """A run's `tokens_per_second` says what its steps say: its global_batch x the sequence length the file
     records (`[setup]` "model.seq_len") over its median step, how advisor calibrate and the torchtitan
@@ -266,7 +276,7 @@ def _tokens_per_second_problems(cal: Calibration, file: str) -> list[Problem]:
         if run.tokens_per_second is None or run.global_batch is None:
             continue
         step = statistics.median(run.step_seconds)
-        said = run.global_batch * seq_len / step
+        said = run_tokens_per_second(run.global_batch * seq_len, run.step_seconds)
         if abs(run.tokens_per_second - said) > THROUGHPUT_TOLERANCE * said:
             return [Problem(file, f"runs[{i}].tokens_per_second", f"contradicts step_seconds: {run.global_batch} "
                             f"samples x {seq_len} tokens / {step:.4g} s (median step) = {said:.4g} tokens/s",

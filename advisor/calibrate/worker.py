@@ -431,6 +431,7 @@ class Rank:
             "layout": self.lay.label(),
             "peak_memory_bytes": peaks[0] if self.cuda else None,
             "peak_reserved_bytes": peaks[1] if self.cuda else None,
+            # calibration_data.run_tokens_per_second's rule, inline: a rank imports no pydantic
             "tokens_per_second": tokens / statistics.median(step_seconds) if tokens else None,
             "collectives": collectives,
             "probe_latency_seconds": latencies or None,

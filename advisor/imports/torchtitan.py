@@ -125,7 +125,7 @@ def read_torchtitan(path: str | Path) -> list[tuple[int, float, int | None, int]
 
 def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) -> "Run":
     """One [[runs]] entry: the logged steps after warm-up, converted with the declared batch."""
-    from advisor.calibration_data import Run
+    from advisor.calibration_data import Run, run_tokens_per_second
     from advisor.topology.memory import device_memory_ceiling
 
     file = str(path)
@@ -167,21 +167,12 @@ def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) 
         step_seconds=steps,
         global_batch=batch,
         peak_memory_bytes=max(memories) if memories else None,
-        tokens_per_second=whole_job_tps(tokens, steps),
+        tokens_per_second=run_tokens_per_second(tokens, steps),
         memory_bound=True if retried_while_timed(path, kept[0][3]) else None,
         source=f"torchtitan log {Path(path).name}: steps {kept[0][0]}-{kept[-1][0]} "
         f"(lines {kept[0][3]}-{kept[-1][3]}); step_seconds = {batch} samples x {workload.model.seq_len} tokens "
         f"/ (tps x {gpus} GPUs)",
     )
-
-
-def whole_job_tps(tokens: int, steps: list[float]) -> float:
-    """The run's tokens per second as advisor calibrate writes it, tokens a step over the median step: what
-    every command checks it against (advisor.measurements). The median of the log's tps, or of several logs'
-    medians, could differ from it by more than the check allows."""
-    import statistics
-
-    return tokens / statistics.median(steps)
 
 
 #: torchtitan's logger stamps each line `2025-07-21 15:57:46,090` (to the millisecond).
@@ -242,7 +233,7 @@ def import_torchtitan(
     command: str | None = None,
 ) -> tuple["Calibration", Path, list[str]]:
     """Add one run per torchtitan log (all at placement N@M) to a calibration file, under its lock."""
-    from advisor.calibration_data import update_calibration_file
+    from advisor.calibration_data import run_tokens_per_second, update_calibration_file
     from advisor.measurements import unsplit, unsplit_message
     from advisor.placement import parse_placements
     from advisor.spec import load_workload
@@ -268,7 +259,7 @@ def import_torchtitan(
     run = runs[0] if len(runs) == 1 else runs[0].model_copy(update={
         "step_seconds": [t for r in runs for t in r.step_seconds],
         "peak_memory_bytes": max((r.peak_memory_bytes for r in runs if r.peak_memory_bytes is not None), default=None),
-        "tokens_per_second": whole_job_tps(runs[0].global_batch * w.model.seq_len,
+        "tokens_per_second": run_tokens_per_second(runs[0].global_batch * w.model.seq_len,
                                            [t for r in runs for t in r.step_seconds]),
         "memory_bound": True if any(r.memory_bound for r in runs) else None,
         "source": "; ".join(r.source for r in runs)})

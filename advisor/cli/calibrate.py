@@ -113,13 +113,12 @@ def calibrate_command(
         raise InputError.at("--emit", "", "use --emit (write the launchers) or --collect (merge their results), "
                             "not both")
     command = shlex.join(["advisor", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None
+    texts = {"--rdzv-host": rdzv_host, "--partition": partition, "--account": account, "--time": time_limit,
+             "--setup": setup, "--root": root, "--bucket": bucket, "--out-dir": out_dir}
     _check_launcher_options(emit.value if emit is not None else None, {
-        "--rdzv-host": rdzv_host, "--partition": partition, "--account": account, "--time": time_limit,
-        "--setup": setup, "--root": root, "--env": env or None, "--bucket": bucket, "--torch-cuda": torch_cuda,
-        "--out-dir": out_dir, "--results": results, "--cpus-per-rank": cpus_per_rank})
+        **texts, "--env": env or None, "--torch-cuda": torch_cuda, "--results": results,
+        "--cpus-per-rank": cpus_per_rank})
     if emit is not None:
-        texts = {"--rdzv-host": rdzv_host, "--partition": partition, "--account": account, "--time": time_limit,
-                 "--setup": setup, "--root": root, "--bucket": bucket, "--out-dir": out_dir}
         _emit(emit.value, workload, gpus, device, results, out_dir, texts, steps=steps, warmup=warmup,
               rdzv_host=rdzv_host, rdzv_port=rdzv_port, step_timeout=timeout or SETTINGS.step_timeout,
               partition=partition, account=account, time_limit=time_limit, setup=setup, root=root, env=env,

@@ -15,7 +15,7 @@ median step (`ScalingModel.step_time`):
   bandwidth, latency and sync columns).
 
 The parts of the fitted step are then scaled by one factor to the median, which carries the
-anchoring at measured counts and the MFU <= 100% floor, so the parts keep their proportions and
+anchoring at measured counts, the drift past them and the MFU <= 100% floor, so the parts keep their proportions and
 sum to the median exactly.
 """
 

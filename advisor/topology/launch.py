@@ -49,7 +49,8 @@ OPTIMIZER_KERNELS = 1
 LAUNCH_SECONDS = (5e-6, 20e-6)
 #: Host time per eager op on CPU ranks (gloo: the op runs on the host, no launch), (low, high)
 #: seconds: pytorch/pytorch issue #41383, a one-element `2*x` at ~7 us with requires_grad (5 us
-#: without); ngimel there: `x*x` without grad ~2 us, about half of it Python.
+#: without); ngimel there: `x*x` without grad ~2 us, about half of it Python. There the op runs on the
+#: host after its dispatch, so the two add: the larger of them (`bound`) is still a lower bound.
 CPU_DISPATCH_SECONDS = (2e-6, 7e-6)
 
 

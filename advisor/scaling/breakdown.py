@@ -7,16 +7,17 @@ median step (`ScalingModel.step_time`):
 - recompute: what activation recomputation repeats (`features.recompute_flops_per_sample`);
 - bubble: the pipeline's idle share, the `bubble_*` columns (Megatron-LM SC21 §2.2);
 - overhead: per-step constants, host contention and memory-pressure stalls (the `overhead`, `contention*`,
-  `small_batch` and `memory_pressure` columns);
+  `small_batch` and `memory_pressure` columns), and the time the host's kernel launches add above the
+  device's step where they bound it (advisor.topology.launch: a tiny model's step is its launches);
 - intra_node_comm, inter_node_comm: communication *not hidden* under compute. The model is
   T = (Tc^γ + Ts^γ)^(1/γ) + Te (docs/model.md): the traffic no compute hides (the `exposed_*`
   columns) goes to its link whole; of the traffic that can hide, the exposed part is
   (Tc^γ + Ts^γ)^(1/γ) - Tc, shared between the links in proportion to each link's terms in Ts (its
   bandwidth, latency and sync columns).
 
-The parts of the fitted step are then scaled by one factor to the median, which carries the
-anchoring at measured counts, the drift past them and the MFU <= 100% floor, so the parts keep their proportions and
-sum to the median exactly.
+The parts of the fitted step are then scaled by one factor to the device's median, which carries
+the anchoring at measured counts, the drift past them and the MFU <= 100% floor, so the parts keep
+their proportions; with the launch-bound time in overhead they sum to the median exactly.
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ _LINK = {"intra_sync": "intra_node_comm", "intra_bandwidth": "intra_node_comm", 
          "inter_sync": "inter_node_comm", "inter_bandwidth": "inter_node_comm", "inter_latency": "inter_node_comm"}
 
 
-def breakdown(model: "ScalingModel", gpus, nodes, batch, median) -> dict[str, np.ndarray]:
-    """Seconds per part (PARTS) at each placement, summing to `median` (the model's median step there)."""
+def breakdown(model: "ScalingModel", gpus, nodes, batch, median, device=None) -> dict[str, np.ndarray]:
+    """Seconds per part (PARTS) at each placement, summing to `median` (the model's median step there):
+    the device's parts scaled to `device` (its median on the device alone; None: `median`), and what the
+    host's kernel launches add above it (advisor.topology.launch) in `overhead`."""
     w = model.workload
     gpus, nodes, batch = (np.asarray(a, float) for a in (gpus, nodes, batch))
     fitted = model.record.fitted
@@ -83,5 +86,8 @@ def breakdown(model: "ScalingModel", gpus, nodes, batch, median) -> dict[str, np
             links[p] = links[p] + np.where(link_of(source.get(j, names[j])) == p, terms[:, j], 0.0)
     parts.update(links)
     total = sum(parts.values())
-    scale = np.where(total > 0, median / np.where(total > 0, total, 1.0), 0.0)
-    return {p: v * scale for p, v in parts.items()}
+    device = np.asarray(median if device is None else device, float)
+    scale = np.where(total > 0, device / np.where(total > 0, total, 1.0), 0.0)
+    out = {p: v * scale for p, v in parts.items()}
+    out["overhead"] = out["overhead"] + np.where(total > 0, median - device, median)  # launch-bound time
+    return out

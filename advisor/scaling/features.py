@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from advisor.topology.collectives import LinkLoad, LinkSeconds, busbw_factor
-from advisor.topology.layouts import build
+from advisor.topology.layouts import build_at
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
@@ -105,9 +105,7 @@ def link_seconds_at_declared(workload: "Workload", gpus: np.ndarray, nodes: np.n
 
 def _layout(workload: "Workload", gpus, nodes=None):
     """The workload's layout at (real-valued) GPU and node counts, rounded to whole ones."""
-    whole = [None if a is None else np.maximum(np.rint(np.asarray(a, float)), 1).astype(np.int64)
-             for a in (gpus, nodes)]
-    return build(workload, *whole)
+    return build_at(workload, gpus, nodes)
 
 
 def link_parts(workload: "Workload", gpus: np.ndarray, nodes: np.ndarray, inter_hops: str = "tree"):

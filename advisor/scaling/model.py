@@ -58,6 +58,7 @@ from advisor.scaling.intervals import Draws, NoiseModel, interval, pooled_noise,
 from advisor.scaling.priors import LEARNED, Priors
 from advisor.scaling.selection import CrossValidation, leave_one_count_out
 from advisor.step_model import LEVEL, StepTimeModel
+from advisor.topology import launch
 
 if TYPE_CHECKING:
     from advisor.calibration_data import Calibration
@@ -332,7 +333,11 @@ class ScalingModel(StepTimeModel):
 
     def step_time(self, gpus, nodes=None, global_batch=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(median, low, high) seconds per optimizer step; low/high bound a 90% prediction interval."""
-        gpus, nodes, batch = self._placements(gpus, nodes, global_batch)
+        return self._steps(*self._placements(gpus, nodes, global_batch))[:3]
+
+    def _steps(self, gpus, nodes, batch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(median, low, high, device median): the step, and its median on the device alone, before the
+        host's kernel launches bound it (advisor.topology.launch; the breakdown's overhead takes the rest)."""
         fitted = self.record.fitted
         d = fitted.design(gpus, nodes, batch)
         pressed = _pressed_at(d)
@@ -346,8 +351,10 @@ class ScalingModel(StepTimeModel):
         # below N beyond the noise (advisor.scaling.ceiling). The band's low end is a future measurement,
         # noise included, so only the peak bounds it.
         peak = compute_seconds(self.workload, gpus, batch) if self.workload.peak_flops else np.zeros(gpus.shape)
-        median = np.maximum(median, np.maximum(peak, self.record.ceiling.step_floor(gpus, batch, pressed)))
-        return median, np.maximum(low, peak), np.maximum(high, median)
+        device = np.maximum(median, np.maximum(peak, self.record.ceiling.step_floor(gpus, batch, pressed)))
+        # The host launches every kernel of the step, asynchronously: the step is at least those launches.
+        return (*launch.bound(self.workload, gpus, nodes, device, np.maximum(low, peak), np.maximum(high, device)),
+                device)
 
     def anchoring(self, gpus, pressed_at: np.ndarray | None = None, batch=None) -> np.ndarray:
         """Factor on the fitted step: exp of the fit's median log residual at the largest measured
@@ -377,7 +384,7 @@ class ScalingModel(StepTimeModel):
         per-GPU batch (so speedup compares like with like when rows differ in batch).
         """
         gpus, nodes, batch = self._placements(gpus, nodes, global_batch)
-        t, lo, hi = self.step_time(gpus, nodes, batch)
+        t, lo, hi, device = self._steps(gpus, nodes, batch)
         base = np.full_like(gpus, float(self.baseline_gpus))
         base_batch = self.workload.global_batch(base) if global_batch is None else batch / gpus * base
         t_base, _, _ = self.step_time(base, np.full_like(gpus, float(self.baseline_nodes)), base_batch)
@@ -393,7 +400,7 @@ class ScalingModel(StepTimeModel):
                           throughput=thr, throughput_low=batch / hi, throughput_high=batch / lo, speedup=speedup,
                           efficiency=speedup * self.baseline_gpus / gpus, mfu=mfu,
                           naive_throughput=naive_throughput, warnings=self.warnings(gpus, nodes),
-                          breakdown=breakdown(self, gpus, nodes, batch, t))
+                          breakdown=breakdown(self, gpus, nodes, batch, t, device))
 
     def naive_step(self, gpus, batch) -> np.ndarray:
         """The naive linear guess: per-GPU throughput of the largest measured count held (of the

@@ -596,6 +596,14 @@ def build(
     return replace(lay, valid=lay.valid & (strat.expert_pool(lay) % lay.ep == 0))
 
 
+
+def build_at(w: Workload, gpus, nodes=None) -> Layout:
+    """The spec's layout at real-valued GPU and node counts (a model's query arrays), rounded to whole
+    ones, at least 1."""
+    whole = [None if a is None else np.maximum(np.rint(np.asarray(a, float)), 1).astype(np.int64)
+             for a in (gpus, nodes)]
+    return build(w, *whole)
+
 #: HSDP shard groups tried under strategy auto, in nodes: in one node (the least slow-link traffic),
 #: or across 2 or 4 (when a node's GPUs cannot hold the shards).
 HSDP_SHARD_NODES = (1, 2, 4)

@@ -4,8 +4,8 @@ For every series of the corpus (benchmarks/corpus.py: Pollux traces from ../shar
 series checked in with citations, our CPU calibration), the priors are re-learned from the OTHER
 series only (advisor.scaling.priors.learn, empirical Bayes on the coefficients each series pins;
 the inter-node link's prior mean, which one-node fits cannot pin, by the accuracy on the other
-series' held-out rows over `GRID`, then the drift past the data, `DRIFTS`, the same way), then the model is fitted on the
-series' fit rows (<= 16 GPUs; Pollux: placements.csv, <= 4 nodes) and scored on its test rows
+series' held-out rows over `GRID`, then the drift past the data, `DRIFTS`, the same way), then the
+model is fitted on the series' fit rows (<= 16 GPUs; Pollux: placements.csv, <= 4 nodes) and scored on its test rows
 (> 16 GPUs; Pollux: scalability.csv, up to 64 GPUs on 16 nodes). Beside it, always, the naive
 linear guess (per-GPU throughput of the largest fitted count held).
 

@@ -16,8 +16,8 @@ median step (`ScalingModel.step_time`):
   bandwidth, latency and sync columns).
 
 The parts of the fitted step are then scaled by one factor to the device's median, which carries
-the anchoring at measured counts and the MFU <= 100% floor, so the parts keep their proportions;
-with the launch-bound time in overhead they sum to the median exactly.
+the anchoring at measured counts, the drift past them and the MFU <= 100% floor, so the parts keep
+their proportions; with the launch-bound time in overhead they sum to the median exactly.
 """
 
 from __future__ import annotations

@@ -91,17 +91,27 @@ def posterior_draws(est, n: int, seed: int) -> Draws:
 
 @dataclass(frozen=True)
 class NoiseModel:
-    """Lower and upper log-residual quantiles at LEVEL, and model-error growth per doubling past the data."""
+    """Lower and upper log-residual quantiles at LEVEL, model-error growth per doubling past the data
+    (`widening`) and the model's bias per doubling past the data (`drift`, `drift_factor`)."""
 
     lower: float
     upper: float
     widening: float
     n_residuals: int
     prior_noise: float = 0.05
+    drift: float = 0.0
+
+    def drift_factor(self, distance: np.ndarray) -> np.ndarray:
+        """Factor on the median at `distance` past the data: exp(drift · log2 distance), 1 at and below the
+        measured counts. The physics prices the collectives the layout issues; past the measured scale
+        steps lose a little more per doubling (fabric tiers and congestion past a leaf switch, stragglers
+        among more ranks: what no declared link says), which the corpus's held-out rows show as an
+        optimistic bias growing with the distance (docs/validation.md, "Drift past the data")."""
+        return np.exp(self.drift * np.log2(np.maximum(np.asarray(distance, float), 1.0)))
 
     @classmethod
     def from_residuals(cls, r: np.ndarray, widening: float, prior_noise: float,
-                       in_sample: np.ndarray | None = None) -> "NoiseModel":
+                       in_sample: np.ndarray | None = None, drift: float = 0.0) -> "NoiseModel":
         """Quantiles of the out-of-sample residuals `r` with >= MIN_EMPIRICAL of them; else a Student-t
         whose spread pools `r`, the in-sample residuals and PRIOR_WEIGHT pseudo-residuals of
         `prior_noise` (a cloud trace's 10% scatter shows in-sample even with one count measured)."""
@@ -114,7 +124,8 @@ class NoiseModel:
             pooled = pooled_noise(both, prior_noise)
             q = t_quantile(1 - tail, n + PRIOR_WEIGHT - 1) * pooled
             lo, hi = -q, q
-        return cls(float(min(lo, 0.0)), float(max(hi, 0.0)), float(widening), int(r.size), float(prior_noise))
+        return cls(float(min(lo, 0.0)), float(max(hi, 0.0)), float(widening), int(r.size), float(prior_noise),
+                   float(drift))
 
     @property
     def prior_dominated(self) -> bool:

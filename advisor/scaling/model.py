@@ -196,7 +196,7 @@ def fit_record(workload: "Workload", measurements: Measurements | None, requeste
     est = fitted.estimator
     cv = leave_one_count_out(fam, problem, init=(est.coef_, est.gamma_))
     in_sample = _log_residuals(fitted, problem.data)
-    noise = NoiseModel.from_residuals(cv.log_residuals, priors.widening, priors.noise, in_sample)
+    noise = NoiseModel.from_residuals(cv.log_residuals, priors.widening, priors.noise, in_sample, priors.drift)
     calibrated = measurements is not None and bool(measurements.runs)  # probes alone leave compute to the prior
     if calibrated:  # the posterior at the data's own noise (the fit weighed them at FIT_NOISE)
         est.cov_ = est.covariance((FIT_NOISE / pooled_noise(in_sample, priors.noise)) ** 2)
@@ -341,9 +341,11 @@ class ScalingModel(StepTimeModel):
         fitted = self.record.fitted
         d = fitted.design(gpus, nodes, batch)
         pressed = _pressed_at(d)
-        median = fitted.estimator.predict(d.X) * self.anchoring(gpus, pressed, batch)
+        distance = self.record.extent.distance(gpus, nodes)
+        median = (fitted.estimator.predict(d.X) * self.anchoring(gpus, pressed, batch)
+                  * self.record.noise.drift_factor(distance))
         spread = sigma_spread(d.X, fitted.estimator)
-        low, high = interval(median, spread, self.record.noise, self.record.extent.distance(gpus, nodes))
+        low, high = interval(median, spread, self.record.noise, distance)
         # The limits (docs/model.md, "Limits"): neither the fit, anchoring nor the band lifts achieved
         # FLOP/s above the peak; the median never has per-GPU throughput above the best measured at or
         # below N beyond the noise (advisor.scaling.ceiling). The band's low end is a future measurement,
@@ -454,7 +456,7 @@ class ScalingModel(StepTimeModel):
             "coefficients": coefficients,
             "priors": r.problem.priors.as_dict(),
             "interval": {"level": LEVEL, "posterior_draws": len(r.draws.coefs), "residuals": r.noise.n_residuals,
-                         "widening_per_doubling": r.noise.widening},
+                         "widening_per_doubling": r.noise.widening, "drift_per_doubling": r.noise.drift},
             "measured": {"runs": len(m.runs) if m else 0, "steps": m.n_steps if m else 0,
                          "gpus": sorted({int(g) for g in r.problem.data.gpus}), "max_nodes": r.extent.max_nodes,
                          "probes": len(m.probes) if m else 0, "source": m.source if m else None},

@@ -88,9 +88,13 @@ def test_the_same_row_unflagged_is_projected_at_its_rate(tmp_path):
 
 def test_a_flag_on_a_row_that_was_not_slowed_costs_little(tmp_path):
     """The published 8-GPU step flagged memory-bound though it was not slowed (torchtitan's own 8-GPU row
-    at 92% of 96 GB is the faster per GPU): 128 GPUs within 5% of the published 2.923 s."""
+    at 92% of 96 GB is the faster per GPU): 128 GPUs within 2% of the same row unflagged, and within 8%
+    of the published 2.923 s (16x past the data the drift adds exp(4 x 0.01), docs/model.md; unflagged
+    the model is +6.8% there under LEARNED)."""
     m = _model(_calibration(tmp_path, [(8, 1, T8, True, None)]))
-    assert _steps(m, [128])[0] == pytest.approx(T128, rel=0.05)
+    plain = _model(_calibration(tmp_path, [(8, 1, T8, False, None)], "plain.toml"))
+    assert _steps(m, [128])[0] == pytest.approx(_steps(plain, [128])[0], rel=0.02)
+    assert _steps(m, [128])[0] == pytest.approx(T128, rel=0.08)
 
 
 def test_synthetic_recovery_a_pressed_middle_row_leaves_compute_to_the_others(tmp_path):

@@ -105,7 +105,7 @@ def spec_text(path: Path, name: str, gpu: str, params: str, nodes_link: str, gpu
         f"hidden = {hidden}",
         f"heads = {heads}",
         (f"seq_len = {seq_len}", "tokens per sample"),
-        ('precision = "bf16"', "bf16 | fp16 | fp32"),
+        (f"precision = {_toml(_precision(gpu))}", "bf16 | fp16 | fp32: the first of them this GPU computes"),
         "",
         "[batch]",
         ('policy = "fixed-global"', "fixed-global (strong scaling) | fixed-per-gpu (weak scaling)"),
@@ -128,6 +128,21 @@ def spec_text(path: Path, name: str, gpu: str, params: str, nodes_link: str, gpu
          f"Chinchilla: {TOKENS_PER_PARAM} tokens per parameter; or samples = ..., steps = ..."),
         *_tiers_and_calibration(price, max_gpus, layers),
     ])
+
+
+#: The precisions init writes, the first one the GPU has a peak for (advisor.catalog.GPU.peak_flops): bf16
+#: where the GPU computes it, else fp16 (T4, V100: no bf16 tensor cores), else fp32 (K80). `--gpu T4` wrote
+#: bf16, which the spec refuses on a T4, so init could write no spec at all for seven catalog GPUs.
+PRECISIONS = ("bf16", "fp16", "fp32")
+
+
+def _precision(gpu: str) -> str:
+    """The first of PRECISIONS the catalog's `gpu` has a peak for; bf16 for a GPU the catalog lacks (the
+    spec then asks for cluster.peak_flops under --gpu, whatever the precision)."""
+    from advisor.catalog import find_gpu
+
+    found = find_gpu(gpu)
+    return next((p for p in PRECISIONS if found is None or found.peak_flops(p)), PRECISIONS[0])
 
 
 def _tiers_and_calibration(price: float | None, max_gpus: int, layers: int) -> list:

@@ -121,7 +121,8 @@ def _print_plan(w, plan) -> None:
     now, after = plan.band_now, plan.band_after
     con.print(
         f"total ${usd(plan.usd)}{budget_text} over node counts {plan.node_counts}; 90% interval of the step at "
-        f"{plural(plan.target[0], 'GPU')} ({plural(plan.target[1], 'node')}), as predict gives it: {_band(now)} now -> {_band(after)} "
+        f"{plural(plan.target[0], 'GPU')} ({plural(plan.target[1], 'node')}), as predict gives it: {_band(now)} now "
+        f"-> {_band(after)} "
         "with these runs (simulated at today's prediction)",
         highlight=False,
         markup=False,

@@ -107,3 +107,16 @@ def test_the_plans_target_reads_as_a_count(target, said):
     code, out, err = invoke("plan-calibration", LLM7B, "--target", target)
     assert code == 0, err
     assert said in " ".join(out.split()), out
+
+
+# -- --json on every command that prints a result (advisor.cli.spec.schema) ----------------------------------
+# usage.md: "--json (every command that prints a result) prints one JSON document". `advisor schema --json`
+# exited 2, "No such option: --json": a script passing --json to each command broke on the one that always
+# prints JSON.
+
+def test_schema_takes_json_and_prints_the_same_document():
+    import json
+
+    code, out, err = invoke("schema", "--json")
+    assert code == 0, err
+    assert out == invoke("schema")[1] and json.loads(out)["properties"]["model"], out[:200]

@@ -120,3 +120,15 @@ def test_schema_takes_json_and_prints_the_same_document():
     code, out, err = invoke("schema", "--json")
     assert code == 0, err
     assert out == invoke("schema")[1] and json.loads(out)["properties"]["model"], out[:200]
+
+
+# -- one variable given twice through --env (advisor.calibrate.launchers.job.parse_env) -----------------------
+# `--env NCCL_DEBUG=INFO --env NCCL_DEBUG=WARN` emitted WARN alone, the first dropped without a word (exit 0).
+
+def test_an_env_variable_given_twice_is_refused():
+    assert_refused(*invoke("calibrate", LLM7B, "--gpus", "16@2", "--emit", "slurm", "--env", "NCCL_DEBUG=INFO",
+                           "--env", "NCCL_DEBUG=WARN"),
+                   "--env: NCCL_DEBUG given more than once: the last value would silently win",
+                   "(got 'NCCL_DEBUG=WARN')")
+    code, out, err = invoke("calibrate", LLM7B, "--gpus", "16@2", "--emit", "slurm", "--env", "A=1", "--env", "B=2")
+    assert code == 0 and "A=1" in out and "B=2" in out, err

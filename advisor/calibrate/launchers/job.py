@@ -134,7 +134,7 @@ def coverage_note(workload_path: Path, placements: list[tuple[int, int]]) -> lis
 
 
 def parse_env(items: list[str] | None) -> tuple[tuple[str, str], ...]:
-    """--env NAME=VALUE pairs, checked: a shell name, a value with no line-ending character."""
+    """--env NAME=VALUE pairs, checked: a shell name, each name once, a value with no line-ending character."""
     out = []
     for item in items or []:
         name, sep, value = check_text("--env", item).partition("=")
@@ -142,6 +142,9 @@ def parse_env(items: list[str] | None) -> tuple[tuple[str, str], ...]:
             raise InputError.at("--env", "", "expected NAME=VALUE", item)
         if not _ENV_NAME.fullmatch(name):
             raise InputError.at("--env", "", "expected NAME=VALUE with NAME of letters, digits and _", name)
+        if any(name == seen for seen, _ in out):  # `--env A=1 --env A=2` set A=2 without a word
+            raise InputError.at("--env", "", f"{name} given more than once: the last value would silently win; "
+                                "give each variable once", item)
         out.append((name, value))
     return tuple(out)
 

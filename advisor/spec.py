@@ -692,6 +692,7 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
             out.append((f"calibration.gpus[{i}]", f"exceeds cluster.max_gpus ({w.cluster.max_gpus})", n))
     if len(set(w.calibration.gpus)) != len(w.calibration.gpus):
         out.append(("calibration.gpus", "counts must be unique", w.calibration.gpus))
+    out += _uneven_calibration_counts(w)
     out += _empty_rank_counts(w)
     if w.calibration.proxy_layers is not None and m.layers is not None and w.calibration.proxy_layers > m.layers:
         out.append(("calibration.proxy_layers", f"exceeds model.layers ({m.layers})", w.calibration.proxy_layers))
@@ -758,6 +759,22 @@ def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:
         out.append(("model.precision", f"the catalog's {gpu.name} has no {w.model.precision} tensor-core peak "
                     f"(it has {', '.join(modes)}): choose one of those or declare cluster.peak_flops",
                     w.model.precision))
+    return out
+
+
+def _uneven_calibration_counts(w: Workload) -> list[tuple[str, str, object]]:
+    """calibration.gpus over the nodes they fill, by the one placement rule (advisor.placement.check_placement,
+    which `advisor calibrate --emit` applies): 8 GPUs at 3 per node validated, and calibrate refused them."""
+    from advisor.placement import check_placement
+
+    out = []
+    for i, n in enumerate(w.calibration.gpus):
+        if n > w.cluster.max_gpus:
+            continue
+        try:
+            check_placement(n, w.nodes(n), w.cluster.gpus_per_node, "", n)
+        except InputError as error:
+            out.append((f"calibration.gpus[{i}]", error.problems[0].message, n))
     return out
 
 

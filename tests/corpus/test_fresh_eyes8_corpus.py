@@ -132,3 +132,26 @@ def test_an_env_variable_given_twice_is_refused():
                    "(got 'NCCL_DEBUG=WARN')")
     code, out, err = invoke("calibrate", LLM7B, "--gpus", "16@2", "--emit", "slurm", "--env", "A=1", "--env", "B=2")
     assert code == 0 and "A=1" in out and "B=2" in out, err
+
+
+# -- calibration.gpus that do not split over their nodes (advisor.spec._uneven_calibration_counts) ------------
+# At 3 GPUs per node, calibration.gpus = [1, 2, 4, 8, 16] validated (exit 0), `advisor init --gpus-per-node 3`
+# wrote exactly that, and `advisor calibrate --emit` then refused 8 (3 nodes: 8/3 ranks each).
+
+def test_calibration_counts_that_do_not_split_over_their_nodes_are_refused(tmp_path):
+    from spec_edit import edited_spec
+
+    spec = edited_spec(tmp_path, LLM7B, cluster={"gpus_per_node": 3}, calibration={"gpus": [1, 2, 8]})
+    assert_refused(*invoke("validate", spec), f"{spec}: calibration.gpus[2]: 8 GPUs do not split evenly over 3 "
+                   "nodes: every node must run the same number of ranks (got 8)")
+
+
+@pytest.mark.parametrize(("per_node", "counts"), [(3, [1, 2, 3, 4, 6]), (6, [1, 2, 4, 6, 8, 12]),
+                                                  (8, [1, 2, 4, 8, 16])])
+def test_init_writes_calibration_counts_that_split(tmp_path, per_node, counts):
+    out = tmp_path / "spec.toml"
+    code, _, err = invoke("init", "--gpus-per-node", per_node, "--out", out)
+    assert code == 0, err
+    assert tomllib.loads(out.read_text())["calibration"]["gpus"] == counts
+    code, _, err = invoke("calibrate", out, "--emit", "torchrun", "--rdzv-host", "n0")
+    assert code == 0, err

@@ -762,20 +762,17 @@ def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:
     return out
 
 
-def _uneven_calibration_counts(w: Workload) -> list[tuple[str, str, object]]:
-    """calibration.gpus over the nodes they fill, by the one placement rule (advisor.placement.check_placement,
-    which `advisor calibrate --emit` applies): 8 GPUs at 3 per node validated, and calibrate refused them."""
-    from advisor.placement import check_placement
+def uneven_message(gpus: int, nodes: int) -> str:
+    """Why N GPUs cannot run over M nodes that do not divide them: the one wording of advisor.placement's rule."""
+    return f"{gpus} GPUs do not split evenly over {nodes} nodes: every node must run the same number of ranks"
 
-    out = []
-    for i, n in enumerate(w.calibration.gpus):
-        if n > w.cluster.max_gpus:
-            continue
-        try:
-            check_placement(n, w.nodes(n), w.cluster.gpus_per_node, "", n)
-        except InputError as error:
-            out.append((f"calibration.gpus[{i}]", error.problems[0].message, n))
-    return out
+
+def _uneven_calibration_counts(w: Workload) -> list[tuple[str, str, object]]:
+    """calibration.gpus over the nodes they fill (w.nodes) must split evenly, as advisor.placement.check_placement
+    requires of every placement `advisor calibrate --emit` runs: 8 GPUs at 3 per node validated, and calibrate
+    refused them."""
+    return [(f"calibration.gpus[{i}]", uneven_message(n, w.nodes(n)), n) for i, n in enumerate(w.calibration.gpus)
+            if n <= w.cluster.max_gpus and n % w.nodes(n)]
 
 
 def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:

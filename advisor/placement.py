@@ -21,7 +21,7 @@ _COUNT = re.compile(r"[+-]?[0-9]{1,12}", re.ASCII)
 
 def check_placement(gpus: int, nodes: int, gpus_per_node: int, where: str, item: object) -> None:
     """InputError (`WHERE: ... (got ITEM)`) unless N GPUs over M nodes can exist (module docstring)."""
-    from advisor.spec import MAX_GPUS_LIMIT
+    from advisor.spec import MAX_GPUS_LIMIT, uneven_message
 
     if gpus < 1 or nodes < 1:
         raise InputError.at(where, "", "GPU and node counts must be >= 1", item)
@@ -33,8 +33,7 @@ def check_placement(gpus: int, nodes: int, gpus_per_node: int, where: str, item:
     if -(-gpus // nodes) > gpus_per_node:
         raise InputError.at(where, "", f"needs more than {gpus_per_node} GPUs on a node (cluster.gpus_per_node)", item)
     if gpus % nodes:
-        raise InputError.at(where, "", f"{gpus} GPUs do not split evenly over {nodes} nodes: every node must run "
-                            "the same number of ranks", item)
+        raise InputError.at(where, "", uneven_message(gpus, nodes), item)
 
 
 def parse_placements(text: str, gpus_per_node: int, where: str = "--gpus", *,

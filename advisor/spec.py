@@ -692,6 +692,7 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
             out.append((f"calibration.gpus[{i}]", f"exceeds cluster.max_gpus ({w.cluster.max_gpus})", n))
     if len(set(w.calibration.gpus)) != len(w.calibration.gpus):
         out.append(("calibration.gpus", "counts must be unique", w.calibration.gpus))
+    out += _uneven_calibration_counts(w)
     out += _empty_rank_counts(w)
     if w.calibration.proxy_layers is not None and m.layers is not None and w.calibration.proxy_layers > m.layers:
         out.append(("calibration.proxy_layers", f"exceeds model.layers ({m.layers})", w.calibration.proxy_layers))
@@ -759,6 +760,19 @@ def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:
                     f"(it has {', '.join(modes)}): choose one of those or declare cluster.peak_flops",
                     w.model.precision))
     return out
+
+
+def uneven_message(gpus: int, nodes: int) -> str:
+    """Why N GPUs cannot run over M nodes that do not divide them: the one wording of advisor.placement's rule."""
+    return f"{gpus} GPUs do not split evenly over {nodes} nodes: every node must run the same number of ranks"
+
+
+def _uneven_calibration_counts(w: Workload) -> list[tuple[str, str, object]]:
+    """calibration.gpus over the nodes they fill (w.nodes) must split evenly, as advisor.placement.check_placement
+    requires of every placement `advisor calibrate --emit` runs: 8 GPUs at 3 per node validated, and calibrate
+    refused them."""
+    return [(f"calibration.gpus[{i}]", uneven_message(n, w.nodes(n)), n) for i, n in enumerate(w.calibration.gpus)
+            if n <= w.cluster.max_gpus and n % w.nodes(n)]
 
 
 def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:

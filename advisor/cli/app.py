@@ -32,11 +32,38 @@ QuietOpt = Annotated[
 ]
 
 
+class OnceCommand(typer.core.TyperCommand):
+    """A command whose options that take one value are given once: click keeps the last of
+    `--tier spot --tier on-demand` and drops the first without a word (`--budget 20k --budget 2k`
+    priced the second), so a repeat is refused naming the option. Options that collect a list
+    (`--calibration A --calibration B`) and flags (`--json --json`) may repeat."""
+
+    def parse_args(self, ctx, args):
+        check_given_once(self, ctx, list(args))
+        return super().parse_args(ctx, args)
+
+
+def check_given_once(command, ctx, args: list[str]) -> None:
+    """Refuse an option that takes one value appearing more than once among `args` (the parser's own
+    record of the order it met each option in), naming it: exit 2, one line."""
+    _opts, _rest, order = command.make_parser(ctx).parse_args(args=list(args))
+    seen: dict[str, int] = {}
+    for param in order:
+        if getattr(param, "multiple", True) or getattr(param, "is_flag", True) or getattr(param, "count", False):
+            continue
+        seen[param.name] = seen.get(param.name, 0) + 1
+        if seen[param.name] == 2:
+            flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+            raise InputError.at(flag, "", "given more than once: it takes one value, and all but the last would be "
+                                "ignored; give it once")
+
+
 class AdvisorTyper(typer.Typer):
     """A Typer whose commands all get `-q/--quiet` and configure `output.current()` from it and
     from their own `--json` (a parameter named `as_json`)."""
 
     def command(self, *args, **kwargs):
+        kwargs.setdefault("cls", OnceCommand)
         register = super().command(*args, **kwargs)
 
         def decorator(func):

@@ -105,7 +105,7 @@ def spec_text(path: Path, name: str, gpu: str, params: str, nodes_link: str, gpu
         f"hidden = {hidden}",
         f"heads = {heads}",
         (f"seq_len = {seq_len}", "tokens per sample"),
-        ('precision = "bf16"', "bf16 | fp16 | fp32"),
+        (f"precision = {_toml(_precision(gpu))}", "bf16 | fp16 | fp32: the first of them this GPU computes"),
         "",
         "[batch]",
         ('policy = "fixed-global"', "fixed-global (strong scaling) | fixed-per-gpu (weak scaling)"),
@@ -126,11 +126,39 @@ def spec_text(path: Path, name: str, gpu: str, params: str, nodes_link: str, gpu
         "[job]",
         (f"tokens = {_toml(format_count(TOKENS_PER_PARAM * n))}",
          f"Chinchilla: {TOKENS_PER_PARAM} tokens per parameter; or samples = ..., steps = ..."),
-        *_tiers_and_calibration(price, max_gpus, layers),
+        *_tiers_and_calibration(price, max_gpus, layers, gpus_per_node),
     ])
 
 
-def _tiers_and_calibration(price: float | None, max_gpus: int, layers: int) -> list:
+#: The precisions init writes, the first one the GPU has a peak for (advisor.catalog.GPU.peak_flops): bf16
+#: where the GPU computes it, else fp16 (T4, V100: no bf16 tensor cores), else fp32 (K80). `--gpu T4` wrote
+#: bf16, which the spec refuses on a T4, so init could write no spec at all for seven catalog GPUs.
+PRECISIONS = ("bf16", "fp16", "fp32")
+
+
+def _precision(gpu: str) -> str:
+    """The first of PRECISIONS the catalog's `gpu` has a peak for; bf16 for a GPU the catalog lacks (the
+    spec then asks for cluster.peak_flops under --gpu, whatever the precision)."""
+    from advisor.catalog import find_gpu
+
+    found = find_gpu(gpu)
+    return next((p for p in PRECISIONS if found is None or found.peak_flops(p)), PRECISIONS[0])
+
+
+def _calibration_counts(gpus_per_node: int, max_gpus: int) -> list[int]:
+    """1, 2, 4, 8, 16 GPUs, those that split evenly over the nodes they fill (the spec's rule, as calibrate's);
+    where some do not (3 per node: 4, 8, 16), one node and two whole nodes instead, so the spec still
+    calibrates across nodes. Up to max_gpus."""
+    def splits(c: int) -> bool:
+        return c % -(-c // gpus_per_node) == 0
+
+    counts = {c for c in (1, 2, 4, 8, 16) if splits(c)}
+    if len(counts) < 5:
+        counts |= {gpus_per_node, 2 * gpus_per_node}
+    return sorted(c for c in counts if c <= max_gpus)
+
+
+def _tiers_and_calibration(price: float | None, max_gpus: int, layers: int, gpus_per_node: int) -> list:
     """The spec's tail: the on-demand tier (a marked placeholder price unless given), a spot tier to
     uncomment, the counts to calibrate at."""
     price_note = "your price" if price is not None else "PLACEHOLDER: your provider's price per GPU-hour"
@@ -148,7 +176,7 @@ def _tiers_and_calibration(price: float | None, max_gpus: int, layers: int) -> l
         ("", 'checkpoint = "2 min"'),
         "",
         "[calibration]",
-        f"gpus = [{', '.join(str(c) for c in (1, 2, 4, 8, 16) if c <= max_gpus)}]",
+        f"gpus = [{', '.join(map(str, _calibration_counts(gpus_per_node, max_gpus)))}]",
         (f"proxy_layers = {min(2, layers)}", "layers of the calibration proxy: the full model rarely fits one GPU"),
     ]
 

@@ -16,7 +16,7 @@ from advisor.cli.options import JsonOpt, WorkloadArg, quantity
 from advisor.cli.output import console as _console
 from advisor.cli.output import current
 from advisor.cli.tables import plain
-from advisor.text import number
+from advisor.text import number, plural
 
 #: Longest start-up per rented run (provisioning, image, init): a week is past any provider's.
 MAX_STARTUP_SECONDS = 7 * 86400
@@ -121,7 +121,8 @@ def _print_plan(w, plan) -> None:
     now, after = plan.band_now, plan.band_after
     con.print(
         f"total ${usd(plan.usd)}{budget_text} over node counts {plan.node_counts}; 90% interval of the step at "
-        f"{plan.target[0]} GPUs ({plan.target[1]} nodes), as predict gives it: {_band(now)} now -> {_band(after)} "
+        f"{plural(plan.target[0], 'GPU')} ({plural(plan.target[1], 'node')}), as predict gives it: {_band(now)} now "
+        f"-> {_band(after)} "
         "with these runs (simulated at today's prediction)",
         highlight=False,
         markup=False,

@@ -69,8 +69,9 @@ def _problem(p) -> dict:
 
 
 @app.command()
-def schema() -> None:
-    """Print the JSON Schema of the workload spec, with every field's description."""
+def schema(as_json: JsonOpt = False) -> None:
+    """Print the JSON Schema of the workload spec, with every field's description (always JSON: --json is
+    accepted, as on every command that prints a result, so a script may pass it to each)."""
     from advisor.spec import workload_json_schema
 
     current().result(workload_json_schema())

@@ -60,7 +60,8 @@ _SIX_PER_NODE = None
 @pytest.fixture(autouse=True)
 def _six_per_node(tmp_path):
     global _SIX_PER_NODE
-    _SIX_PER_NODE = _spec(tmp_path, LLM7B, "six.toml", cluster={"gpus_per_node": 6})
+    _SIX_PER_NODE = _spec(tmp_path, LLM7B, "six.toml", cluster={"gpus_per_node": 6},  # counts that split
+                          calibration={"gpus": [1, 2, 4, 6, 12]})                       # over 6 a node
 
 
 # -- a placement given twice -----------------------------------------------------------------------------

@@ -222,14 +222,16 @@ def test_yaml_values_round_trip_as_data_whatever_they_hold():
     assert yaml.safe_load(text) == hostile
 
 
-def test_torchrun_lines_quote_hostile_hosts(tmp_path):
-    code, out, err = invoke("calibrate", LLM7B, "--emit", "torchrun", "--gpus", "16@2", "--rdzv-host", "h;id",
+def test_torchrun_lines_quote_hostile_paths_and_refuse_a_host_that_is_none(tmp_path):
+    code, out, err = invoke("calibrate", LLM7B, "--emit", "torchrun", "--gpus", "16@2", "--rdzv-host", "h;id")
+    assert code == 2 and err.startswith("--rdzv-host: expected node 0's host name or address") and out == "", err
+    code, out, err = invoke("calibrate", LLM7B, "--emit", "torchrun", "--gpus", "16@2", "--rdzv-host", "h-0.x",
                             "--results", tmp_path / "r s")
     assert code == 0, err
     run = [ln for ln in out.splitlines() if ln.startswith("OMP_NUM_THREADS=")]
     words = shlex.split(run[0])
     assert words[0] == "OMP_NUM_THREADS=8" and words[1] == "torchrun"
-    assert words[words.index("--rdzv-endpoint") + 1] == "h;id:29500"
+    assert words[words.index("--rdzv-endpoint") + 1] == "h-0.x:29500"
     assert words[words.index("--results") + 1] == str((tmp_path / "r s").resolve() / "gpus16-nodes2")
     assert words[words.index("--collective-timeout") + 1] == "600"
     assert "Then: advisor calibrate" in out

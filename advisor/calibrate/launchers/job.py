@@ -22,6 +22,10 @@ from advisor.text import plural
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TORCH_CUDA = re.compile(r"cu\d{3}")
+#: What torchrun's `--rdzv-endpoint HOST:PORT` can name as HOST: a host name or IPv4 address (letters,
+#: digits, '-', '_' and dots, at most 253 characters: RFC 1123, with the '_' some clusters' names hold), or an
+#: IPv6 address in brackets (`[fe80::1]`: without them its colons run into the port's).
+_HOST = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?\]")
 
 
 @dataclass(frozen=True)
@@ -122,13 +126,15 @@ def coverage_note(workload_path: Path, placements: list[tuple[int, int]]) -> lis
     multi = sorted({nodes for _, nodes in placements if nodes > 1})
     if len(multi) >= 2:
         return []
-    return [f"# note: these runs cross nodes at {plural(len(multi), 'node count')} {multi}; "
+    crossing = (f"cross nodes at {plural(len(multi), 'node count')} {multi}" if multi
+                else "stay within one node: none crosses nodes")
+    return [f"# note: these runs {crossing}; "
             "measuring how the inter-node cost grows needs 3+ node counts (1, 2, 3+):",
             f"#   {join_words(['advisor', 'plan-calibration', relative_path(workload_path)])} suggests placements"]
 
 
 def parse_env(items: list[str] | None) -> tuple[tuple[str, str], ...]:
-    """--env NAME=VALUE pairs, checked: a shell name, a value with no line-ending character."""
+    """--env NAME=VALUE pairs, checked: a shell name, each name once, a value with no line-ending character."""
     out = []
     for item in items or []:
         name, sep, value = check_text("--env", item).partition("=")
@@ -136,6 +142,9 @@ def parse_env(items: list[str] | None) -> tuple[tuple[str, str], ...]:
             raise InputError.at("--env", "", "expected NAME=VALUE", item)
         if not _ENV_NAME.fullmatch(name):
             raise InputError.at("--env", "", "expected NAME=VALUE with NAME of letters, digits and _", name)
+        if any(name == seen for seen, _ in out):  # `--env A=1 --env A=2` set A=2 without a word
+            raise InputError.at("--env", "", f"{name} given more than once: the last value would silently win; "
+                                "give each variable once", item)
         out.append((name, value))
     return tuple(out)
 
@@ -160,6 +169,11 @@ def emit_job(w: Workload, workload_path: Path, gpus: str | None, device: str, re
             check_text(option, value)
     if results is not None:
         check_text("--results", results)
+    host = fields.get("rdzv_host")
+    if host is not None and str(host) and not _HOST.fullmatch(host):
+        raise InputError.at("--rdzv-host", "", "expected node 0's host name or address (letters, digits, '-', '_', "
+                            "'.'; an IPv6 address in brackets, [fe80::1]): torchrun reads it as HOST in HOST:PORT, "
+                            "and every node would fail to reach it", host)
     torch_cuda = fields.get("torch_cuda")
     if torch_cuda is not None and not _TORCH_CUDA.fullmatch(torch_cuda):
         raise InputError.at("--torch-cuda", "", "expected a CUDA build of torch such as cu126 (the index "

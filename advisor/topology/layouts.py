@@ -443,8 +443,12 @@ class Layout:
     def memory_bytes(self, w: Workload, peaks: Sequence[MeasuredPeak] = (), measured: Workload | None = None):
         """State + activation bytes per GPU in this layout, moved by what a calibration's measured peaks
         (advisor.topology.memory.measured_peaks) add to the estimate in the layout they were measured in
-        (`measured`, default `w`: the allocator, buffers, real activations)."""
-        return self.footprint(w).total + measured_offset(measured or w, self.gpus, peaks)
+        (`measured`, default `w`: the allocator, buffers, real activations). Never below the state and
+        gathered FSDP units this layout must hold: a peak the estimate overstates (its activations, or
+        a micro-batch the run did not use) takes back activations, not the model state (a peak of 2.1
+        GB for llm7b's 8 GPUs read -5.9 GB per GPU at 16)."""
+        fp = self.footprint(w)
+        return np.maximum(fp.total + measured_offset(measured or w, self.gpus, peaks), fp.state + fp.gathered)
 
     def fits(self, w: Workload, peaks: Sequence[MeasuredPeak] = (), measured: Workload | None = None, *,
              memory_bytes: np.ndarray | None = None) -> np.ndarray:

@@ -202,3 +202,20 @@ def test_when_memory_rules_counts_out_the_output_says_what_recomputation_would_f
     text = " ".join(rec.why)
     assert 'with activation_checkpoint = "full" the smallest count that fits would be 8 GPUs' in text
     assert "at 16 GPUs it is" in text  # the largest count: the nearest to fitting
+
+
+@pytest.mark.parametrize("peak_bytes, micro", [(2.1e9, None), (80e9, 1000)])
+def test_a_low_measured_peak_takes_back_activations_never_the_state(peak_bytes, micro):
+    """A peak the estimate overstates (llm7b's 8 GPUs at 2.1 GB, or recorded at a 1,000-sample micro-batch
+    the estimate prices at terabytes of activations) moved every count's memory below zero (-5.9 GB per GPU
+    at 16, -40,540 GB): now each count holds at least its FSDP state, 16 bytes x 8.03B parameters / N
+    (ZeRO §3.1), plus what it gathers, and never less than that state worked by hand."""
+    from advisor.topology.memory import MeasuredPeak
+
+    w = load_workload(WORKLOADS / "llm7b.toml")
+    gpus = np.array([8.0, 16.0, 24.0, 64.0])
+    lay = build(w, gpus)
+    got = lay.memory_bytes(w, [MeasuredPeak(8, peak_bytes, micro, "test")])
+    assert np.all(got >= 16 * w.model.params / gpus - 1.0)
+    fp = lay.footprint(w)
+    np.testing.assert_array_less(fp.state + fp.gathered - 1.0, got + 1e-9)

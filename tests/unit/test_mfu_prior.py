@@ -161,3 +161,27 @@ def test_published_runs_are_mfu_evidence_of_their_own_testbeds_and_no_peer_case(
         sources = [r["source"].lower() for r in csv.DictReader(x for x in f if not x.startswith("#"))]
     assert len(sources) == len(runs) and all("mlperf" not in t and "narayanan" not in t for t in sources)
     assert {s.workload.model.precision for s in runs} >= {"fp8", "bf16"}
+
+
+def test_band_sd_is_the_gaussian_sd_of_a_gaussian_sample():
+    """On normal residuals the 90% quantile of |r| is Z90·sigma, so band_sd recovers sigma (synthetic:
+    recovery of a known parameter)."""
+    from advisor.scaling.priors import band_sd
+
+    r = np.random.default_rng(0).normal(0.0, 0.3, 20000)
+    assert band_sd(r, np.ones_like(r)) == pytest.approx(0.3, rel=0.03)
+
+
+def test_band_sd_holds_ninety_percent_of_the_weight_not_the_tail():
+    """Ten equally weighted residuals 0.1..1.0: by the midpoint rule |r| = 0.9 sits at 85% and 1.0 at
+    95%, so the 90% point is 0.95 (by hand); one far outlier moves the rms, barely the band."""
+    from advisor.scaling.priors import band_sd
+    from advisor.step_model import Z90
+
+    r = np.arange(1, 11) / 10.0
+    assert band_sd(-r, np.ones(10)) == pytest.approx(0.95 / Z90)
+    tail = np.r_[np.full(19, 0.2), 3.0]
+    assert band_sd(tail, np.ones(20)) == pytest.approx(0.2 / Z90)
+    assert np.sqrt(np.mean(tail**2)) > 3 * band_sd(tail, np.ones(20))
+    # weight: the heavy point (weight 9 of 10) sets the band
+    assert band_sd(np.array([0.1, 0.5]), np.array([1.0, 9.0])) == pytest.approx(0.5 / Z90)

@@ -10,7 +10,9 @@ Two independent sources of error, combined in log space (errors are multiplicati
   (empirical quantiles with >= 20 residuals, else a Student-t whose spread pools them and the
   in-sample residuals with the prior's run-to-run noise, conjugate pooling of variances), grown by
   `priors.widening` (relative, 0.5 = +50%) per doubling of the distance past the data, distance =
-  max(N / largest count, nodes / largest node count). The posterior's data weight is reset to the
+  max(N / largest count, nodes / largest node count); only the part above the in-sample scatter grows
+  (`NoiseModel.floor_lower`/`floor_upper`: what a new run scatters at a measured count stays that wide
+  at any distance; what grows is the model's error). The posterior's data weight is reset to the
   data's own noise (in-sample residuals pooled with the prior's), so a DGX table's 1% readings and
   a cloud trace's 10% scatter each get their own width.
 
@@ -100,6 +102,11 @@ class NoiseModel:
     n_residuals: int
     prior_noise: float = 0.05
     drift: float = 0.0
+    floor_lower: float = 0.0
+    floor_upper: float = 0.0
+    """The in-sample residuals' 5% and 95% quantiles (log, within lower/upper): the measurements' own
+    scatter, which `interval` does not grow with distance. 0 (all of the noise grows) with fewer than
+    MIN_EMPIRICAL in-sample or out-of-sample residuals."""
 
     def drift_factor(self, distance: np.ndarray) -> np.ndarray:
         """Factor on the median at `distance` past the data: exp(drift · log2 distance), 1 at and below the
@@ -114,7 +121,9 @@ class NoiseModel:
                        in_sample: np.ndarray | None = None, drift: float = 0.0) -> "NoiseModel":
         """Quantiles of the out-of-sample residuals `r` with >= MIN_EMPIRICAL of them; else a Student-t
         whose spread pools `r`, the in-sample residuals and PRIOR_WEIGHT pseudo-residuals of
-        `prior_noise` (a cloud trace's 10% scatter shows in-sample even with one count measured)."""
+        `prior_noise` (a cloud trace's 10% scatter shows in-sample even with one count measured). With
+        >= MIN_EMPIRICAL of both, the in-sample quantiles (clipped into the out-of-sample ones) are the
+        scatter that does not grow with distance (`floor_lower`, `floor_upper`)."""
         tail = (1 - LEVEL) / 2
         if r.size >= MIN_EMPIRICAL:
             lo, hi = np.quantile(r, [tail, 1 - tail])
@@ -124,8 +133,13 @@ class NoiseModel:
             pooled = pooled_noise(both, prior_noise)
             q = t_quantile(1 - tail, n + PRIOR_WEIGHT - 1) * pooled
             lo, hi = -q, q
-        return cls(float(min(lo, 0.0)), float(max(hi, 0.0)), float(widening), int(r.size), float(prior_noise),
-                   float(drift))
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+        flo = fhi = 0.0
+        if r.size >= MIN_EMPIRICAL and in_sample is not None and in_sample.size >= MIN_EMPIRICAL:
+            flo, fhi = np.quantile(in_sample, [tail, 1 - tail])
+            flo, fhi = max(min(flo, 0.0), lo), min(max(fhi, 0.0), hi)
+        return cls(float(lo), float(hi), float(widening), int(r.size), float(prior_noise),
+                   float(drift), float(flo), float(fhi))
 
     @property
     def prior_dominated(self) -> bool:
@@ -281,10 +295,12 @@ def _evaluate(X: np.ndarray, nc, coefs: np.ndarray, gammas: np.ndarray) -> np.nd
 def interval(median: np.ndarray, spread, noise: NoiseModel, distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) around `median`: the posterior spread (`(down, up)` log half-widths, or one array for
     both) and the noise in quadrature, the noise grown by
-    `noise.widening` per doubling of the distance past the data (model error scales with how noisy
-    the job is: the Pollux cloud's 10% scatter grows into 20% misses at 4x, a DGX table's 1% into 2%)."""
+    `noise.widening` per doubling of the distance past the data: the part of its variance above the
+    in-sample scatter (`noise.floor_lower`, `floor_upper`), which is the model's error. The
+    measurements' own scatter is as wide at 4x as at the measured counts (a cloud trace's ±40% steps at
+    one count stay ±40%); the misfit of a count held out grows with the distance."""
     s_down, s_up = spread if isinstance(spread, tuple) else (spread, spread)
     grow = 1.0 + noise.widening * np.log2(np.maximum(distance, 1.0))
-    down = np.sqrt(s_down**2 + (noise.lower * grow) ** 2)
-    up = np.sqrt(s_up**2 + (noise.upper * grow) ** 2)
+    down = np.sqrt(s_down**2 + noise.floor_lower**2 + (noise.lower**2 - noise.floor_lower**2) * grow**2)
+    up = np.sqrt(s_up**2 + noise.floor_upper**2 + (noise.upper**2 - noise.floor_upper**2) * grow**2)
     return median * np.exp(-down), median * np.exp(up)

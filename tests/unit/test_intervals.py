@@ -114,3 +114,22 @@ def test_a_log_prior_factor_walks_down_in_log_space_not_to_the_peak():
     expect = np.hypot(Z90 * sd, noise)
     assert np.log(med / low) == pytest.approx(expect, rel=0.15)
     assert np.log(high / med) == pytest.approx(expect, rel=0.15)  # symmetric in log, as the prior is
+
+
+def test_only_the_error_above_the_in_sample_scatter_grows_with_distance():
+    """Out-of-sample residuals at ±0.5 and in-sample ones at ±0.3 (40 each, synthetic): at the measured
+    counts the band is the out-of-sample quantile; at 4x (widening 0.5: factor 2) only the variance above
+    the scatter grows, sqrt(0.3² + (0.5² - 0.3²)·2²) = sqrt(0.09 + 0.64) = 0.854 (by hand), not 0.5·2."""
+    r = np.r_[np.full(20, -0.5), np.full(20, 0.5)]
+    ins = np.r_[np.full(20, -0.3), np.full(20, 0.3)]
+    noise = NoiseModel.from_residuals(r, 0.5, 0.05, ins)
+    assert (noise.floor_lower, noise.floor_upper) == pytest.approx((-0.3, 0.3))
+    low, high = interval(np.ones(2), np.zeros(2), noise, np.array([1.0, 4.0]))
+    assert np.log(high) == pytest.approx([0.5, np.sqrt(0.09 + 0.16 * 4)])
+    assert np.log(low) == pytest.approx([-0.5, -np.sqrt(0.09 + 0.16 * 4)])
+    # with few in-sample residuals nothing is held: the whole quantile grows, as before
+    few = NoiseModel.from_residuals(r, 0.5, 0.05, ins[:5])
+    assert np.log(interval(np.ones(1), np.zeros(1), few, np.array([4.0]))[1]) == pytest.approx([1.0])
+    # an in-sample scatter wider than the held-out one is clipped to it: nothing grows, nothing shrinks
+    wide = NoiseModel.from_residuals(r, 0.5, 0.05, 2 * ins / 0.3 * 0.5)
+    assert np.log(interval(np.ones(1), np.zeros(1), wide, np.array([4.0]))[1]) == pytest.approx([0.5])

@@ -21,7 +21,7 @@ _COUNT = re.compile(r"[+-]?[0-9]{1,12}", re.ASCII)
 
 def check_placement(gpus: int, nodes: int, gpus_per_node: int, where: str, item: object) -> None:
     """InputError (`WHERE: ... (got ITEM)`) unless N GPUs over M nodes can exist (module docstring)."""
-    from advisor.spec import MAX_GPUS_LIMIT, uneven_message
+    from advisor.spec import MAX_GPUS_LIMIT, splits_evenly, uneven_message
 
     if gpus < 1 or nodes < 1:
         raise InputError.at(where, "", "GPU and node counts must be >= 1", item)
@@ -32,7 +32,7 @@ def check_placement(gpus: int, nodes: int, gpus_per_node: int, where: str, item:
         raise InputError.at(where, "", "more nodes than GPUs", item)
     if -(-gpus // nodes) > gpus_per_node:
         raise InputError.at(where, "", f"needs more than {gpus_per_node} GPUs on a node (cluster.gpus_per_node)", item)
-    if gpus % nodes:
+    if not splits_evenly(gpus, nodes):
         raise InputError.at(where, "", uneven_message(gpus, nodes), item)
 
 

@@ -762,6 +762,13 @@ def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:
     return out
 
 
+def splits_evenly(gpus: int, nodes: int) -> bool:
+    """Whether N GPUs over M nodes run the same number of ranks on every node: the one test of
+    advisor.placement's rule (check_placement, this spec's calibration.gpus, init's calibration counts).
+    Owned here with its wording (uneven_message): placement imports spec, so spec cannot import placement."""
+    return gpus % nodes == 0
+
+
 def uneven_message(gpus: int, nodes: int) -> str:
     """Why N GPUs cannot run over M nodes that do not divide them: the one wording of advisor.placement's rule."""
     return f"{gpus} GPUs do not split evenly over {nodes} nodes: every node must run the same number of ranks"
@@ -772,7 +779,7 @@ def _uneven_calibration_counts(w: Workload) -> list[tuple[str, str, object]]:
     requires of every placement `advisor calibrate --emit` runs: 8 GPUs at 3 per node validated, and calibrate
     refused them."""
     return [(f"calibration.gpus[{i}]", uneven_message(n, w.nodes(n)), n) for i, n in enumerate(w.calibration.gpus)
-            if n <= w.cluster.max_gpus and n % w.nodes(n)]
+            if n <= w.cluster.max_gpus and not splits_evenly(n, w.nodes(n))]
 
 
 def _parallelism_problems(w: Workload) -> list[tuple[str, str, object]]:

@@ -38,15 +38,24 @@ class OnceCommand(typer.core.TyperCommand):
     priced the second), so a repeat is refused naming the option. Options that collect a list
     (`--calibration A --calibration B`) and flags (`--json --json`) may repeat."""
 
-    def parse_args(self, ctx, args):
-        check_given_once(self, ctx, list(args))
-        return super().parse_args(ctx, args)
+    def make_parser(self, ctx):
+        """click's parser, checking the order it met each option in (check_given_once) as it returns it,
+        before any value is converted: the one parse of the command line, not a second."""
+        parser = super().make_parser(ctx)
+        parse = parser.parse_args
+
+        def parse_given_once(args):
+            opts, rest, order = parse(args=args)
+            check_given_once(order)
+            return opts, rest, order
+
+        parser.parse_args = parse_given_once
+        return parser
 
 
-def check_given_once(command, ctx, args: list[str]) -> None:
-    """Refuse an option that takes one value appearing more than once among `args` (the parser's own
+def check_given_once(order: list) -> None:
+    """Refuse an option that takes one value appearing more than once in `order` (the parser's own
     record of the order it met each option in), naming it: exit 2, one line."""
-    _opts, _rest, order = command.make_parser(ctx).parse_args(args=list(args))
     seen: dict[str, int] = {}
     for param in order:
         if getattr(param, "multiple", True) or getattr(param, "is_flag", True) or getattr(param, "count", False):

@@ -411,8 +411,16 @@ def _priced(billing: "TierBilling", preemption: Preemption, counts, compute_hour
     with np.errstate(over="ignore"):  # a factor so large it overflows: the job never finishes
         wall = compute_hours[:, None, :] * preemption.factor[None, :, :]
     cost = billing.cost(counts, wall)
-    finite = np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0) & ~outlasts(wall[0])
-    return wall, cost, finite
+    return wall, cost, finishes(wall, cost)
+
+
+def finishes(wall: "np.ndarray", cost: "np.ndarray") -> "np.ndarray":
+    """(tiers, counts) from (bound, tiers, counts) wall hours and cost: where the plan finishes, with every
+    bound's wall time and cost finite and the median within MAX_DEADLINE_HOURS (outlasts). The one test of
+    which plans a tier's preemptions stall (the sweep leaves them out; advisor.planning.explain says so)."""
+    import numpy as np
+
+    return np.isfinite(wall).all(axis=0) & np.isfinite(cost).all(axis=0) & ~outlasts(wall[0])
 
 
 def outlasts(hours: "np.ndarray") -> "np.ndarray":

@@ -363,13 +363,10 @@ def _left_out(rec: "Recommendation") -> list[str]:
 
 
 def _stalled_counts(sw, t: int):
-    """Counts tier t prices but its preemptions keep from finishing (advisor.planning.billing.outlasts)."""
-    import numpy as np
+    """Counts tier t prices but its preemptions keep from finishing (advisor.planning.billing.finishes)."""
+    from advisor.planning.billing import finishes
 
-    from advisor.planning.billing import outlasts
-
-    with np.errstate(invalid="ignore"):
-        never = outlasts(sw.wall_hours[0, t]) | ~np.isfinite(sw.wall_hours[0, t])
+    never = ~finishes(sw.wall_hours, sw.cost_usd)[t]
     return (never & (sw.preemption.factor[t] > 1) & sw.offered[t] & sw.fits_batch & sw.fits_memory
             & ~_outlasting_counts(sw))
 

@@ -391,15 +391,18 @@ def naive_step(data: FitData, gpus, batch) -> np.ndarray:
 
     The naive linear guess: a model that cannot beat it adds nothing. Per-GPU throughput is taken
     from the runs at the largest count with the same per-GPU batch where there are any (rows may
-    differ in batch), else from all runs at that count (median).
+    differ in batch), else from all runs at that count (median). Each row's per-GPU batch and throughput
+    are the ceiling's (advisor.scaling.ceiling.Ceiling.of), compared within its SAME_BATCH.
     """
+    from advisor.scaling.ceiling import SAME_BATCH, Ceiling
+
     gpus, batch = np.asarray(gpus, float), np.asarray(batch, float)
-    top = data.gpus == data.gpus.max()
-    per_gpu = data.batch[top] / (data.step[top] * data.gpus[top])
-    local_top = data.batch[top] / data.gpus[top]
+    rows = Ceiling.of(data)
+    top = rows.gpus == rows.gpus.max()
+    per_gpu, local_top = rows.rate[top], rows.local[top]
     local = batch / gpus
     thr = np.full(local.shape, float(np.median(per_gpu)))
     for value in np.unique(local_top):
-        match = np.isclose(local, value, rtol=0.01)
-        thr[match] = np.median(per_gpu[np.isclose(local_top, value, rtol=0.01)])
+        match = np.isclose(local, value, rtol=SAME_BATCH)
+        thr[match] = np.median(per_gpu[np.isclose(local_top, value, rtol=SAME_BATCH)])
     return batch / (thr * gpus)

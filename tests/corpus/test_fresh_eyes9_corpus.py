@@ -1,0 +1,61 @@
+"""Fresh eyes, round 9: a careless or hostile user's inputs, each a class of bug found and fixed at its root
+(the module named above each test). Expectations are worked from the inputs by hand; each case's comment
+says what it did before the fix, on main at a22d8db."""
+
+from __future__ import annotations
+
+import pytest
+from spec_edit import edited_toml
+
+from cli_inprocess import assert_refused, invoke
+from conftest import ROOT, WORKLOADS
+
+LLM7B = WORKLOADS / "llm7b.toml"          # FSDP, H100-SXM (96 GB declared), 8 per node, 2 samples a GPU
+LLM7B_CAL = ROOT / "calibrations" / "llm7b_published_torchtitan.toml"   # runs 8@1 (2.84346 s) and 128@16
+TINY = WORKLOADS / "tiny-cpu.toml"
+TINY_CAL = ROOT / "calibrations" / "tiny-cpu_cpu_2026-11-30.toml"      # measured, compute_seconds per run
+
+
+def _calibration(tmp_path, edit, base=LLM7B_CAL):
+    return edited_toml(base, edit, tmp_path / "cal.toml")
+
+
+# -- compute-only steps longer than the full steps (advisor.calibration_data._compute_over_step) ---------------
+# A compute-only step is the full step without its gradient communication. compute_seconds = [5.0] beside
+# llm7b's 2.84346 s step was fitted (exit 0) as no exposed communication at all (step - compute clamped at 0).
+
+@pytest.mark.parametrize("compute", [[5.0], [2.9], [2.0, 3.0, 3.1]])
+def test_compute_seconds_longer_than_the_slowest_step_are_refused(tmp_path, compute):
+    path = _calibration(tmp_path, lambda d: d["runs"][0].__setitem__("compute_seconds", compute))
+    median = sorted(compute)[len(compute) // 2]
+    assert_refused(*invoke("fit", LLM7B, "--calibration", path),
+                   f"{path}: runs[0].compute_seconds: median {median:g} s is longer than the slowest timed step "
+                   "(2.84346 s)")
+
+
+def test_a_noisy_compute_median_above_the_full_median_is_still_read(tmp_path):
+    # steps 1.0, 1.0, 3.0 (median 1.0): compute 1.2 each, above the full median, below the slowest step
+    def edit(d):
+        d["runs"][0].update(step_seconds=[1.0, 1.0, 3.0], compute_seconds=[1.2, 1.2, 1.2])
+    path = _calibration(tmp_path, edit, TINY_CAL)
+    code, _, err = invoke("fit", TINY, "--calibration", path)
+    assert code == 0, err
+
+
+# -- provenance.created in the future (advisor.calibration_data._provenance_problems) -------------------------
+# created = "2999-01-01T00:00:00Z" was read (exit 0): a measurement dated nine centuries from now.
+
+@pytest.mark.parametrize("created", ["2999-01-01T00:00:00Z", "2100-06-01T00:00:00+02:00"])
+def test_a_created_date_in_the_future_is_refused(tmp_path, created):
+    path = _calibration(tmp_path, lambda d: d["provenance"].__setitem__("created", created))
+    assert_refused(*invoke("fit", LLM7B, "--calibration", path),
+                   f"{path}: provenance.created: is in the future", f"(got {created!r})")
+
+
+def test_a_created_within_a_days_clock_skew_is_read(tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    soon = (datetime.now(UTC) + timedelta(hours=12)).replace(microsecond=0).isoformat()
+    path = _calibration(tmp_path, lambda d: d["provenance"].__setitem__("created", soon))
+    code, _, err = invoke("fit", LLM7B, "--calibration", path)
+    assert code == 0, err

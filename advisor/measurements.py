@@ -277,15 +277,21 @@ def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
     return layout
 
 
-def _check_probes(cal: "Calibration") -> None:
+def _check_probes(cal: "Calibration", workload: "Workload") -> None:
     """Each [[collectives]] row's busbw is its bytes / seconds x nccl-tests' factor for its ranks, the check an
     imported nccl-tests row and a `--collect` probe get (advisor.imports.common.check_collective): a
-    hand-edited busbw of 0 or 1e-300 beside 0.4 ms for 64 MiB was printed and warned about as measured."""
-    from advisor.imports.common import check_collective
+    hand-edited busbw of 0 or 1e-300 beside 0.4 ms for 64 MiB was printed and warned about as measured. And
+    no faster than the spec's catalog GPU's nodes reach, the nccl-tests import's bound
+    (advisor.imports.common.check_hardware_reaches; not checked on a CPU run or a GPU outside the catalog,
+    whose hardware is not known)."""
+    from advisor.imports.common import check_collective, check_hardware_reaches
 
+    cpu = str((cal.environment or {}).get("device", "")).lower().startswith("cpu")
     for i, c in enumerate(cal.collectives):
-        check_collective(c.op, c.gpus, c.bytes, c.seconds, c.busbw, str(cal.path or "<calibration>"),
-                         f"collectives[{i}].busbw")
+        file, where = str(cal.path or "<calibration>"), f"collectives[{i}].busbw"
+        check_collective(c.op, c.gpus, c.bytes, c.seconds, c.busbw, file, where)
+        if not cpu:
+            check_hardware_reaches(workload, c.op, c.algorithm, c.gpus, c.nodes, c.busbw, file, where, True)
 
 
 def from_calibration(cal: "Calibration", workload: "Workload",
@@ -297,7 +303,7 @@ def from_calibration(cal: "Calibration", workload: "Workload",
     that still apply, or from the prior (None) when none does, instead of refusing every command.
     `with_peaks` false leaves the memory peaks (and their checks) to a caller that reads them per file
     (combine_measurements), so they are not computed twice."""
-    _check_probes(cal)
+    _check_probes(cal, workload)
     if left_out is None:
         layout = check_runs_split(cal, workload)
         kept = list(cal.runs)

@@ -627,7 +627,12 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
     if (row := _first(off)) is not None:
         raise t.fail(row, "throughput", f"contradicts step_seconds: {batch[row]:g} samples / {step[row]:g} s = "
                      f"{batch[row] / step[row]:.4g} samples/s (more than {THROUGHPUT_TOLERANCE:.0%} apart)")
-    step = np.where(np.isnan(step), batch / thr, step)
+    derived = np.isnan(step)
+    step = np.where(derived, batch / thr, step)
+    # a step from a throughput keeps step_seconds' own bounds: 1e-300 samples/s was fitted as a 1.6e301 s step
+    if (row := _first(derived & ((step < MIN_SECONDS) | (step > MAX_SECONDS)))) is not None:
+        raise t.fail(row, "throughput", f"gives a step of {batch[row]:g} samples / {thr[row]:g} samples/s = "
+                     f"{step[row]:.4g} s, outside step_seconds' {MIN_SECONDS:g} to {MAX_SECONDS:g} s")
     comm = v["comm_seconds"] if "comm_seconds" in v else np.full(len(gpus), np.nan)
     if (row := _first(np.asarray(comm_over_step(step, comm), dtype=bool))) is not None:
         raise t.fail(row, "comm_seconds", COMM_OVER_STEP.format(step=step[row]))

@@ -89,3 +89,24 @@ def test_a_calibration_probe_faster_than_any_node_is_refused(tmp_path, busbw):
 def test_a_calibration_probe_the_hardware_reaches_is_read(tmp_path):
     code, _, err = invoke("fit", LLM7B, "--calibration", _fast_probe(tmp_path, 740.0))
     assert code == 0, err
+
+
+# -- a CSV throughput that gives a step no run has (advisor.measurements.measured_columns) ----------------------
+# step_seconds is bounded to 1e-9..1e6 s, but the step a throughput gives (global_batch / throughput) was not:
+# `8,1e-300` under llm7b (16 samples at 8 GPUs) was fitted as a 1.6e301 s step (residual -100.0%, exit 0),
+# `8,1e12` as 1.6e-11 s.
+
+@pytest.mark.parametrize(("throughput", "step"), [("1e-300", "1.6e+301"), ("1e-5", "1.6e+06"), ("1e12", "1.6e-11")])
+def test_a_throughput_giving_a_step_out_of_bounds_is_refused(tmp_path, throughput, step):
+    csv = tmp_path / "m.csv"
+    csv.write_text(f"gpus,throughput\n8,{throughput}\n")
+    assert_refused(*invoke("fit", LLM7B, "--measurements", csv),
+                   f"{csv}: line 2.throughput: gives a step of 16 samples / {float(throughput):g} samples/s = "
+                   f"{step} s, outside step_seconds' 1e-09 to 1e+06 s", f"(got '{throughput}')")
+
+
+def test_a_throughput_giving_a_step_in_bounds_is_read(tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text("gpus,throughput\n8,5.63\n")  # 16 / 5.63 = 2.84 s, the published step
+    code, _, err = invoke("fit", LLM7B, "--measurements", csv)
+    assert code == 0, err

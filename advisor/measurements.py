@@ -36,7 +36,7 @@ from advisor.calibration_data import (
 from advisor.errors import InputError
 from advisor.fileio import MAX_CSV_BYTES, read_input_text
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
-from advisor.text import plural
+from advisor.text import count, number, plural
 from advisor.topology.layouts import split_rule
 
 if TYPE_CHECKING:
@@ -274,7 +274,28 @@ def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
         i, run = given[int(idle.argmax())]
         raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].global_batch",
                             idle_ranks_message(workload, layout, run.gpus), run.global_batch)
+    _check_micro_batches(cal, workload, layout)
     return layout
+
+
+def _check_micro_batches(cal: "Calibration", workload: "Workload", layout: tuple | None) -> None:
+    """Refuse a run whose `micro_samples` exceeds the samples each data-parallel rank trains a step (its
+    global batch, or the spec's at its count, over GPUs / the model-parallel degrees): a micro-batch is a
+    slice of a rank's batch. micro_samples = 1,000 beside llm7b's 16 samples over 8 FSDP ranks was read (and
+    its measured peak re-estimated at 1,000 samples a micro-batch). Under strategy auto the degrees are not
+    known: nothing is checked, as `idle_ranks`."""
+    w = fitted_layout(workload, layout)
+    if w.parallelism.strategy == "auto":
+        return
+    for i, run in enumerate(cal.runs):
+        batch = run.global_batch if run.global_batch is not None else float(workload.global_batch(run.gpus))
+        ranks = max(run.gpus // w.model_parallel_size(), 1)
+        if run.micro_samples is not None and run.micro_samples > batch / ranks * (1 + 1e-9):
+            raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].micro_samples",
+                                f"more than the {number(batch / ranks)} samples each of the "
+                                f"{plural(ranks, 'data-parallel rank')} trains a step ({count(batch)} over "
+                                f"{plural(run.gpus, 'GPU')}): a micro-batch is a slice of a rank's batch",
+                                run.micro_samples)
 
 
 def _check_probes(cal: "Calibration", workload: "Workload") -> None:

@@ -110,3 +110,26 @@ def test_a_throughput_giving_a_step_in_bounds_is_read(tmp_path):
     csv.write_text("gpus,throughput\n8,5.63\n")  # 16 / 5.63 = 2.84 s, the published step
     code, _, err = invoke("fit", LLM7B, "--measurements", csv)
     assert code == 0, err
+
+
+# -- a micro-batch larger than a rank's batch (advisor.measurements._check_micro_batches) -----------------------
+# llm7b's 8-GPU run trains 16 samples over 8 FSDP ranks, 2 each: micro_samples = 1000 (or 3) was read (exit 0),
+# and the measured peak re-estimated as if 1,000 samples ran at once.
+
+@pytest.mark.parametrize(("micro", "batch", "share"), [(1000, None, "2"), (3, None, "2"), (3, 17, "2.12")])
+def test_a_micro_batch_above_a_ranks_samples_is_refused(tmp_path, micro, batch, share):
+    def edit(d):
+        d["runs"][0]["micro_samples"] = micro
+        if batch is not None:
+            d["runs"][0]["global_batch"] = batch
+            del d["runs"][0]["tokens_per_second"]
+    path = _calibration(tmp_path, edit)
+    assert_refused(*invoke("fit", LLM7B, "--calibration", path),
+                   f"{path}: runs[0].micro_samples: more than the {share} samples each of the 8 data-parallel "
+                   f"ranks trains a step ({batch or 16} over 8 GPUs)", f"(got {micro})")
+
+
+def test_a_micro_batch_within_a_ranks_samples_is_read(tmp_path):
+    path = _calibration(tmp_path, lambda d: d["runs"][0].__setitem__("micro_samples", 1))
+    code, _, err = invoke("fit", LLM7B, "--calibration", path)
+    assert code == 0, err

@@ -93,6 +93,8 @@ class Table:
     algorithm: str | None = None
     """NCCL_ALGO as the log sets it before or in this table (advisor.imports.algorithm), else None."""
     ranks: dict[int, str] = field(default_factory=dict)
+    devices: dict[int, tuple[int, str]] = field(default_factory=dict)
+    """Per rank: (line, the device name its `# Rank` line ends with, after the bus id), where it names one."""
     columns: list[str] | None = None
     redops: set[str] = field(default_factory=set)
     rows: list[Row] = field(default_factory=list)
@@ -224,6 +226,7 @@ def read_tables(text: str, file: str) -> list[Table]:
                     line,
                 )
             current.ranks[rank] = m.group(2)
+            current.devices[rank] = (lineno, line[m.end():].strip().removeprefix("[").partition("]")[2].strip())
             continue
         if line.startswith("#") and "size" in _columns(line)[:1]:
             current.columns = _table_header(line, file, lineno)
@@ -414,8 +417,25 @@ def collectives_from_log(
         check_hardware_reaches(workload, kind, table.algorithm, table.gpus, n_nodes, top.busbw, file,
                                f"line {top.line}.busbw")
         notes.extend(_table_notes(file, table, kind, n_nodes, workload))
+        notes.extend(_device_notes(file, table, workload))
         notes.extend(f"{file}: {d}" for d in table.dropped)
     return found, notes
+
+
+def _device_notes(file: str, table: Table, workload: "Workload") -> list[str]:
+    """A warning when a rank's `# Rank` line names a catalog GPU other than the spec's `cluster.gpu` (both in
+    the catalog): the A100 log imported under an H100 spec was read as the H100 cluster's links without a
+    word. A warning, as `_table_notes`' busbw one: the user may know the links are alike; the fit reads them."""
+    from advisor.catalog import find_gpu
+
+    spec = find_gpu(workload.cluster.gpu)
+    for line, name in table.devices.values():
+        ran = find_gpu(name) if name else None
+        if spec is not None and ran is not None and ran.name != spec.name:
+            return [f"warning: {file}: line {line}: the ranks ran on {name} (the catalog's {ran.name}), not the "
+                    f"spec's {spec.name} (cluster.gpu): its links are read as this cluster's; import a log of "
+                    "this cluster's GPUs"]
+    return []
 
 
 def _table_notes(file: str, table: Table, kind: str, n_nodes: int, workload: "Workload") -> list[str]:

@@ -133,3 +133,24 @@ def test_a_micro_batch_within_a_ranks_samples_is_read(tmp_path):
     path = _calibration(tmp_path, lambda d: d["runs"][0].__setitem__("micro_samples", 1))
     code, _, err = invoke("fit", LLM7B, "--calibration", path)
     assert code == 0, err
+
+
+# -- an nccl-tests log of another GPU (advisor.imports.nccl_tests._device_notes) --------------------------------
+# The one-node OCI log's ranks name "NVIDIA A100-SXM4-40GB"; imported under llm7b (H100-SXM) it was read as the
+# H100 cluster's links without a word (exit 0). Its 232 GB/s is under the H100 ceiling, so no other check saw it.
+
+A100_LOG = ROOT / "tests" / "fixtures" / "nccl-tests" / "a100_1node_oci_all_reduce.log"   # Rank 0 on line 6
+H100_LOG = ROOT / "tests" / "fixtures" / "nccl-tests" / "h100_2node_gcp_a3mega_all_reduce.log"
+
+
+def test_an_nccl_log_of_another_gpu_is_warned(tmp_path):
+    code, _, err = invoke("import", "nccl-tests", LLM7B, A100_LOG, "--out", tmp_path / "n.toml")
+    assert code == 0, err
+    assert (f"warning: {A100_LOG}: line 6: the ranks ran on NVIDIA A100-SXM4-40GB (the catalog's A100-SXM-40GB), "
+            "not the spec's H100-SXM (cluster.gpu)") in err, err
+
+
+@pytest.mark.parametrize(("spec", "log"), [(LLM7B, H100_LOG), (WORKLOADS / "bert-large.toml", A100_LOG)])
+def test_an_nccl_log_of_the_specs_gpu_is_not_warned(tmp_path, spec, log):
+    code, _, err = invoke("import", "nccl-tests", spec, log, "--out", tmp_path / "n.toml")
+    assert code == 0 and "the ranks ran on" not in err, err

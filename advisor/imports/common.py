@@ -124,6 +124,20 @@ def check_hardware_reaches(workload: "Workload", op: str, algorithm: str | None,
                             "measurement is of other hardware", busbw)
 
 
+def other_gpu_warning(file: str, where: str, name: str, workload: "Workload") -> list[str]:
+    """A warning when a log says its job ran on `name`, a catalog GPU other than the spec's `cluster.gpu` (both
+    in the catalog): an A100 log imported under an H100 spec was read as the H100 cluster's without a word. A
+    warning, not a refusal, as the importers' busbw one: the user may know the two are alike."""
+    from advisor.catalog import find_gpu
+
+    spec, ran = find_gpu(workload.cluster.gpu), find_gpu(name) if name else None
+    if spec is None or ran is None or ran.name == spec.name:
+        return []
+    return [f"warning: {file}: {where}: the job ran on {name} (the catalog's {ran.name}), not the spec's "
+            f"{spec.name} (cluster.gpu): its measurements are read as this cluster's; import a log of this "
+            "cluster's GPUs"]
+
+
 def not_this_format(file: str, text: str, message: str) -> InputError:
     """`FILE: line N: MESSAGE (got FIRST LINE)` for a file that is not the tool's output."""
     lineno, line = next(((i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()), (1, ""))

@@ -40,6 +40,7 @@ from advisor.imports.common import (
     check_hardware_reaches,
     decimal,
     not_this_format,
+    other_gpu_warning,
     read_log,
     target_file,
     whole_number,
@@ -423,18 +424,11 @@ def collectives_from_log(
 
 
 def _device_notes(file: str, table: Table, workload: "Workload") -> list[str]:
-    """A warning when a rank's `# Rank` line names a catalog GPU other than the spec's `cluster.gpu` (both in
-    the catalog): the A100 log imported under an H100 spec was read as the H100 cluster's links without a
-    word. A warning, as `_table_notes`' busbw one: the user may know the links are alike; the fit reads them."""
-    from advisor.catalog import find_gpu
-
-    spec = find_gpu(workload.cluster.gpu)
+    """The first rank whose `# Rank` line names a catalog GPU other than the spec's, warned about
+    (advisor.imports.common.other_gpu_warning)."""
     for line, name in table.devices.values():
-        ran = find_gpu(name) if name else None
-        if spec is not None and ran is not None and ran.name != spec.name:
-            return [f"warning: {file}: line {line}: the ranks ran on {name} (the catalog's {ran.name}), not the "
-                    f"spec's {spec.name} (cluster.gpu): its links are read as this cluster's; import a log of "
-                    "this cluster's GPUs"]
+        if found := other_gpu_warning(file, f"line {line}", name, workload):
+            return found
     return []
 
 

@@ -12,6 +12,8 @@ from conftest import ROOT, WORKLOADS
 
 LLM7B = WORKLOADS / "llm7b.toml"          # FSDP, H100-SXM (96 GB declared), 8 per node, 2 samples a GPU
 LLM7B_CAL = ROOT / "calibrations" / "llm7b_published_torchtitan.toml"   # runs 8@1 (2.84346 s) and 128@16
+RENTAL = WORKLOADS / "rental-ethernet.toml"   # H100-SXM, seq_len 8192
+TITAN_LOG = ROOT / "tests" / "fixtures" / "torchtitan" / "debug_model_pr1437.log"
 TINY = WORKLOADS / "tiny-cpu.toml"
 TINY_CAL = ROOT / "calibrations" / "tiny-cpu_cpu_2026-11-30.toml"      # measured, compute_seconds per run
 
@@ -135,9 +137,10 @@ def test_a_micro_batch_within_a_ranks_samples_is_read(tmp_path):
     assert code == 0, err
 
 
-# -- an nccl-tests log of another GPU (advisor.imports.nccl_tests._device_notes) --------------------------------
+# -- a log of another GPU (advisor.imports.common.other_gpu_warning) -------------------------------------------
 # The one-node OCI log's ranks name "NVIDIA A100-SXM4-40GB"; imported under llm7b (H100-SXM) it was read as the
 # H100 cluster's links without a word (exit 0). Its 232 GB/s is under the H100 ceiling, so no other check saw it.
+# A torchtitan log saying "CUDA capacity: NVIDIA A100-SXM4-80GB with 79.11GiB memory" likewise.
 
 A100_LOG = ROOT / "tests" / "fixtures" / "nccl-tests" / "a100_1node_oci_all_reduce.log"   # Rank 0 on line 6
 H100_LOG = ROOT / "tests" / "fixtures" / "nccl-tests" / "h100_2node_gcp_a3mega_all_reduce.log"
@@ -146,11 +149,23 @@ H100_LOG = ROOT / "tests" / "fixtures" / "nccl-tests" / "h100_2node_gcp_a3mega_a
 def test_an_nccl_log_of_another_gpu_is_warned(tmp_path):
     code, _, err = invoke("import", "nccl-tests", LLM7B, A100_LOG, "--out", tmp_path / "n.toml")
     assert code == 0, err
-    assert (f"warning: {A100_LOG}: line 6: the ranks ran on NVIDIA A100-SXM4-40GB (the catalog's A100-SXM-40GB), "
+    assert (f"warning: {A100_LOG}: line 6: the job ran on NVIDIA A100-SXM4-40GB (the catalog's A100-SXM-40GB), "
             "not the spec's H100-SXM (cluster.gpu)") in err, err
 
 
 @pytest.mark.parametrize(("spec", "log"), [(LLM7B, H100_LOG), (WORKLOADS / "bert-large.toml", A100_LOG)])
 def test_an_nccl_log_of_the_specs_gpu_is_not_warned(tmp_path, spec, log):
     code, _, err = invoke("import", "nccl-tests", spec, log, "--out", tmp_path / "n.toml")
-    assert code == 0 and "the ranks ran on" not in err, err
+    assert code == 0 and "the job ran on" not in err, err
+
+
+def test_a_torchtitan_log_of_another_gpu_is_warned(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("[rank0]:[titan] 2025-07-21 15:57:40,001 - root - INFO - CUDA capacity: NVIDIA A100-SXM4-80GB "
+                   "with 79.11GiB memory\n" + TITAN_LOG.read_text())
+    code, _, err = invoke("import", "torchtitan", RENTAL, log, "--gpus", "8@1", "--out", tmp_path / "c.toml")
+    assert code == 0, err
+    assert (f"warning: {log}: line 1: the job ran on NVIDIA A100-SXM4-80GB (the catalog's A100-SXM), not the "
+            "spec's H100-SXM (cluster.gpu)") in err, err
+    code, _, err = invoke("import", "torchtitan", RENTAL, TITAN_LOG, "--gpus", "8@1", "--out", tmp_path / "d.toml")
+    assert code == 0 and "the job ran on" not in err, err

@@ -32,15 +32,7 @@ from typing import TYPE_CHECKING
 
 from advisor.errors import InputError
 from advisor.fileio import distinct_files
-from advisor.imports.common import (
-    build,
-    decimal,
-    not_this_format,
-    other_gpu_warning,
-    read_log,
-    target_file,
-    whole_number,
-)
+from advisor.imports.common import build, decimal, not_this_format, read_log, target_file, whole_number
 from advisor.text import plural
 
 if TYPE_CHECKING:
@@ -113,6 +105,8 @@ _CAPACITY = re.compile(r"\b[A-Z]+ capacity: ([^\n]{1,200}?) with [\d.]{1,20}GiB 
 def device_notes(path: str | Path, workload: "Workload") -> list[str]:
     """A warning when the log's device memory line names a catalog GPU other than the spec's
     (advisor.imports.common.other_gpu_warning): an A100 log imported under an H100 spec was read as its run."""
+    from advisor.imports.common import other_gpu_warning
+
     for lineno, line in enumerate(read_log(path).splitlines(), start=1):
         if m := _CAPACITY.search(_ANSI.sub("", line)):
             return other_gpu_warning(str(path), f"line {lineno}", m.group(1).strip(), workload)

@@ -26,20 +26,25 @@ def _calibration(tmp_path, edit, base=LLM7B_CAL):
 # A compute-only step is the full step without its gradient communication. compute_seconds = [5.0] beside
 # llm7b's 2.84346 s step was fitted (exit 0) as no exposed communication at all (step - compute clamped at 0).
 
-@pytest.mark.parametrize("compute", [[5.0], [2.9], [2.0, 3.0, 3.1]])
+# Refused beyond 25% of step-to-step noise (2.84346 x 1.25 = 3.554 s); one GPU, which communicates nothing, is
+# not checked: its compute-only step is the same work, and advisor calibrate must read back its noisy steps.
+
+@pytest.mark.parametrize("compute", [[5.0], [3.6], [2.0, 3.6, 3.7]])
 def test_compute_seconds_longer_than_the_slowest_step_are_refused(tmp_path, compute):
     path = _calibration(tmp_path, lambda d: d["runs"][0].__setitem__("compute_seconds", compute))
     median = sorted(compute)[len(compute) // 2]
     assert_refused(*invoke("fit", LLM7B, "--calibration", path),
-                   f"{path}: runs[0].compute_seconds: median {median:g} s is longer than the slowest timed step "
-                   "(2.84346 s)")
+                   f"{path}: runs[0].compute_seconds: median {median:g} s is more than 25% longer than the slowest "
+                   "timed step (2.84346 s)")
 
 
-def test_a_noisy_compute_median_above_the_full_median_is_still_read(tmp_path):
-    # steps 1.0, 1.0, 3.0 (median 1.0): compute 1.2 each, above the full median, below the slowest step
-    def edit(d):
-        d["runs"][0].update(step_seconds=[1.0, 1.0, 3.0], compute_seconds=[1.2, 1.2, 1.2])
-    path = _calibration(tmp_path, edit, TINY_CAL)
+@pytest.mark.parametrize(("run", "steps", "compute"), [
+    (1, [1.0, 1.0, 1.1], [1.3, 1.3, 1.3]),    # tiny-cpu's 2-GPU run: within 25% of the slowest step
+    (0, [1.0], [3.0]),                         # its 1-GPU run: no communication, noise alone
+])
+def test_a_noisy_compute_median_is_still_read(tmp_path, run, steps, compute):
+    path = _calibration(tmp_path, lambda d: d["runs"][run].update(step_seconds=steps, compute_seconds=compute),
+                        TINY_CAL)
     code, _, err = invoke("fit", TINY, "--calibration", path)
     assert code == 0, err
 

@@ -9,7 +9,7 @@ Format: docs/formats.md. A file holds `schema`, `workload`, `[provenance]`, `[en
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -186,9 +186,14 @@ def comm_over_step(step, comm) -> "list[bool]":
         return (np.asarray(comm, dtype=float) > np.asarray(step, dtype=float) * (1 + 1e-9)).tolist()
 
 
+#: How far a `provenance.created` may run ahead of this host's clock: another host's clock, set a day off, wrote it.
+CLOCK_SKEW = timedelta(days=1)
+
+
 def _provenance_problems(cal: Calibration, file: str) -> list[Problem]:
     """`provenance.created` is an ISO 8601 date and time with its UTC offset (`now_utc` writes
-    `2026-11-30T05:15:17Z`): free text ("yesterday", "2026-13-01") was read as a date nobody could check."""
+    `2026-11-30T05:15:17Z`): free text ("yesterday", "2026-13-01") was read as a date nobody could check,
+    and one in the future (2999) as a measurement not yet made; a day's clock skew between hosts is allowed."""
     text = cal.provenance.created
     try:
         stamp = datetime.fromisoformat(text)
@@ -197,6 +202,9 @@ def _provenance_problems(cal: Calibration, file: str) -> list[Problem]:
     if stamp is None or stamp.tzinfo is None:
         return [Problem(file, "provenance.created", "must be an ISO 8601 date and time with its UTC offset, "
                         "such as '2026-11-30T05:15:17Z'", text, True)]
+    if stamp > datetime.now(UTC) + CLOCK_SKEW:
+        return [Problem(file, "provenance.created", f"is in the future (now {now_utc()}): a file cannot be "
+                        "created after it is read", text, True)]
     return []
 
 
@@ -310,6 +318,7 @@ def _run_problems(cal: Calibration, file: str) -> list[Problem]:
             j = over.index(True)
             out.append(Problem(file, f"runs[{i}].comm_seconds[{j}]", COMM_OVER_STEP.format(step=run.step_seconds[j]),
                                run.comm_seconds[j], True))
+        out += _compute_over_step(run, f"runs[{i}].compute_seconds", file)
         if (run.peak_reserved_bytes is not None and run.peak_memory_bytes is not None
                 and run.peak_reserved_bytes < run.peak_memory_bytes):
             out.append(Problem(file, f"runs[{i}].peak_reserved_bytes", f"below peak_memory_bytes "
@@ -318,6 +327,30 @@ def _run_problems(cal: Calibration, file: str) -> list[Problem]:
         if cal.provenance.source == "published" and not (run.source or cal.provenance.citation):
             out.append(Problem(file, f"runs[{i}].source", "published values need a citation", None, False))
     return out
+
+
+#: How far a run's compute-only median may pass its slowest full step before it is refused: the noise between
+#: consecutive steps, at the spread advisor calibrate already warns about (advisor.calibrate.quality: 25%).
+COMPUTE_NOISE = 0.25
+
+
+def _compute_over_step(run: Run, where: str, file: str) -> list[Problem]:
+    """A run's compute-only steps are its full steps without the gradient communication (docs/formats.md),
+    so their median is not longer than its slowest timed step beyond COMPUTE_NOISE: compute_seconds = [5.0]
+    beside a 2.84 s step on 8 GPUs was read as no exposed communication at all (the fit clamps step - compute
+    at 0). The slowest step and the margin, not the median, bound it: with few steps (calibration.steps = 1)
+    a compute step may pass its full one by noise, and advisor calibrate must read back what it wrote. One
+    GPU is not checked: it has no communication, its compute-only step is the same work as the full one."""
+    import statistics
+
+    if not run.compute_seconds or run.gpus == 1:
+        return []
+    compute, slowest = statistics.median(run.compute_seconds), max(run.step_seconds)
+    if compute <= slowest * (1 + COMPUTE_NOISE):
+        return []
+    return [Problem(file, where, f"median {compute:g} s is more than {COMPUTE_NOISE:.0%} longer than the slowest "
+                    f"timed step ({slowest:g} s): a compute-only step is the full step without its gradient "
+                    "communication")]
 
 
 def load_calibration(path: str | Path, workload: str | None = None) -> Calibration:

@@ -36,7 +36,7 @@ from advisor.calibration_data import (
 from advisor.errors import InputError
 from advisor.fileio import MAX_CSV_BYTES, read_input_text
 from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
-from advisor.text import plural
+from advisor.text import count, number, plural
 from advisor.topology.layouts import split_rule
 
 if TYPE_CHECKING:
@@ -274,18 +274,45 @@ def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
         i, run = given[int(idle.argmax())]
         raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].global_batch",
                             idle_ranks_message(workload, layout, run.gpus), run.global_batch)
+    _check_micro_batches(cal, workload, layout)
     return layout
 
 
-def _check_probes(cal: "Calibration") -> None:
+def _check_micro_batches(cal: "Calibration", workload: "Workload", layout: tuple | None) -> None:
+    """Refuse a run whose `micro_samples` exceeds the samples each data-parallel rank trains a step (its
+    global batch, or the spec's at its count, over GPUs / the model-parallel degrees): a micro-batch is a
+    slice of a rank's batch. micro_samples = 1,000 beside llm7b's 16 samples over 8 FSDP ranks was read (and
+    its measured peak re-estimated at 1,000 samples a micro-batch). Under strategy auto the degrees are not
+    known: nothing is checked, as `idle_ranks`."""
+    w = fitted_layout(workload, layout)
+    if w.parallelism.strategy == "auto":
+        return
+    for i, run in enumerate(cal.runs):
+        batch = run.global_batch if run.global_batch is not None else float(workload.global_batch(run.gpus))
+        ranks = max(run.gpus // w.model_parallel_size(), 1)
+        if run.micro_samples is not None and run.micro_samples > batch / ranks * (1 + 1e-9):
+            raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].micro_samples",
+                                f"more than the {number(batch / ranks)} samples each of the "
+                                f"{plural(ranks, 'data-parallel rank')} trains a step ({count(batch)} over "
+                                f"{plural(run.gpus, 'GPU')}): a micro-batch is a slice of a rank's batch",
+                                run.micro_samples)
+
+
+def _check_probes(cal: "Calibration", workload: "Workload") -> None:
     """Each [[collectives]] row's busbw is its bytes / seconds x nccl-tests' factor for its ranks, the check an
     imported nccl-tests row and a `--collect` probe get (advisor.imports.common.check_collective): a
-    hand-edited busbw of 0 or 1e-300 beside 0.4 ms for 64 MiB was printed and warned about as measured."""
-    from advisor.imports.common import check_collective
+    hand-edited busbw of 0 or 1e-300 beside 0.4 ms for 64 MiB was printed and warned about as measured. And
+    no faster than the spec's catalog GPU's nodes reach, the nccl-tests import's bound
+    (advisor.imports.common.check_hardware_reaches; not checked on a CPU run or a GPU outside the catalog,
+    whose hardware is not known)."""
+    from advisor.imports.common import check_collective, check_hardware_reaches
 
+    cpu = str((cal.environment or {}).get("device", "")).lower().startswith("cpu")
     for i, c in enumerate(cal.collectives):
-        check_collective(c.op, c.gpus, c.bytes, c.seconds, c.busbw, str(cal.path or "<calibration>"),
-                         f"collectives[{i}].busbw")
+        file, where = str(cal.path or "<calibration>"), f"collectives[{i}].busbw"
+        check_collective(c.op, c.gpus, c.bytes, c.seconds, c.busbw, file, where)
+        if not cpu:
+            check_hardware_reaches(workload, c.op, c.algorithm, c.gpus, c.nodes, c.busbw, file, where, True)
 
 
 def from_calibration(cal: "Calibration", workload: "Workload",
@@ -297,7 +324,7 @@ def from_calibration(cal: "Calibration", workload: "Workload",
     that still apply, or from the prior (None) when none does, instead of refusing every command.
     `with_peaks` false leaves the memory peaks (and their checks) to a caller that reads them per file
     (combine_measurements), so they are not computed twice."""
-    _check_probes(cal)
+    _check_probes(cal, workload)
     if left_out is None:
         layout = check_runs_split(cal, workload)
         kept = list(cal.runs)
@@ -621,7 +648,12 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
     if (row := _first(off)) is not None:
         raise t.fail(row, "throughput", f"contradicts step_seconds: {batch[row]:g} samples / {step[row]:g} s = "
                      f"{batch[row] / step[row]:.4g} samples/s (more than {THROUGHPUT_TOLERANCE:.0%} apart)")
-    step = np.where(np.isnan(step), batch / thr, step)
+    derived = np.isnan(step)
+    step = np.where(derived, batch / thr, step)
+    # a step from a throughput keeps step_seconds' own bounds: 1e-300 samples/s was fitted as a 1.6e301 s step
+    if (row := _first(derived & ((step < MIN_SECONDS) | (step > MAX_SECONDS)))) is not None:
+        raise t.fail(row, "throughput", f"gives a step of {batch[row]:g} samples / {thr[row]:g} samples/s = "
+                     f"{step[row]:.4g} s, outside step_seconds' {MIN_SECONDS:g} to {MAX_SECONDS:g} s")
     comm = v["comm_seconds"] if "comm_seconds" in v else np.full(len(gpus), np.nan)
     if (row := _first(np.asarray(comm_over_step(step, comm), dtype=bool))) is not None:
         raise t.fail(row, "comm_seconds", COMM_OVER_STEP.format(step=step[row]))

@@ -91,6 +91,53 @@ def check_collective(op: str, gpus: int, nbytes: float, seconds: float, busbw: f
                             "rank count, collective or time", busbw)
 
 
+def check_hardware_reaches(workload: "Workload", op: str, algorithm: str | None, gpus: int, nodes: int,
+                           busbw: float, file: str, where: str, catalog_only: bool = False) -> None:
+    """Refuse a measured busbw no node of the spec's GPU could reach: above 1.5x (NVLS and SHARP's slack)
+    what its algorithm reaches on the fastest links such nodes have, the catalog GPU's line rate with its
+    NVLS margin (advisor.spec.LINK_BUSBW_MARGIN; the declared link where the GPU is not in the catalog,
+    unless `catalog_only`: then nothing is checked) and advisor.spec.MAX_NIC_BANDWIDTH_PER_GPU for each rank
+    on a node. One rule for an nccl-tests log (a log of times cut by 100, 33,880 GB/s across 2 H100 nodes,
+    was fitted as a link 45x the declared) and a calibration file's [[collectives]] (47,887 GB/s on one
+    node of 8 H100s was fitted, with advice to raise a declared bandwidth the spec refuses)."""
+    import numpy as np
+
+    from advisor.catalog import find_gpu
+    from advisor.imports.algorithm import busbw_ceiling_factor, expected_algorithm
+    from advisor.spec import LINK_BUSBW_MARGIN, MAX_NIC_BANDWIDTH_PER_GPU
+    from advisor.topology.collectives import bus_bandwidth
+
+    gpu = find_gpu(workload.cluster.gpu)
+    if gpu is None and catalog_only:
+        return
+    intra = (gpu.link_ceiling * (1 + LINK_BUSBW_MARGIN) if gpu is not None and gpu.link_ceiling
+             else workload.intra_node_bandwidth)
+    per_node = -(-gpus // nodes)
+    fastest = workload.model_copy(update={"cluster": workload.cluster.model_copy(update={
+        "intra_node_bandwidth": intra, "inter_node_bandwidth": MAX_NIC_BANDWIDTH_PER_GPU * per_node})})
+    ceiling = busbw_ceiling_factor(algorithm, op, gpus, nodes) * float(
+        bus_bandwidth(fastest, np.array([float(nodes)]))[0]) / 1e9
+    if busbw > 1.5 * ceiling:
+        raise InputError.at(file, where, f"{busbw:.4g} GB/s is above what {algorithm or expected_algorithm(op, nodes)} "
+                            f"reaches on the fastest links a node of {per_node} {workload.cluster.gpu} GPUs has "
+                            f"({ceiling:.4g} GB/s busbw, 1.5x for NVLS and SHARP): the times are cut, or the "
+                            "measurement is of other hardware", busbw)
+
+
+def other_gpu_warning(file: str, where: str, name: str, workload: "Workload") -> list[str]:
+    """A warning when a log says its job ran on `name`, a catalog GPU other than the spec's `cluster.gpu` (both
+    in the catalog): an A100 log imported under an H100 spec was read as the H100 cluster's without a word. A
+    warning, not a refusal, as the importers' busbw one: the user may know the two are alike."""
+    from advisor.catalog import find_gpu
+
+    spec, ran = find_gpu(workload.cluster.gpu), find_gpu(name) if name else None
+    if spec is None or ran is None or ran.name == spec.name:
+        return []
+    return [f"warning: {file}: {where}: the job ran on {name} (the catalog's {ran.name}), not the spec's "
+            f"{spec.name} (cluster.gpu): its measurements are read as this cluster's; import a log of this "
+            "cluster's GPUs"]
+
+
 def not_this_format(file: str, text: str, message: str) -> InputError:
     """`FILE: line N: MESSAGE (got FIRST LINE)` for a file that is not the tool's output."""
     lineno, line = next(((i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()), (1, ""))

@@ -37,8 +37,10 @@ from advisor.imports.algorithm import algorithm_from_text, busbw_ceiling_factor,
 from advisor.imports.common import (
     build,
     check_collective,
+    check_hardware_reaches,
     decimal,
     not_this_format,
+    other_gpu_warning,
     read_log,
     target_file,
     whole_number,
@@ -92,6 +94,8 @@ class Table:
     algorithm: str | None = None
     """NCCL_ALGO as the log sets it before or in this table (advisor.imports.algorithm), else None."""
     ranks: dict[int, str] = field(default_factory=dict)
+    devices: dict[int, tuple[int, str]] = field(default_factory=dict)
+    """Per rank: (line, the device name its `# Rank` line ends with, after the bus id), where it names one."""
     columns: list[str] | None = None
     redops: set[str] = field(default_factory=set)
     rows: list[Row] = field(default_factory=list)
@@ -223,6 +227,7 @@ def read_tables(text: str, file: str) -> list[Table]:
                     line,
                 )
             current.ranks[rank] = m.group(2)
+            current.devices[rank] = (lineno, line[m.end():].strip().removeprefix("[").partition("]")[2].strip())
             continue
         if line.startswith("#") and "size" in _columns(line)[:1]:
             current.columns = _table_header(line, file, lineno)
@@ -409,37 +414,22 @@ def collectives_from_log(
                     source=f"{where}; row at line {r.line}, out-of-place",
                 )
             )
-        _check_hardware_reaches(file, table, kind, n_nodes, workload)
+        top = max(table.rows, key=lambda r: r.busbw)
+        check_hardware_reaches(workload, kind, table.algorithm, table.gpus, n_nodes, top.busbw, file,
+                               f"line {top.line}.busbw")
         notes.extend(_table_notes(file, table, kind, n_nodes, workload))
+        notes.extend(_device_notes(file, table, workload))
         notes.extend(f"{file}: {d}" for d in table.dropped)
     return found, notes
 
 
-def _check_hardware_reaches(file: str, table: Table, kind: str, n_nodes: int, workload: "Workload") -> None:
-    """Refuse a table whose busbw no node of the spec's GPU could reach: above 1.5x (the warning's slack
-    below) what its algorithm reaches on the fastest links such nodes have, the catalog GPU's line rate
-    with its NVLS margin (advisor.spec.LINK_BUSBW_MARGIN; the declared link where the GPU is not in the
-    catalog) and advisor.spec.MAX_NIC_BANDWIDTH_PER_GPU for each rank on a node. A log of times cut by
-    100 (33,880 GB/s across 2 H100 nodes) was imported with a warning and fitted as a link 45x faster
-    than declared."""
-    from advisor.catalog import find_gpu
-    from advisor.spec import LINK_BUSBW_MARGIN, MAX_NIC_BANDWIDTH_PER_GPU
-
-    gpu = find_gpu(workload.cluster.gpu)
-    intra = (gpu.link_ceiling * (1 + LINK_BUSBW_MARGIN) if gpu is not None and gpu.link_ceiling
-             else workload.intra_node_bandwidth)
-    per_node = -(-table.gpus // n_nodes)
-    fastest = workload.model_copy(update={"cluster": workload.cluster.model_copy(update={
-        "intra_node_bandwidth": intra, "inter_node_bandwidth": MAX_NIC_BANDWIDTH_PER_GPU * per_node})})
-    ceiling = busbw_ceiling_factor(table.algorithm, kind, table.gpus, n_nodes) * float(
-        bus_bandwidth(fastest, np.array([float(n_nodes)]))[0]) / 1e9
-    top = max(table.rows, key=lambda r: r.busbw)
-    if top.busbw > 1.5 * ceiling:
-        raise InputError.at(file, f"line {top.line}.busbw", f"{top.busbw:.4g} GB/s is above what "
-                            f"{table.algorithm or expected_algorithm(kind, n_nodes)} reaches on the fastest links "
-                            f"a node of {per_node} {workload.cluster.gpu} GPUs has ({ceiling:.4g} GB/s busbw, "
-                            "1.5x for NVLS and SHARP): the times are cut, or the log is of other hardware",
-                            top.busbw)
+def _device_notes(file: str, table: Table, workload: "Workload") -> list[str]:
+    """The first rank whose `# Rank` line names a catalog GPU other than the spec's, warned about
+    (advisor.imports.common.other_gpu_warning)."""
+    for line, name in table.devices.values():
+        if found := other_gpu_warning(file, f"line {line}", name, workload):
+            return found
+    return []
 
 
 def _table_notes(file: str, table: Table, kind: str, n_nodes: int, workload: "Workload") -> list[str]:

@@ -98,6 +98,21 @@ def _row(fields: dict[str, str], file: str, lineno: int) -> tuple[int, float, in
     return step, tps, int(gib * GIB), lineno
 
 
+#: torchtitan's device memory monitor line: `CUDA capacity: NVIDIA H100 80GB HBM3 with 79.11GiB memory`.
+_CAPACITY = re.compile(r"\b[A-Z]+ capacity: ([^\n]{1,200}?) with [\d.]{1,20}GiB memory", re.ASCII)
+
+
+def device_notes(path: str | Path, workload: "Workload") -> list[str]:
+    """A warning when the log's device memory line names a catalog GPU other than the spec's
+    (advisor.imports.common.other_gpu_warning): an A100 log imported under an H100 spec was read as its run."""
+    from advisor.imports.common import other_gpu_warning
+
+    for lineno, line in enumerate(read_log(path).splitlines(), start=1):
+        if m := _CAPACITY.search(_ANSI.sub("", line)):
+            return other_gpu_warning(str(path), f"line {lineno}", m.group(1).strip(), workload)
+    return []
+
+
 def read_torchtitan(path: str | Path) -> list[tuple[int, float, int | None, int]]:
     """[(step, tokens per second per GPU, peak memory bytes or None, line number)] of one log."""
     file = str(path)
@@ -251,7 +266,7 @@ def import_torchtitan(
         f"{p}: {plural(len(r.step_seconds), 'step')} at {plural(gpus, 'GPU')} over {plural(nodes, 'node')}, "
         f"median step {sorted(r.step_seconds)[len(r.step_seconds) // 2]:.4g} s"
         for p, r in zip(logs, runs, strict=True)
-    ]
+    ] + [note for p in logs for note in device_notes(p, w)]
     out, new = target_file(w, workload_path, out, "torchtitan", logs, "Runs", command)
 
     # A calibration file holds one run per placement (its step_seconds hold every repeat): several

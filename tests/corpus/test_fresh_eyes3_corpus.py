@@ -309,7 +309,7 @@ def test_more_memory_than_any_build_of_the_gpu_is_refused(tmp_path):
 
 
 # -- an nccl-tests log faster than any node ----------------------------------------------------------------------
-# advisor.imports.nccl_tests._check_hardware_reaches: the 2-node H100 log with every time cut by 100
+# advisor.imports.common.check_hardware_reaches: the 2-node H100 log with every time cut by 100
 # (33,880 GB/s busbw) was imported with a warning and fitted as a link 45x the declared one.
 
 def _cut_times(src, dst, factor=100.0):

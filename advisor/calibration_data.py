@@ -8,6 +8,7 @@ Format: docs/formats.md. A file holds `schema`, `workload`, `[provenance]`, `[en
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -264,8 +265,6 @@ def run_tokens_per_second(tokens: int, steps: list[float]) -> float:
     tokens a step over the median step (advisor calibrate's worker computes the same in the rank, which
     imports no pydantic). The median of a log's tps, or of several logs' medians, could differ from it by
     more than THROUGHPUT_TOLERANCE."""
-    import statistics
-
     return tokens / statistics.median(steps)
 
 
@@ -275,8 +274,6 @@ def _tokens_per_second_problems(cal: Calibration, file: str) -> list[Problem]:
     importer write it, within THROUGHPUT_TOLERANCE. A hand-edited 1e12 beside a 2.84 s step of 16 x 8192
     tokens was kept. A run without its own global_batch, or a file recording no sequence length, is not
     checked: what it ran is not in the file (the spec's batch and seq_len may have changed since)."""
-    import statistics
-
     seq_len = (cal.setup or {}).get("model.seq_len")
     if type(seq_len) is not int or seq_len <= 0:
         return []
@@ -341,8 +338,6 @@ def _compute_over_step(run: Run, where: str, file: str) -> list[Problem]:
     at 0). The slowest step and the margin, not the median, bound it: with few steps (calibration.steps = 1)
     a compute step may pass its full one by noise, and advisor calibrate must read back what it wrote. One
     GPU is not checked: it has no communication, its compute-only step is the same work as the full one."""
-    import statistics
-
     if not run.compute_seconds or run.gpus == 1:
         return []
     compute, slowest = statistics.median(run.compute_seconds), max(run.step_seconds)

@@ -248,12 +248,18 @@ def in_job_units(fitted: FittedFamily, data: FitData) -> FitData:
     compares measured throughput with the declared model's (the naive linear guess, the ceiling on
     per-GPU throughput) reads these: a 1-layer proxy of an 80-layer model runs ~40x the samples per
     second. A run under another layout of the same model stays as measured: that is its throughput."""
-    p = fitted.problem
-    if data.empty or p.measured is None or p.measured.model == p.workload.model:
+    if data.empty:
         return data
-    ratio = fitted.predict(data.gpus, data.nodes, data.batch) / fitted.predict_measured(data.gpus, data.nodes,
-                                                                                       data.batch)
-    return replace(data, step=data.step * ratio)
+    return replace(data, step=data.step * job_units_ratio(fitted, data.gpus, data.nodes, data.batch))
+
+
+def job_units_ratio(fitted: FittedFamily, gpus, nodes, batch) -> np.ndarray:
+    """Per placement, the declared model's step over the measured model's (advisor calibrate's proxy of
+    fewer layers, `Problem.measured`), by the fitted model: 1 where the runs timed the declared model."""
+    p = fitted.problem
+    if p.measured is None or p.measured.model == p.workload.model:
+        return np.ones(np.shape(np.asarray(gpus, float)))
+    return fitted.predict(gpus, nodes, batch) / fitted.predict_measured(gpus, nodes, batch)
 
 
 def _estimator(problem: Problem, d: Design) -> OverlapModel:

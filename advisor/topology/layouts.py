@@ -73,7 +73,8 @@ splits the seconds so; the step model adds the exposed part outside the overlap,
 Memory: advisor.topology.memory's formulas (ZeRO states, Korthikanti et al. 2022 activations) at
 this layout's degrees, each strategy saying how many ranks share the model state
 (`Strategy.state_shards`), moved to a calibration's measured peaks (`measured_offset`, each peak
-against the estimate in the layout it was measured in).
+against the estimate in the layout it was measured in) and bounded by the runs that fit without a
+recorded peak (`ran_bound`: the counts of the run's shape that hold no more than it did fit too).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ from advisor.topology.collectives import LinkLoad, LinkSeconds, busbw_factor
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
-    from advisor.topology.memory import Footprint, MeasuredPeak
+    from advisor.topology.memory import Footprint, MeasuredFit, MeasuredPeak
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -446,9 +447,12 @@ class Layout:
         (`measured`, default `w`: the allocator, buffers, real activations). Never below the state and
         gathered FSDP units this layout must hold: a peak the estimate overstates (its activations, or
         a micro-batch the run did not use) takes back activations, not the model state (a peak of 2.1
-        GB for llm7b's 8 GPUs read -5.9 GB per GPU at 16)."""
+        GB for llm7b's 8 GPUs read -5.9 GB per GPU at 16). `peaks` may also hold runs that fit without
+        a recorded peak (advisor.topology.memory.MeasuredFit): bounds, applied by `ran_bound`."""
         fp = self.footprint(w)
-        return np.maximum(fp.total + measured_offset(measured or w, self.gpus, peaks), fp.state + fp.gathered)
+        peaks, fits = memory.split_evidence(peaks)
+        used = np.maximum(fp.total + measured_offset(measured or w, self.gpus, peaks), fp.state + fp.gathered)
+        return ran_bound(self, w, fp, used, fits, peaks, measured or w) if fits else used
 
     def fits(self, w: Workload, peaks: Sequence[MeasuredPeak] = (), measured: Workload | None = None, *,
              memory_bytes: np.ndarray | None = None) -> np.ndarray:
@@ -471,6 +475,51 @@ def measured_offset(w: Workload, gpus, peaks: Sequence[MeasuredPeak]) -> np.ndar
     offsets = np.array([p.peak_bytes - _estimate_at(layout_workload(w, p.layout), p) for p in peaks])
     nearest = np.abs(np.log(gpus)[:, None] - np.log(at)[None, :]).argmin(axis=1)
     return offsets[nearest]
+
+
+def ran_bound(lay: Layout, w: Workload, fp: Footprint, used: np.ndarray, fits: Sequence[MeasuredFit],
+              peaks: Sequence[MeasuredPeak], measured: Workload) -> np.ndarray:
+    """`used` (the estimate, peaks applied) lowered where a run that fit bounds it (docs/model.md, Memory).
+
+    A run at N_f GPUs that trained held at most B bytes per GPU (`MeasuredFit.bound_bytes`, default the
+    spec's GPU memory), whatever the estimate E(N_f) said. It carries to a count N of this layout that
+    has the run's shape: the same strategy and tensor, pipeline, context and expert degrees, and the
+    same activation bytes (the micro-batch, and the micro-batches in flight), so that only the model
+    state and gathered units differ, which the formulas give exactly. Where the estimate says N holds
+    no more than the run (E(N) <= E(N_f): FSDP at more GPUs shards the state finer; DDP holds the same),
+    N fits too, and its footprint is at most E(N) - (E(N_f) - B), never below the state it must hold
+    (capped at B). Counts that hold more (fewer GPUs under FSDP), another layout or micro-batch keep the
+    estimate: a bound says nothing of the level there. A run the estimate already fits changes nothing."""
+    capacity = memory.gpu_memory_bytes(w)
+    out = used
+    floor = fp.state + fp.gathered
+    for fit in fits:
+        bound = fit.bound_bytes or capacity
+        fw = layout_workload(measured, fit.layout)
+        run = build(fw, np.array([fit.gpus]))
+        if bound is None or not run.valid[0]:
+            continue
+        rfp = run.footprint(fw, micro_samples=_run_micro(fw, run, fit))
+        ran = max(float(rfp.total[0] + measured_offset(measured, [fit.gpus], peaks)[0]),
+                  float(rfp.state[0] + rfp.gathered[0]))
+        over = ran - bound
+        if over <= 0:
+            continue
+        same = ((lay.name == run.name) & (lay.tp == run.tp[0]) & (lay.pp == run.pp[0]) & (lay.cp == run.cp[0])
+                & (np.broadcast_to(lay.ep, lay.gpus.shape) == np.broadcast_to(run.ep, (1,))[0])
+                & np.isclose(fp.activations, rfp.activations[0], rtol=1e-9, atol=0.0))
+        holds_less = same & (used <= ran * (1 + 1e-12))
+        out = np.where(holds_less, np.minimum(out, np.maximum(used - over, np.minimum(floor, bound))), out)
+    return out
+
+
+def _run_micro(w: Workload, run: Layout, fit: MeasuredFit) -> float:
+    """Samples per micro-batch of a run that fit: recorded, else its global batch over its data-parallel
+    ranks, at most the spec's micro_samples (advisor.batch.micro_batch, at the run's batch)."""
+    if fit.micro_samples:
+        return float(fit.micro_samples)
+    share = max(np.ceil(fit.global_batch / float(run.data_parallel_size[0])), 1.0)
+    return share if w.batch.micro_samples is None else min(share, float(w.batch.micro_samples))
 
 
 def _estimate_at(w: Workload, peak: MeasuredPeak) -> float:

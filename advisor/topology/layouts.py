@@ -491,35 +491,42 @@ def ran_bound(lay: Layout, w: Workload, fp: Footprint, used: np.ndarray, fits: S
     (capped at B). Counts that hold more (fewer GPUs under FSDP), another layout or micro-batch keep the
     estimate: a bound says nothing of the level there. A run the estimate already fits changes nothing."""
     capacity = memory.gpu_memory_bytes(w)
-    out = used
-    floor = fp.state + fp.gathered
-    for fit in fits:
+    groups: dict[tuple, list[MeasuredFit]] = {}
+    for fit in fits:  # one layout built per recorded layout and bound, every run of it at once
         bound = fit.bound_bytes or capacity
-        fw = layout_workload(measured, fit.layout)
-        run = build(fw, np.array([fit.gpus]))
-        if bound is None or not run.valid[0]:
-            continue
-        rfp = run.footprint(fw, micro_samples=_run_micro(fw, run, fit))
-        ran = max(float(rfp.total[0] + measured_offset(measured, [fit.gpus], peaks)[0]),
-                  float(rfp.state[0] + rfp.gathered[0]))
-        over = ran - bound
-        if over <= 0:
-            continue
-        same = ((lay.name == run.name) & (lay.tp == run.tp[0]) & (lay.pp == run.pp[0]) & (lay.cp == run.cp[0])
-                & (np.broadcast_to(lay.ep, lay.gpus.shape) == np.broadcast_to(run.ep, (1,))[0])
-                & np.isclose(fp.activations, rfp.activations[0], rtol=1e-9, atol=0.0))
-        holds_less = same & (used <= ran * (1 + 1e-12))
-        out = np.where(holds_less, np.minimum(out, np.maximum(used - over, np.minimum(floor, bound))), out)
+        if bound is not None:
+            groups.setdefault((fit.layout, bound), []).append(fit)
+    out = used
+    for (label, bound), group in groups.items():
+        out = np.minimum(out, _group_bound(lay, fp, used, group, bound, layout_workload(measured, label), peaks,
+                                           measured))
     return out
 
 
-def _run_micro(w: Workload, run: Layout, fit: MeasuredFit) -> float:
-    """Samples per micro-batch of a run that fit: recorded, else its global batch over its data-parallel
-    ranks, at most the spec's micro_samples (advisor.batch.micro_batch, at the run's batch)."""
-    if fit.micro_samples:
-        return float(fit.micro_samples)
-    share = max(np.ceil(fit.global_batch / float(run.data_parallel_size[0])), 1.0)
-    return share if w.batch.micro_samples is None else min(share, float(w.batch.micro_samples))
+def _group_bound(lay: Layout, fp: Footprint, used: np.ndarray, group: Sequence[MeasuredFit], bound: float,
+                 fw: Workload, peaks: Sequence[MeasuredPeak], measured: Workload) -> np.ndarray:
+    """`ran_bound` of runs in one layout `fw` and of one bound, per count of `lay` (inf where none carries)."""
+    run = build(fw, np.array([f.gpus for f in group], dtype=np.int64))
+    # the run's micro-batch: recorded, else its global batch over its data-parallel ranks, at most the
+    # spec's micro_samples (advisor.batch.micro_batch at the run's batch)
+    share = np.maximum(np.ceil(np.array([f.global_batch for f in group], float) / run.data_parallel_size), 1.0)
+    if fw.batch.micro_samples is not None:
+        share = np.minimum(share, float(fw.batch.micro_samples))
+    recorded = np.array([f.micro_samples or 0 for f in group], float)
+    rfp = run.footprint(fw, micro_samples=np.where(recorded > 0, recorded, share))
+    ran = np.maximum(rfp.total + measured_offset(measured, run.gpus, peaks), rfp.state + rfp.gathered)
+    over = ran - bound
+
+    def col(a):  # this layout's counts down, the runs across
+        return np.broadcast_to(a, lay.gpus.shape)[:, None]
+
+    same = ((lay.name == run.name) & run.valid[None, :] & (over > 0)[None, :]
+            & (col(lay.tp) == run.tp[None, :]) & (col(lay.pp) == run.pp[None, :]) & (col(lay.cp) == run.cp[None, :])
+            & (col(lay.ep) == np.broadcast_to(run.ep, run.gpus.shape)[None, :])
+            & np.isclose(col(fp.activations), rfp.activations[None, :], rtol=1e-9, atol=0.0)
+            & (col(used) <= ran[None, :] * (1 + 1e-12)))
+    implied = np.maximum(col(used) - over[None, :], col(np.minimum(fp.state + fp.gathered, bound)))
+    return np.where(same, implied, np.inf).min(axis=1)
 
 
 def _estimate_at(w: Workload, peak: MeasuredPeak) -> float:

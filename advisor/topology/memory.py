@@ -293,21 +293,31 @@ def _full_model(cal: "Calibration") -> bool:
 
 
 def measured_fits(cal: "Calibration" | None, w: "Workload") -> list[MeasuredFit]:
-    """The runs of `cal` that ran the full model and recorded no peak, each a bound of the device it ran
-    on (`environment.device_memory_bytes`, else the spec's GPU): none from a proxy, a CPU run, or a
-    calibration of another model shape (`peak_shape_changes`), whose runs say nothing of this job's memory."""
-    if cal is None or not _full_model(cal) or peak_shape_changes(cal, w):
+    """The runs of `cal` that ran the full model and whose peak is not applied as a level (none was
+    recorded, or the file's peaks are not read: an imported log, `_the_job_itself`), each a bound: its
+    recorded peak, else the device it ran on (`environment.device_memory_bytes`), else the spec's GPU.
+    None from a proxy of fewer layers, a CPU run, or a calibration of another model shape
+    (`peak_shape_changes`): their runs say nothing of this job's memory."""
+    if cal is None or peak_shape_changes(cal, w):
         return []
     env = cal.environment or {}
-    if str(env.get("device", "")).lower().startswith("cpu"):
+    levels = _full_model(cal)  # its peaks are applied (measured_peaks): a run with one is a level, not a bound
+    if not (levels or _the_job_itself(cal)) or str(env.get("device", "")).lower().startswith("cpu"):
         return []
     recorded = env.get("device_memory_bytes")
-    bound = float(recorded) if isinstance(recorded, int | float) and not isinstance(recorded, bool) else None
+    device = float(recorded) if isinstance(recorded, int | float) and not isinstance(recorded, bool) else None
     where = str(cal.path.name if cal.path else "the calibration")
-    batch = w.global_batch
-    return [MeasuredFit(r.gpus, float(r.global_batch if r.global_batch is not None else batch(r.gpus)),
-                        r.micro_samples, where, r.layout, bound)
-            for r in cal.runs if not r.peak_memory_bytes]
+    return [MeasuredFit(r.gpus, float(r.global_batch if r.global_batch is not None else w.global_batch(r.gpus)),
+                        r.micro_samples, where, r.layout, float(r.peak_memory_bytes or 0) or device)
+            for r in cal.runs if not (levels and r.peak_memory_bytes)]
+
+
+def _the_job_itself(cal: "Calibration") -> bool:
+    """A measured file that is neither advisor calibrate's (no `[setup]`, no proxy depth recorded) nor
+    published: an import of the job's own logs (advisor import torchtitan), which timed the full model
+    (advisor.measurements.proxy_depth reads its runs so)."""
+    env = cal.environment or {}
+    return cal.provenance.source == "measured" and not cal.setup and env.get("proxy_layers") is None
 
 
 def peak_shape_changes(cal: "Calibration", w: "Workload") -> list[tuple[str, object, object]]:

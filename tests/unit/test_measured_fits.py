@@ -139,3 +139,14 @@ def test_csv_fits_are_one_per_placement(tmp_path):
     w = load_workload(LLM7B)
     m = read_measurements_csv(_csv(tmp_path, "8,1,2.8,16\n8,1,2.9,16\n16,2,3.0,32\n"), w)
     assert [(f.gpus, f.global_batch) for f in m.fits] == [(8, 16.0), (16, 32.0)]
+
+
+def test_an_imported_torchtitan_log_shows_its_count_fits(tmp_path):
+    """advisor import torchtitan writes the job's own run (no [setup], no proxy): 8 GPUs ran, so they fit."""
+    log = ROOT / "tests" / "fixtures" / "torchtitan" / "debug_model_pr1437.log"
+    cal = tmp_path / "titan.toml"
+    code, _, err = invoke("import", "torchtitan", str(LLM7B), str(log), "--gpus", "8@1", "--out", str(cal))
+    assert code == 0, err
+    rows, doc = _predict(str(LLM7B), "--calibration", str(cal), "--gpus", "4,8,16")
+    assert doc["baseline_gpus"] == 8 and rows[8]["fits_memory"] is True and rows[16]["fits_memory"] is True
+    assert rows[4]["fits_memory"] is False

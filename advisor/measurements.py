@@ -96,6 +96,9 @@ class Measurements:
     #: `[setup]` record): its proxy of that many layers, fed full-length samples, is what they measured
     #: (`measured_workload`); None: the job itself (a published file, a CSV), at its own depth and padding
     proxy_layers: int | None = None
+    #: the runs that trained the full model and recorded no memory peak (advisor.topology.memory.MeasuredFit):
+    #: each says its count fit, a bound the plans size memory with (memory.memory_evidence); the fit never reads them
+    fits: list = field(default_factory=list)
 
     def __post_init__(self):
         if not self.runs and not self.probes:
@@ -137,7 +140,8 @@ class Measurements:
     def subset(self, keep: np.ndarray) -> "Measurements":
         """The runs where `keep` is true (probes kept)."""
         runs = [r for r, k in zip(self.runs, keep, strict=True) if k]
-        return Measurements(runs, self.probes, self.source, self.peaks, self.layout, self.notes, self.proxy_layers)
+        return Measurements(runs, self.probes, self.source, self.peaks, self.layout, self.notes, self.proxy_layers,
+                            self.fits)
 
 
 def fitted_layout(workload: "Workload", layout: tuple | None) -> "Workload":
@@ -353,12 +357,13 @@ def from_calibration(cal: "Calibration", workload: "Workload",
             comm = np.asarray(run.comm_seconds, dtype=float)
         batch = run.global_batch if run.global_batch is not None else float(workload.global_batch(run.gpus))
         runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm, bool(run.memory_bound)))
-    from advisor.topology.memory import measured_peaks
+    from advisor.topology.memory import measured_fits, measured_peaks
 
     notes: list[str] = []
     peaks = measured_peaks(cal, workload, notes) if with_peaks else []  # combine_measurements reads each file's
+    fits = measured_fits(cal, workload) if with_peaks else []
     return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), peaks, layout, notes,
-                        proxy_depth(cal))
+                        proxy_depth(cal), fits)
 
 
 def proxy_depth(cal: "Calibration") -> int | None:
@@ -677,7 +682,16 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
         for i, (g, n, b) in enumerate(zip(cols["gpus"].tolist(), cols["nodes"].tolist(), cols["global_batch"].tolist(),
                                           strict=True))
     ]
-    return Measurements(runs, [], table.file)
+    return Measurements(runs, [], table.file, fits=csv_fits(cols["gpus"], cols["global_batch"], table.file))
+
+
+def csv_fits(gpus: np.ndarray, batch: np.ndarray, file: str) -> list:
+    """Each distinct (GPUs, global batch) a CSV's rows ran, as a run that fit in memory (a CSV records no
+    peak; its rows are the spec's model and layout: advisor.topology.memory.MeasuredFit)."""
+    from advisor.topology.memory import MeasuredFit
+
+    pairs = np.unique(np.column_stack([gpus, batch]), axis=0) if len(gpus) else np.zeros((0, 2))
+    return [MeasuredFit(int(g), float(b), None, file) for g, b in pairs.tolist()]
 
 
 def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
@@ -686,12 +700,13 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
     """One set of measurements from a (merged) calibration file and a measurement CSV: the file's
     runs and collective probes plus the CSV's runs. A calibration that holds only probes (an
     imported nccl-tests log) adds them to the CSV's step times; the CSV cannot carry probes."""
-    from advisor.topology.memory import measured_peaks
+    from advisor.topology.memory import measured_fits, measured_peaks
 
     runs: list[MeasuredRun] = []
     probes: list = []
     sources: list[str] = []
     peaks: list = []
+    fits: list = []
     notes: list[str] = []
     layout, depth = None, None
     if cal is not None:
@@ -702,6 +717,7 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
         # the memory peaks of each file `cal` merges (`files`), judged by its own [environment] and
         # [setup]: merged, a proxy's peaks read under the first file's full-model record
         peaks = [p for c in (files or [cal]) for p in measured_peaks(c, workload, notes)]
+        fits = [f for c in (files or [cal]) for f in measured_fits(c, workload)]
         layout = recorded_layout(cal)
         depth = proxy_depth(cal)
     if csv_measurements is not None:
@@ -709,8 +725,9 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
             _check_one_model(workload, cal, csv_measurements, depth)
         runs += csv_measurements.runs
         probes += csv_measurements.probes
+        fits += csv_measurements.fits
         sources.append(csv_measurements.source)
-    return Measurements(runs, probes, " + ".join(sources), peaks, layout, notes, depth)
+    return Measurements(runs, probes, " + ".join(sources), peaks, layout, notes, depth, fits)
 
 
 def _check_one_model(workload: "Workload", cal: "Calibration", csv: Measurements, depth: int | None) -> None:

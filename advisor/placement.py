@@ -1,7 +1,7 @@
 """GPU placements: `N` or `N@M` (N GPUs spread over M nodes), as typed after `--gpus`.
 
-A bare `N` fills nodes: M = ceil(N / gpus_per_node) (`Workload.nodes`). One place parses the
-syntax so every command (predict, recommend, backtest) reads it the same way, and one rule
+A bare `N` fills nodes: M = ceil(N / gpus_per_node) (advisor.spec.nodes_filled, as `Workload.nodes`).
+One place parses the syntax so every command (predict, recommend, backtest) reads it the same way, and one rule
 (`check_placement`) says which placements exist, for typed placements and imported logs alike:
 at least one GPU and node, no more nodes than GPUs, no node over `cluster.gpus_per_node`, and
 every node running the same number of ranks (`8@3` is refused: torchrun, Slurm and SkyPilot
@@ -47,6 +47,8 @@ def parse_placements(text: str, gpus_per_node: int, where: str = "--gpus", *,
     two identical rows). `keep_repeats` returns them for a caller that refuses a repeat (calibrate:
     each placement writes its own result folder, and measuring one twice is a typo to say).
     """
+    from advisor.spec import nodes_filled
+
     out: list[tuple[int, int]] = []
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or any(not t for t in items):
@@ -57,7 +59,7 @@ def parse_placements(text: str, gpus_per_node: int, where: str = "--gpus", *,
             # ASCII digits, bounded before int(): not '٨', '8²', '8_0' or 5,000 digits
             raise InputError.at(where, "", "expected N or N@M with whole numbers", item)
         gpus = int(gpus_text)
-        nodes = int(nodes_text) if at else -(-gpus // gpus_per_node)
+        nodes = int(nodes_text) if at else nodes_filled(gpus, gpus_per_node)
         check_placement(gpus, nodes, gpus_per_node, where, item)
         if keep_repeats or (gpus, nodes) not in out:
             out.append((gpus, nodes))

@@ -557,8 +557,8 @@ class Workload(_Section):
         return gpu.peak_flops(self.model.precision) if gpu else None
 
     def nodes(self, gpus: Any) -> Any:
-        """Nodes needed for `gpus` GPUs when nodes are filled: ceil(gpus / gpus_per_node)."""
-        return -(-gpus // self.cluster.gpus_per_node)
+        """Nodes needed for `gpus` GPUs when nodes are filled: ceil(gpus / gpus_per_node) (`nodes_filled`)."""
+        return nodes_filled(gpus, self.cluster.gpus_per_node)
 
     def tier_named(self, name: str) -> "Tier":
         """The tier called `name` (`--tier` of recommend and plan-calibration); InputError naming
@@ -760,6 +760,13 @@ def _gpu_problems(w: Workload) -> list[tuple[str, str, object]]:
                     f"(it has {', '.join(modes)}): choose one of those or declare cluster.peak_flops",
                     w.model.precision))
     return out
+
+
+def nodes_filled(gpus: Any, gpus_per_node: int) -> Any:
+    """Nodes `gpus` GPUs fill at `gpus_per_node` a node: ceil(gpus / gpus_per_node), for an int or a numpy
+    array of counts. THE rounding of a bare count to its nodes (`Workload.nodes`, advisor.placement's
+    bare `N`, init's calibration counts)."""
+    return -(-gpus // gpus_per_node)
 
 
 def splits_evenly(gpus: int, nodes: int) -> bool:

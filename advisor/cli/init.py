@@ -149,9 +149,9 @@ def _calibration_counts(gpus_per_node: int, max_gpus: int) -> list[int]:
     """1, 2, 4, 8, 16 GPUs, those that split evenly over the nodes they fill (the spec's rule, as calibrate's);
     where some do not (3 per node: 4, 8, 16), one node and two whole nodes instead, so the spec still
     calibrates across nodes. Up to max_gpus."""
-    from advisor.spec import splits_evenly
+    from advisor.spec import nodes_filled, splits_evenly
 
-    counts = {c for c in (1, 2, 4, 8, 16) if splits_evenly(c, -(-c // gpus_per_node))}
+    counts = {c for c in (1, 2, 4, 8, 16) if splits_evenly(c, nodes_filled(c, gpus_per_node))}
     if len(counts) < 5:
         counts |= {gpus_per_node, 2 * gpus_per_node}
     return sorted(c for c in counts if c <= max_gpus)

@@ -107,6 +107,7 @@ def _default_counts(m, base: int) -> list[tuple[int, int]]:
     when none does, the ones the layout splits, so the table says why each cannot run."""
     from advisor.errors import InputError
     from advisor.planning import runnable
+    from advisor.topology.memory import memory_evidence
 
     top = m.workload.cluster.max_gpus
     counts = []
@@ -115,7 +116,7 @@ def _default_counts(m, base: int) -> list[tuple[int, int]]:
         counts.append(n)
         n *= 2
     counts.append(top)
-    run = runnable.of(m.workload, counts, None, m.peaks)
+    run = runnable.of(m.workload, counts, None, memory_evidence(m))
     # none runs: the counts the layout splits, each marked with why it cannot run
     keep = run.ok if run.ok.any() else run.splits
     if not keep.any():
@@ -199,12 +200,13 @@ def _predict_html(path, m, p, rows, base, spec, calibration, measurements) -> No
     from advisor.planning.runnable import runs
     from advisor.report import Report, Table, breakdown_table, calibration_files, write
     from advisor.scaling.plot import scaling_png
+    from advisor.topology.memory import memory_evidence
 
     title, cells = _predict_cells(m, rows, base[0])
     report = Report(f"advisor predict: {m.workload.name}", sentences=_left_out(rows),
                     tables=[Table(title, [c.name for c in PREDICT_COLUMNS], cells)],
                     figures=[(f"{m.workload.name}: predicted throughput with its 90% band, and efficiency",
-                              scaling_png(m, p, base, runs(m.workload, m.peaks)))],
+                              scaling_png(m, p, base, runs(m.workload, memory_evidence(m))))],
                     breakdown=breakdown_table(rows), warnings=list(p.warnings), specs=[spec],
                     calibrations=calibration_files(m.workload.name, spec, calibration, measurements),
                     command=command_line() or "", version=package_version())
@@ -226,20 +228,22 @@ def predict(workload: WorkloadArg, calibration: CalibrationOpt = None, measureme
     from advisor.placement import parse_placements
     from advisor.planning import runnable
     from advisor.planning.layout_choice import predict as predict_layouts
+    from advisor.topology.memory import memory_evidence
 
     m = _model(workload, calibration, measurements, model)
-    base = runnable.baseline(m.workload, m, m.peaks)
+    peaks = memory_evidence(m)  # measured peaks, and the runs that fit without one
+    base = runnable.baseline(m.workload, m, peaks)
     placements = (parse_placements(gpus, m.workload.cluster.gpus_per_node) if gpus is not None
                   else _default_counts(m, base[0]))
     g, n = [g for g, _ in placements], [n for _, n in placements]
-    p, layouts, whys = predict_layouts(m, g, n, m.peaks)
-    p = runnable.rebase(m, p, base, m.peaks)
-    rows = _rows(p, runnable.of(m.workload, g, n, m.peaks), layouts, whys)
+    p, layouts, whys = predict_layouts(m, g, n, peaks)
+    p = runnable.rebase(m, p, base, peaks)
+    rows = _rows(p, runnable.of(m.workload, g, n, peaks), layouts, whys)
     drawn = _only(p, [r["runs"] for r in rows])  # the figure marks only counts that run
     if plot is not None:
         from advisor.scaling.plot import plot_scaling
 
-        plot_scaling(m, drawn, plot, base, runnable.runs(m.workload, m.peaks))
+        plot_scaling(m, drawn, plot, base, runnable.runs(m.workload, peaks))
     if html is not None:
         _predict_html(html, m, drawn, rows, base, workload, calibration, measurements)
     if as_json:

@@ -249,6 +249,7 @@ def _html(path, recs, fitted, calibration, measurements, measured) -> None:
     from advisor.planning.runnable import runs
     from advisor.report import Report, Table, breakdown_table, calibration_files, write
     from advisor.scaling.plot import scaling_png
+    from advisor.topology.memory import memory_evidence
 
     report = Report(f"advisor recommend: {', '.join(rec.workload for rec in recs)}", command=command_line() or "",
                     version=package_version())
@@ -261,7 +262,7 @@ def _html(path, recs, fitted, calibration, measurements, measured) -> None:
         curve = _curve(model, rec)
         base = (rec.sweep.baseline_gpus, int(w.nodes(rec.sweep.baseline_gpus)))
         report.figures.append((f"{w.name}: predicted throughput with its 90% band, and efficiency",
-                               scaling_png(model, curve, base, runs(w, model.peaks))))
+                               scaling_png(model, curve, base, runs(w, memory_evidence(model)))))
         report.breakdown = report.breakdown or breakdown_table(curve.rows())
         report.warnings += [f"{rec.workload}: {line}" for line in rec.warnings]
         report.specs.append(spec)
@@ -274,10 +275,11 @@ def _html(path, recs, fitted, calibration, measurements, measured) -> None:
 def _curve(model, rec):
     """The model's prediction at the counts the table shows (the layout each count runs)."""
     from advisor.planning.layout_choice import predict
+    from advisor.topology.memory import memory_evidence
 
     counts = sorted({int(rec.sweep.gpus[c]) for _, c in _shown(rec)})
     if not counts:  # no count runs, so no plan is shown (--html crashed on the empty curve): the counts
         # the layout splits, up to the baseline's doublings, as predict shows them, each marked as not running
         sw, split = rec.sweep, rec.runnable.splits if rec.runnable is not None else rec.sweep.gpus > 0
         counts = [int(g) for g in sw.gpus[split & ((sw.gpus & (sw.gpus - 1)) == 0)]] or [int(sw.baseline_gpus)]
-    return predict(model, counts, None, model.peaks)[0]
+    return predict(model, counts, None, memory_evidence(model))[0]

@@ -75,9 +75,10 @@ def job_seconds(model, gpus: int, nodes: int) -> float:
     from advisor.errors import InputError
     from advisor.planning.billing import job_steps
     from advisor.planning.layout_choice import predict
+    from advisor.topology.memory import memory_evidence
 
     try:
-        prediction, _layouts, _why = predict(model, [gpus], [nodes], model.peaks)
+        prediction, _layouts, _why = predict(model, [gpus], [nodes], memory_evidence(model))
     except InputError:
         return math.inf
     steps = float(job_steps(model.workload, np.array([gpus]), model.baseline_gpus)[0])

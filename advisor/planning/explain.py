@@ -425,7 +425,13 @@ def _memory_sentence(rec: "Recommendation", over) -> str:
 
     sw = rec.sweep
     c = int(over.nonzero()[0][-1])  # the largest count over memory: the nearest to fitting, above it by construction
-    measured = ", moved to the calibration's measured peak" if rec.peaks else ""
+    from advisor.topology.memory import split_evidence
+
+    peaks, fits = split_evidence(rec.peaks)
+    measured = ", moved to the calibration's measured peak" if peaks else ""
+    if fits:
+        ran = ", ".join(str(g) for g in sorted({f.gpus for f in fits}))
+        measured += f"; the runs measured at {ran} GPUs fit, and so does each count the estimate says holds no more"
     hints = [f'with activation_checkpoint = "{mode}" the smallest count that fits would be {plural(n, "GPU")}'
              if n else f'activation_checkpoint = "{mode}" would not fit at any count either'
              for mode, n in rec.recompute.items()]

@@ -48,6 +48,7 @@ from advisor.planning.runnable import Runnable, baseline
 from advisor.planning.runnable import of as runnable_of
 from advisor.step_model import Z90, StepTimeModel
 from advisor.text import count, gigabytes, percent, plural, times
+from advisor.topology.memory import memory_evidence, split_evidence
 
 if TYPE_CHECKING:
     import numpy as np
@@ -230,7 +231,7 @@ class Recommendation:
     calibrated: bool = True  # False: the model is a prior, no measurements behind it
     measured_batch: float | None = None  # the largest global batch the calibration ran
     recompute: dict = field(default_factory=dict)  # activation_checkpoint mode -> smallest count that would fit
-    peaks: list = field(default_factory=list)  # advisor.topology.memory.MeasuredPeak used for the footprint
+    peaks: list = field(default_factory=list)  # memory.memory_evidence: MeasuredPeak and MeasuredFit
     gradient_noise_scale: float | None = None
     params: float = 0.0
     runnable: Runnable | None = None  # why each count can or cannot run (the left-out sentences name it)
@@ -352,7 +353,12 @@ class Recommendation:
             "stop": self._stop_json(),
             "memory": {
                 "gpu_memory_bytes": sw.gpu_memory,
-                "measured_peaks": [{"gpus": p.gpus, "peak_bytes": p.peak_bytes, "where": p.where} for p in self.peaks],
+                "measured_peaks": [{"gpus": p.gpus, "peak_bytes": p.peak_bytes, "where": p.where}
+                                   for p in split_evidence(self.peaks)[0]],
+                # runs that trained without a recorded peak: their count fit, at most bound_bytes per GPU
+                "ran_without_peak": [{"gpus": f.gpus, "global_batch": f.global_batch,
+                                      "bound_bytes": f.bound_bytes or sw.gpu_memory, "where": f.where}
+                                     for f in split_evidence(self.peaks)[1]],
             },
             "measured_global_batch": self.measured_batch,
             "statistical_efficiency": sw.statistical_efficiency,
@@ -486,7 +492,7 @@ def recommend(
     model's own, read with the calibration it was fitted on). Nothing here opens a file.
     """
     if peaks is None:
-        peaks = model.peaks
+        peaks = memory_evidence(model)
     limits = limits if limits is not None else Limits(budget, deadline, confidence)
     chosen_objective = limits.objective(objective)
     from advisor.planning.layout_choice import sweep as layout_sweep  # strategy auto: the fastest that fits
@@ -603,6 +609,6 @@ def _memory_warnings(rec: Recommendation) -> list[str]:
         f"{gigabytes(sw.gpu_memory)} per GPU this spec's GPU has: plans are sized for the smaller memory; "
         f"if your GPUs "
         f"have more, set [cluster] gpu_memory"
-        for p in rec.peaks
+        for p in split_evidence(rec.peaks)[0]
         if p.peak_bytes > sw.gpu_memory
     ]

@@ -5,7 +5,8 @@ when the layout splits it (tensor x pipeline x context degrees and the data-para
 multiply to it), every data-parallel rank gets whole samples (a fixed global batch divides evenly,
 at least one sample per rank: advisor.batch.divides) and the footprint per GPU fits in GPU
 memory (advisor.topology.layouts.Layout.memory_bytes, the calibration's measured peaks included,
-as the recommend sweep prices it). Under
+as the recommend sweep prices it; `peaks` is advisor.topology.memory.memory_evidence, so a count a
+measured run shows fit, in its layout and micro-batch, is never left out for memory). Under
 strategy "auto" a count runs when some candidate layout does (advisor.topology.layouts.candidates).
 
 The speedup and efficiency baseline is the model's (the smallest measured count) when it runs, else

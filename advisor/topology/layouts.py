@@ -73,7 +73,8 @@ splits the seconds so; the step model adds the exposed part outside the overlap,
 Memory: advisor.topology.memory's formulas (ZeRO states, Korthikanti et al. 2022 activations) at
 this layout's degrees, each strategy saying how many ranks share the model state
 (`Strategy.state_shards`), moved to a calibration's measured peaks (`measured_offset`, each peak
-against the estimate in the layout it was measured in).
+against the estimate in the layout it was measured in) and bounded by the runs that fit without a
+recorded peak (`ran_bound`: the counts of the run's shape that hold no more than it did fit too).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ from advisor.topology.collectives import LinkLoad, LinkSeconds, busbw_factor
 
 if TYPE_CHECKING:
     from advisor.spec import Workload
-    from advisor.topology.memory import Footprint, MeasuredPeak
+    from advisor.topology.memory import Footprint, MeasuredFit, MeasuredPeak
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -446,9 +447,12 @@ class Layout:
         (`measured`, default `w`: the allocator, buffers, real activations). Never below the state and
         gathered FSDP units this layout must hold: a peak the estimate overstates (its activations, or
         a micro-batch the run did not use) takes back activations, not the model state (a peak of 2.1
-        GB for llm7b's 8 GPUs read -5.9 GB per GPU at 16)."""
+        GB for llm7b's 8 GPUs read -5.9 GB per GPU at 16). `peaks` may also hold runs that fit without
+        a recorded peak (advisor.topology.memory.MeasuredFit): bounds, applied by `ran_bound`."""
         fp = self.footprint(w)
-        return np.maximum(fp.total + measured_offset(measured or w, self.gpus, peaks), fp.state + fp.gathered)
+        peaks, fits = memory.split_evidence(peaks)
+        used = np.maximum(fp.total + measured_offset(measured or w, self.gpus, peaks), fp.state + fp.gathered)
+        return ran_bound(self, w, fp, used, fits, peaks, measured or w) if fits else used
 
     def fits(self, w: Workload, peaks: Sequence[MeasuredPeak] = (), measured: Workload | None = None, *,
              memory_bytes: np.ndarray | None = None) -> np.ndarray:
@@ -471,6 +475,58 @@ def measured_offset(w: Workload, gpus, peaks: Sequence[MeasuredPeak]) -> np.ndar
     offsets = np.array([p.peak_bytes - _estimate_at(layout_workload(w, p.layout), p) for p in peaks])
     nearest = np.abs(np.log(gpus)[:, None] - np.log(at)[None, :]).argmin(axis=1)
     return offsets[nearest]
+
+
+def ran_bound(lay: Layout, w: Workload, fp: Footprint, used: np.ndarray, fits: Sequence[MeasuredFit],
+              peaks: Sequence[MeasuredPeak], measured: Workload) -> np.ndarray:
+    """`used` (the estimate, peaks applied) lowered where a run that fit bounds it (docs/model.md, Memory).
+
+    A run at N_f GPUs that trained held at most B bytes per GPU (`MeasuredFit.bound_bytes`, default the
+    spec's GPU memory), whatever the estimate E(N_f) said. It carries to a count N of this layout that
+    has the run's shape: the same strategy and tensor, pipeline, context and expert degrees, and the
+    same activation bytes (the micro-batch, and the micro-batches in flight), so that only the model
+    state and gathered units differ, which the formulas give exactly. Where the estimate says N holds
+    no more than the run (E(N) <= E(N_f): FSDP at more GPUs shards the state finer; DDP holds the same),
+    N fits too, and its footprint is at most E(N) - (E(N_f) - B), never below the state it must hold
+    (capped at B). Counts that hold more (fewer GPUs under FSDP), another layout or micro-batch keep the
+    estimate: a bound says nothing of the level there. A run the estimate already fits changes nothing."""
+    capacity = memory.gpu_memory_bytes(w)
+    groups: dict[tuple, list[MeasuredFit]] = {}
+    for fit in fits:  # one layout built per recorded layout and bound, every run of it at once
+        bound = fit.bound_bytes or capacity
+        if bound is not None:
+            groups.setdefault((fit.layout, bound), []).append(fit)
+    out = used
+    for (label, bound), group in groups.items():
+        out = np.minimum(out, _group_bound(lay, fp, used, group, bound, layout_workload(measured, label), peaks,
+                                           measured))
+    return out
+
+
+def _group_bound(lay: Layout, fp: Footprint, used: np.ndarray, group: Sequence[MeasuredFit], bound: float,
+                 fw: Workload, peaks: Sequence[MeasuredPeak], measured: Workload) -> np.ndarray:
+    """`ran_bound` of runs in one layout `fw` and of one bound, per count of `lay` (inf where none carries)."""
+    run = build(fw, np.array([f.gpus for f in group], dtype=np.int64))
+    # the run's micro-batch: recorded, else its global batch over its data-parallel ranks, at most the
+    # spec's micro_samples (advisor.batch.micro_batch at the run's batch)
+    share = np.maximum(np.ceil(np.array([f.global_batch for f in group], float) / run.data_parallel_size), 1.0)
+    if fw.batch.micro_samples is not None:
+        share = np.minimum(share, float(fw.batch.micro_samples))
+    recorded = np.array([f.micro_samples or 0 for f in group], float)
+    rfp = run.footprint(fw, micro_samples=np.where(recorded > 0, recorded, share))
+    ran = np.maximum(rfp.total + measured_offset(measured, run.gpus, peaks), rfp.state + rfp.gathered)
+    over = ran - bound
+
+    def col(a):  # this layout's counts down, the runs across
+        return np.broadcast_to(a, lay.gpus.shape)[:, None]
+
+    same = ((lay.name == run.name) & run.valid[None, :] & (over > 0)[None, :]
+            & (col(lay.tp) == run.tp[None, :]) & (col(lay.pp) == run.pp[None, :]) & (col(lay.cp) == run.cp[None, :])
+            & (col(lay.ep) == np.broadcast_to(run.ep, run.gpus.shape)[None, :])
+            & np.isclose(col(fp.activations), rfp.activations[None, :], rtol=1e-9, atol=0.0)
+            & (col(used) <= ran[None, :] * (1 + 1e-12)))
+    implied = np.maximum(col(used) - over[None, :], col(np.minimum(fp.state + fp.gathered, bound)))
+    return np.where(same, implied, np.inf).min(axis=1)
 
 
 def _estimate_at(w: Workload, peak: MeasuredPeak) -> float:

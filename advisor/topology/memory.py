@@ -51,6 +51,8 @@ token (`moe_linear`, Korthikanti §4.1's MLP terms).
 
 Not counted: the CUDA context and allocator fragmentation (a few GB); a calibration's measured peak
 (`measured_peaks`, applied by advisor.topology.layouts.measured_offset) carries them where one exists.
+A measured run without a peak (`MeasuredFit`: a CSV row, a calibration run) bounds the footprint at its
+count by the memory it ran in (advisor.topology.layouts.ran_bound; docs/model.md, "Memory").
 """
 
 from __future__ import annotations
@@ -253,6 +255,71 @@ PEAK_SHAPE_FIELDS = ("model.params", "model.layers", "model.hidden", "model.head
                      "parallelism.activation_checkpoint")
 
 
+@dataclass(frozen=True)
+class MeasuredFit:
+    """A run of the full model at `gpus` GPUs that recorded no memory peak: it trained, so its footprint
+    per GPU was at most `bound_bytes`, the memory of the device it ran on (None: the spec's GPU's). A
+    bound, not a level: advisor.topology.layouts.ran_bound applies it to the counts that hold no more
+    than the run did (docs/model.md, "Memory"); the memory-pressure rule (advisor.scaling) never sees it."""
+
+    gpus: int
+    global_batch: float
+    micro_samples: int | None
+    where: str  # for messages: the file or CSV
+    layout: str | None = None  # the run's parallel layout, as recorded (None: the spec's)
+    bound_bytes: float | None = None
+
+
+def split_evidence(evidence) -> tuple[list[MeasuredPeak], list[MeasuredFit]]:
+    """(measured peaks, runs that fit without a peak) of one memory-evidence sequence (`evidence`)."""
+    items = list(evidence)
+    return ([e for e in items if not isinstance(e, MeasuredFit)], [e for e in items if isinstance(e, MeasuredFit)])
+
+
+def memory_evidence(model) -> list:
+    """THE memory evidence a plan is sized with: a model's measured peaks (`ScalingModel.peaks`) and the
+    runs it was fitted on that fit without a peak (`Measurements.fits`). Planning passes it where peaks
+    go; the step-time fit reads only the peaks."""
+    measurements = getattr(model, "measurements", None)
+    return [*model.peaks, *(getattr(measurements, "fits", None) or [])]
+
+
+def _full_model(cal: "Calibration") -> bool:
+    """The calibration's runs trained the full model: published figures, or advisor calibrate's proxy
+    with every layer (a proxy of fewer layers measured a smaller model)."""
+    env = cal.environment or {}
+    proxy, full = env.get("proxy_layers"), env.get("model_layers")
+    return cal.provenance.source == "published" or (proxy is not None and proxy == full)
+
+
+def measured_fits(cal: "Calibration" | None, w: "Workload") -> list[MeasuredFit]:
+    """The runs of `cal` that ran the full model and whose peak is not applied as a level (none was
+    recorded, or the file's peaks are not read: an imported log, `_the_job_itself`), each a bound: its
+    recorded peak, else the device it ran on (`environment.device_memory_bytes`), else the spec's GPU.
+    None from a proxy of fewer layers, a CPU run, or a calibration of another model shape
+    (`peak_shape_changes`): their runs say nothing of this job's memory."""
+    if cal is None or peak_shape_changes(cal, w):
+        return []
+    env = cal.environment or {}
+    levels = _full_model(cal)  # its peaks are applied (measured_peaks): a run with one is a level, not a bound
+    if not (levels or _the_job_itself(cal)) or str(env.get("device", "")).lower().startswith("cpu"):
+        return []
+    recorded = env.get("device_memory_bytes")
+    device = float(recorded) if isinstance(recorded, int | float) and not isinstance(recorded, bool) else None
+    where = str(cal.path.name if cal.path else "the calibration")
+    return [MeasuredFit(r.gpus, float(r.global_batch if r.global_batch is not None else w.global_batch(r.gpus)),
+                        r.micro_samples, where, r.layout, float(r.peak_memory_bytes or 0) or device)
+            for r in cal.runs if not (levels and r.peak_memory_bytes)]
+
+
+def _the_job_itself(cal: "Calibration") -> bool:
+    """A measured file that is neither advisor calibrate's (no `[setup]`, no proxy depth recorded) nor
+    published: an import of the job's own logs (advisor import torchtitan), which timed the full model
+    (advisor.measurements.proxy_depth reads its runs so)."""
+    env = cal.environment or {}
+    return cal.provenance.source == "measured" and not cal.setup and env.get("proxy_layers") is None
+
+
 def peak_shape_changes(cal: "Calibration", w: "Workload") -> list[tuple[str, object, object]]:
     """(field, recorded, now) for every `PEAK_SHAPE_FIELDS` field the calibration's `[setup]` records
     at another value than `w` has; none where it records none (nothing to compare)."""
@@ -276,8 +343,7 @@ def measured_peaks(cal: "Calibration" | None, w: "Workload" | None = None,
     env = cal.environment or {}
     if w is not None:
         _check_peaks_fit_a_device(cal, w)
-    proxy, full = env.get("proxy_layers"), env.get("model_layers")
-    if cal.provenance.source != "published" and (proxy is None or proxy != full):
+    if not _full_model(cal):
         return []
     device = env.get("system") or env.get("device") or "its device"
     where = f"{cal.path.name if cal.path else 'the calibration'} ({device})"

@@ -69,7 +69,15 @@ TESTBEDS = (("pollux-", "", "pollux-aws-t4"), ("mpt-", "-a100-roce", "llm-foundr
             ("gpt3-5b-nemo-dgxa100", "", "nemo-superpod-a100"), ("bert-4b-nemo-dgxa100", "", "nemo-superpod-a100"),
             # the published runs (RUNS): torchtitan's Float8 runs ran on llm7b-torchtitan's Grand Teton hosts
             ("llm7b-torchtitan", "", "torchtitan-grand-teton"), ("torchtitan-", "", "torchtitan-grand-teton"),
-            ("mtnlg-530b-", "", "selene-mtnlg"), ("bloom-176b-", "", "bloom-jeanzay"))
+            ("mtnlg-530b-", "", "selene-mtnlg"), ("bloom-176b-", "", "bloom-jeanzay"),
+            # NVIDIA DeepLearningExamples CNN runs (runs/cnn_dle_runs_not_adopted.csv, not RUNS: see its header):
+            # one README (the PyTorch ConvNets READMEs share one launcher, container and configs.yml) on one DGX
+            # system is one testbed, as for the series
+            ("dle-pyt-convnets-dgxa100-", "", "dle-pyt-convnets-dgxa100"),
+            ("dle-pyt-convnets-dgx1-", "", "dle-pyt-convnets-dgx1"),
+            ("dle-tf1-rn50-dgxa100-", "", "dle-tf1-rn50-dgxa100"), ("dle-tf1-rn50-dgx1-", "", "dle-tf1-rn50-dgx1"),
+            ("dle-mxnet-rn50-dgxa100-", "", "dle-mxnet-rn50-dgxa100"),
+            ("dle-mxnet-rn50-dgx1-", "", "dle-mxnet-rn50-dgx1"))
 
 
 def cluster_of(name: str) -> str:
@@ -149,7 +157,7 @@ def load(pollux: Path = POLLUX) -> list[Series]:
 def _run_spec(r: dict) -> dict:
     """The advisor spec a RUNS row declares (blank cells: the spec default)."""
     def put(d, key, conv=str):
-        if r[key] != "":
+        if r.get(key, "") != "":  # a column a file does not have (flops_per_sample): the spec default
             d[key] = conv(r[key])
 
     def flag(v):
@@ -158,6 +166,7 @@ def _run_spec(r: dict) -> dict:
     model = {"params": float(r["params"]), "precision": r["precision"]}
     for k in ("layers", "hidden", "heads", "kv_heads", "seq_len", "vocab"):
         put(model, k, int)
+    put(model, "flops_per_sample", float)  # declared training FLOPs (a CNN, no shape: runs/cnn_dle_runs_*.csv)
     par = {"strategy": r["strategy"], "activation_checkpoint": r["activation_checkpoint"]}
     for k in ("tensor_parallel_degree", "pipeline_parallel_degree"):
         put(par, k, int)

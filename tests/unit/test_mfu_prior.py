@@ -185,3 +185,47 @@ def test_band_sd_holds_ninety_percent_of_the_weight_not_the_tail():
     assert np.sqrt(np.mean(tail**2)) > 3 * band_sd(tail, np.ones(20))
     # weight: the heavy point (weight 9 of 10) sets the band
     assert band_sd(np.array([0.1, 0.5]), np.array([1.0, 9.0])) == pytest.approx(0.5 / Z90)
+
+
+def test_cnn_runs_reproduce_their_quoted_throughput_and_declare_flops_as_the_efficientnet_spec():
+    """benchmarks/data/runs/cnn_dle_runs_not_adopted.csv (NVIDIA DeepLearningExamples CNNs, MFU evidence held back:
+    its header says why): each step is global batch / the images per second its source quotes from the README
+    row, each declares training FLOPs = 3 x 2 x the forward multiply-adds its source cites (the convention of
+    benchmarks/workloads/efficientnet-b4-tf2-dgx1.toml: 25.2e9 = 3 x 2 x 4.2e9), one whole DGX node each, each is
+    a declared-FLOPs workload priced at the catalog peak of its precision (TF32 on an A100, CUDA cores for fp32
+    on a V100, tensor cores for fp16); and the compute prior's own file (corpus.RUNS) does not carry them."""
+    import csv
+    import re
+    import sys
+
+    from advisor.spec import load_workload
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import corpus
+
+    path = ROOT / "benchmarks" / "data" / "runs" / "cnn_dle_runs_not_adopted.csv"
+    with path.open() as f:
+        rows = {r["name"]: r for r in csv.DictReader(x for x in f if not x.startswith("#"))}
+    runs = {s.name: s for s in corpus.published_runs(path)}
+    assert len(runs) == len(rows) >= 12 and len({corpus.cluster_of(n) for n in runs}) >= 4
+    assert not any(s.name.startswith("dle-") for s in corpus.published_runs())  # not adopted: LEARNED lacks them
+    effnet = load_workload(ROOT / "benchmarks" / "workloads" / "efficientnet-b4-tf2-dgx1.toml")
+    assert effnet.model.training_flops_per_sample == pytest.approx(3 * 2 * 4.2e9)  # the convention followed
+    peaks = {("A100-SXM", "fp32"): 156e12, ("A100-SXM-40GB", "fp32"): 156e12, ("A100-SXM", "fp16"): 312e12,
+             ("A100-SXM-40GB", "fp16"): 312e12, ("V100-SXM2-16GB", "fp32"): 15.7e12, ("V100-SXM2-16GB", "fp16"): 125e12}
+    for name, s in runs.items():
+        r, w = rows[name], s.workload
+        assert COMMIT_729963DD in r["source"], name
+        thr = float(re.search(r"column '[^']+': ([\d.]+) img/s", r["source"]).group(1))
+        assert float(r["step_seconds"]) == pytest.approx(int(r["global_samples"]) / thr, rel=1e-5), name
+        macs = float(re.search(r"GMACs ([\d.]+)", r["source"]).group(1)) * 1e9
+        assert w.model.training_flops_per_sample == pytest.approx(3 * 2 * macs), name
+        assert int(r["gpus"]) == int(r["gpus_per_node"]) == 8 and int(r["nodes"]) == 1
+        assert int(r["global_samples"]) % (8 * int(r["micro_samples"])) == 0
+        assert priors.mfu_class(w) == "declared_flops" and priors.mfu_applies(w)
+        assert w.peak_flops == pytest.approx(peaks[(w.cluster.gpu, w.model.precision)]), name
+
+
+#: NVIDIA/DeepLearningExamples commit of every CNN row (the one the EfficientNet series cites)
+COMMIT_729963DD = "729963dd47e7c8bd462ad10bfac7a7b0b604e6dd"

@@ -144,6 +144,12 @@ class Calibration(_Strict):
         """(gpus, nodes) placements already present."""
         return {(r.gpus, r.nodes) for r in self.runs}
 
+    @property
+    def ran_on_cpu(self) -> bool:
+        """Whether its runs timed CPU ranks (advisor calibrate's gloo "GPUs": environment.device
+        "cpu (...)"): no GPU memory to bound, no catalog hardware to check a probe against."""
+        return str((self.environment or {}).get("device", "")).lower().startswith("cpu")
+
 
 def now_utc() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")

@@ -35,7 +35,7 @@ from advisor.calibration_data import (
 )
 from advisor.errors import InputError
 from advisor.fileio import MAX_CSV_BYTES, read_input_text
-from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT
+from advisor.spec import MAX_BATCH_SAMPLES, MAX_GPUS_LIMIT, nodes_filled
 from advisor.text import count, number, plural
 from advisor.topology.layouts import split_rule
 
@@ -311,7 +311,7 @@ def _check_probes(cal: "Calibration", workload: "Workload") -> None:
     whose hardware is not known)."""
     from advisor.imports.common import check_collective, check_hardware_reaches
 
-    cpu = str((cal.environment or {}).get("device", "")).lower().startswith("cpu")
+    cpu = cal.ran_on_cpu
     for i, c in enumerate(cal.collectives):
         file, where = str(cal.path or "<calibration>"), f"collectives[{i}].busbw"
         check_collective(c.op, c.gpus, c.bytes, c.seconds, c.busbw, file, where)
@@ -633,7 +633,7 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
     gpus = v["gpus"].astype(np.int64)
     per_node = workload.cluster.gpus_per_node
     nodes = v["nodes"] if "nodes" in v else np.full(len(gpus), np.nan)
-    nodes = np.where(np.isnan(nodes), -(-gpus // per_node), nodes).astype(np.int64)
+    nodes = np.where(np.isnan(nodes), nodes_filled(gpus, per_node), nodes).astype(np.int64)
     if (row := _first(nodes > gpus)) is not None:
         raise t.fail(row, "nodes", f"more nodes than GPUs ({gpus[row]})", int(nodes[row]))
     if (row := _first(over_node(gpus, nodes, per_node))) is not None:

@@ -302,7 +302,7 @@ def measured_fits(cal: "Calibration" | None, w: "Workload") -> list[MeasuredFit]
         return []
     env = cal.environment or {}
     levels = _full_model(cal)  # its peaks are applied (measured_peaks): a run with one is a level, not a bound
-    if not (levels or _the_job_itself(cal)) or str(env.get("device", "")).lower().startswith("cpu"):
+    if not (levels or _the_job_itself(cal)) or cal.ran_on_cpu:
         return []
     recorded = env.get("device_memory_bytes")
     device = float(recorded) if isinstance(recorded, int | float) and not isinstance(recorded, bool) else None

@@ -254,6 +254,47 @@ def idle_ranks_message(workload: "Workload", layout: tuple | None, gpus: int) ->
             "trains on at least one sample a step")
 
 
+#: How far above the declared peak a measured step may read before it is refused: up to 4x 100% MFU a
+#: misdeclaration of a real run explains it (fp8 steps declared bf16 double the peak, 2:4 sparsity doubles
+#: it again), and the fit bounds it at 100% MFU and says so (advisor.scaling.evidence.bound_warnings); beyond
+#: it no GPU ran the step: its time, its batch or the model's size is wrong (a CSV's tokens/s in the
+#: samples/s column reads as 8,192x its MFU at a seq_len of 8192).
+MFU_CEILING = 4.0
+
+
+def implied_mfu(workload: "Workload", layout: tuple | None, depth: int | None, gpus, batch, step) -> np.ndarray:
+    """Per run: the MFU its step reads as, the model's FLOPs per GPU (of the proxy it timed, `fitted_as`) at
+    the spec's peak over the step (advisor.scaling.features.compute_parts); 0 where the peak is unknown."""
+    from advisor.scaling.features import compute_parts
+
+    if workload.peak_flops is None:
+        return np.zeros(len(np.atleast_1d(step)))
+    model, _ = compute_parts(fitted_as(workload, layout, depth), np.asarray(gpus, float), np.asarray(batch, float))
+    return model / np.asarray(step, float)
+
+
+def faster_than_peak_message(workload: "Workload", gpus: int, batch: float, step: float, mfu: float) -> str:
+    return (f"{number(step)} s a step for {count(batch)} samples on {plural(gpus, 'GPU')} reads as {mfu:,.0%} MFU "
+            f"at {workload.cluster.gpu}'s peak ({workload.peak_flops:.3g} FLOP/s at {workload.model.precision}), "
+            f"beyond the {MFU_CEILING:.0%} a misdeclared precision or sparsity explains: the step, its batch or "
+            "model.params is wrong")
+
+
+def _check_compute_bound(cal: "Calibration", workload: "Workload", layout: tuple | None) -> None:
+    """Refuse a run whose median step is faster than the spec's GPUs can compute it (`MFU_CEILING`):
+    step_seconds = [0.1] beside llm7b's 8-GPU 2.84 s (1,000% MFU) was fitted at 100% MFU, +984% off."""
+    if not cal.runs:
+        return
+    gpus = [r.gpus for r in cal.runs]
+    batch = [r.global_batch if r.global_batch is not None else float(workload.global_batch(r.gpus)) for r in cal.runs]
+    step = [float(np.median(r.step_seconds)) for r in cal.runs]
+    mfu = implied_mfu(workload, layout, proxy_depth(cal), gpus, batch, step)
+    if (i := _first(mfu > MFU_CEILING)) is not None:
+        raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].step_seconds",
+                            faster_than_peak_message(workload, gpus[i], batch[i], step[i], float(mfu[i])),
+                            cal.runs[i].step_seconds)
+
+
 def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
     """Refuse a run of `cal` that cannot be fitted (`unrunnable`: more GPUs per node than the spec's
     nodes hold, as a CSV row is, or a count the layout it ran cannot split): `FILE: runs[i].nodes|gpus:
@@ -275,6 +316,7 @@ def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
         raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].global_batch",
                             idle_ranks_message(workload, layout, run.gpus), run.global_batch)
     _check_micro_batches(cal, workload, layout)
+    _check_compute_bound(cal, workload, layout)
     return layout
 
 
@@ -670,6 +712,13 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
     if (row := _first(unsplit(workload, None, cols["gpus"], cols["nodes"]))) is not None:
         g, n = int(cols["gpus"][row]), int(cols["nodes"][row])
         raise table.fail(row, "gpus", unsplit_message(workload, None, g, n), g)
+    mfu = implied_mfu(workload, None, None, cols["gpus"], cols["global_batch"], step)
+    if (row := _first(mfu > MFU_CEILING)) is not None:
+        column = "step_seconds" if "step_seconds" in table.values and not np.isnan(table.values["step_seconds"][row]) \
+            else "throughput"
+        raise table.fail(row, column, faster_than_peak_message(workload, int(cols["gpus"][row]),
+                                                               float(cols["global_batch"][row]), float(step[row]),
+                                                               float(mfu[row])))
     has_comm = (~np.isnan(comm)).tolist()
     bound = cols["memory_bound"].tolist()
     runs = [  # one-element views of the column arrays: no copy per row

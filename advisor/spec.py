@@ -650,10 +650,12 @@ def _batch_problems(w: Workload) -> list[tuple[str, str, object]]:
 
 def tier_key(name: str) -> str:
     """What makes two tier names one: `spot` and `SPOT` (and a fullwidth `ｓｐｏｔ`) are one tier to a reader
-    and to `--tier`."""
+    and to `--tier`; so are `on-demand` and `on‐demand` (U+2010, or any other dash or the minus sign), which
+    NFKC keeps apart and a table prints alike."""
     import unicodedata
 
-    return unicodedata.normalize("NFKC", name).casefold()
+    text = unicodedata.normalize("NFKC", name).casefold()
+    return "".join("-" if unicodedata.category(c) == "Pd" or c == "\u2212" else c for c in text)
 
 
 def _tier_problems(w: Workload) -> list[tuple[str, str, object]]:
@@ -663,7 +665,8 @@ def _tier_problems(w: Workload) -> list[tuple[str, str, object]]:
     seen: dict[str, str] = {}
     for i, t in enumerate(w.tiers):
         if (key := tier_key(t.name)) in seen:
-            like = "" if seen[key] == t.name else f" ({seen[key]!r}: names differing only in case are one tier)"
+            how = "case" if seen[key].casefold() == t.name.casefold() or "-" not in key else "case or dashes"
+            like = "" if seen[key] == t.name else f" ({seen[key]!r}: names differing only in {how} are one tier)"
             out.append((f"tiers[{i}].name", f"duplicate tier name{like}", t.name))
         seen.setdefault(key, t.name)
         if 0 < t.usd_per_gpu_hour < MIN_USD_PER_GPU_HOUR:

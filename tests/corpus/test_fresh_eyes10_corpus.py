@@ -113,3 +113,22 @@ def test_tokens_under_one_sample_are_refused(tmp_path, tokens):
 
 def test_tokens_of_one_sample_are_valid(tmp_path):
     assert invoke("validate", edited_spec(tmp_path, LLM7B, job={"samples": None, "tokens": "8192"}))[0] == 0
+
+
+# -- tier names that differ only in a dash (advisor.spec.tier_key) -------------------------------------------------
+# NFKC keeps U+2010 (hyphen), U+2013 (en dash) and U+2212 (minus) apart from '-': `on-demand` and `on‐demand`
+# validated (exit 0) as two tiers, two table rows reading "on-demand", and `--tier on–demand` found neither.
+
+@pytest.mark.parametrize("second", ["on\u2010demand", "on\u2013demand", "ON\u2212DEMAND"])
+def test_tier_names_differing_in_a_dash_are_one_name(tmp_path, second):
+    spec = edited_toml(LLM7B, lambda d: d["tiers"][1].__setitem__("name", second), tmp_path / "w.toml")
+    assert_refused(*invoke("validate", spec), f"{spec}: tiers[1].name: duplicate tier name ('on-demand': names "
+                   "differing only in case or dashes are one tier)", f"(got {second!r})")
+
+
+def test_a_tier_is_found_whatever_its_dash():
+    import json
+
+    code, out, err = invoke("recommend", LLM7B, "--budget", "20k", "--tier", "on\u2013demand", "--json")
+    assert code in (0, 3), err
+    assert {p["tier"] for p in json.loads(out)["candidates"]} == {"on-demand"}

@@ -264,35 +264,55 @@ MFU_CEILING = 4.0
 
 def implied_mfu(workload: "Workload", layout: tuple | None, depth: int | None, gpus, batch, step) -> np.ndarray:
     """Per run: the MFU its step reads as, the model's FLOPs per GPU (of the proxy it timed, `fitted_as`) at
-    the spec's peak over the step (advisor.scaling.features.compute_parts); 0 where the peak is unknown."""
+    the spec's peak over the step (advisor.scaling.features.compute_parts); 0 where the peak is unknown, inf
+    for a step of 0 s (the compute a step leaves beside communication as long as itself)."""
     from advisor.scaling.features import compute_parts
 
     if workload.peak_flops is None:
         return np.zeros(len(np.atleast_1d(step)))
     model, _ = compute_parts(fitted_as(workload, layout, depth), np.asarray(gpus, float), np.asarray(batch, float))
-    return model / np.asarray(step, float)
+    with np.errstate(divide="ignore"):
+        return model / np.asarray(step, float)
 
 
-def faster_than_peak_message(workload: "Workload", gpus: int, batch: float, step: float, mfu: float) -> str:
-    return (f"{number(step)} s a step for {count(batch)} samples on {plural(gpus, 'GPU')} reads as {mfu:,.0%} MFU "
+def faster_than_peak_message(workload: "Workload", gpus: int, batch: float, seconds: float, mfu: float,
+                             what: str = "a step") -> str:
+    said = f"{mfu:,.0%}" if math.isfinite(mfu) else "unbounded"
+    return (f"{number(seconds)} s {what} for {count(batch)} samples on {plural(gpus, 'GPU')} reads as {said} MFU "
             f"at {workload.cluster.gpu}'s peak ({workload.peak_flops:.3g} FLOP/s at {workload.model.precision}), "
             f"beyond the {MFU_CEILING:.0%} a misdeclared precision or sparsity explains: the step, its batch or "
             "model.params is wrong")
 
 
+def _timed_compute(run) -> list[tuple[str, float, str]]:
+    """(field, seconds, what) of each time a run gives its compute: the step, and the compute-only step or the
+    step less its exposed communication (a step is its compute plus the communication it does not hide)."""
+    out = [("step_seconds", float(np.median(run.step_seconds)), "a step")]
+    if run.compute_seconds:
+        out.append(("compute_seconds", float(np.median(run.compute_seconds)), "a compute-only step"))
+    elif run.comm_seconds is not None and len(run.comm_seconds) == len(run.step_seconds):
+        rest = float(np.median(np.subtract(run.step_seconds, run.comm_seconds)))
+        out.append(("comm_seconds", rest, f"of compute beside {number(float(np.median(run.comm_seconds)))} s of "
+                    "exposed communication"))
+    return out
+
+
 def _check_compute_bound(cal: "Calibration", workload: "Workload", layout: tuple | None) -> None:
-    """Refuse a run whose median step is faster than the spec's GPUs can compute it (`MFU_CEILING`):
-    step_seconds = [0.1] beside llm7b's 8-GPU 2.84 s (1,000% MFU) was fitted at 100% MFU, +984% off."""
+    """Refuse a run whose median step, compute-only step or step less its exposed communication is faster
+    than the spec's GPUs compute it (`MFU_CEILING`): step_seconds = [0.1] beside llm7b's 8-GPU 2.84 s (1,000%
+    MFU) was fitted at 100% MFU, +984% off, and compute_seconds = [0.01] as 2.83 s of exposed communication."""
     if not cal.runs:
         return
     gpus = [r.gpus for r in cal.runs]
     batch = [r.global_batch if r.global_batch is not None else float(workload.global_batch(r.gpus)) for r in cal.runs]
-    step = [float(np.median(r.step_seconds)) for r in cal.runs]
-    mfu = implied_mfu(workload, layout, proxy_depth(cal), gpus, batch, step)
-    if (i := _first(mfu > MFU_CEILING)) is not None:
-        raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].step_seconds",
-                            faster_than_peak_message(workload, gpus[i], batch[i], step[i], float(mfu[i])),
-                            cal.runs[i].step_seconds)
+    at_peak = implied_mfu(workload, layout, proxy_depth(cal), gpus, batch, np.ones(len(gpus)))  # seconds at peak
+    for i, run in enumerate(cal.runs):
+        for field_name, seconds, what in _timed_compute(run):
+            mfu = float(at_peak[i] / seconds) if seconds > 0 else math.inf if at_peak[i] > 0 else 0.0
+            if mfu > MFU_CEILING:
+                raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].{field_name}",
+                                    faster_than_peak_message(workload, gpus[i], batch[i], seconds, mfu, what),
+                                    getattr(run, field_name))
 
 
 def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
@@ -704,6 +724,24 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
             "memory_bound": bound}
 
 
+def _check_csv_compute_bound(table: CsvTable, workload: "Workload", cols: dict[str, np.ndarray]) -> None:
+    """A row's step, and its step less its exposed communication, no faster than the spec's GPUs compute it, as
+    a calibration run's (`_check_compute_bound`): `8,46000` under a samples/s throughput (tokens/s) was fitted."""
+    step, comm = cols["step_seconds"], cols["comm_seconds"]
+    at_peak = implied_mfu(workload, None, None, cols["gpus"], cols["global_batch"], np.ones(len(step)))
+    given = table.values.get("step_seconds")
+    for seconds, named in ((step, None), (step - np.nan_to_num(comm), "comm_seconds")):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mfu = np.where(at_peak > 0, at_peak / seconds, 0.0)
+        if (row := _first(mfu > MFU_CEILING)) is None:
+            continue
+        column = named or ("step_seconds" if given is not None and not np.isnan(given[row]) else "throughput")
+        what = "a step" if named is None else f"of compute beside {number(float(comm[row]))} s of exposed communication"
+        raise table.fail(row, column, faster_than_peak_message(workload, int(cols["gpus"][row]),
+                                                               float(cols["global_batch"][row]), float(seconds[row]),
+                                                               float(mfu[row]), what))
+
+
 def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurements:
     """Parse a measurement CSV into runs (one per row). Bad input: InputError `FILE: line N.column: message`."""
     table = read_csv_table(path)
@@ -712,13 +750,7 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
     if (row := _first(unsplit(workload, None, cols["gpus"], cols["nodes"]))) is not None:
         g, n = int(cols["gpus"][row]), int(cols["nodes"][row])
         raise table.fail(row, "gpus", unsplit_message(workload, None, g, n), g)
-    mfu = implied_mfu(workload, None, None, cols["gpus"], cols["global_batch"], step)
-    if (row := _first(mfu > MFU_CEILING)) is not None:
-        column = "step_seconds" if "step_seconds" in table.values and not np.isnan(table.values["step_seconds"][row]) \
-            else "throughput"
-        raise table.fail(row, column, faster_than_peak_message(workload, int(cols["gpus"][row]),
-                                                               float(cols["global_batch"][row]), float(step[row]),
-                                                               float(mfu[row])))
+    _check_csv_compute_bound(table, workload, cols)
     has_comm = (~np.isnan(comm)).tolist()
     bound = cols["memory_bound"].tolist()
     runs = [  # one-element views of the column arrays: no copy per row

@@ -68,6 +68,33 @@ def test_the_published_steps_are_read(tmp_path):
     assert invoke("fit", LLM7B, "--measurements", csv)[0] == 0
 
 
+# The compute a run times beside its step is held to the same bound: compute_seconds = [0.01] (10,082% MFU) was
+# fitted (exit 0) as 2.83 s of exposed communication; comm_seconds = [2.7] leaves 0.143 s of compute (703%); a
+# CSV's comm_seconds equal to its step leaves none.
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("compute_seconds", [0.01], "0.01 s a compute-only step for 16 samples on 8 GPUs reads as 10,082% MFU"),
+    ("comm_seconds", [2.7], "0.143 s of compute beside 2.7 s of exposed communication for 16 samples on 8 GPUs "
+                            "reads as 703% MFU"),
+])
+def test_a_calibration_compute_faster_than_the_peak_allows_is_refused(tmp_path, field, value, said):
+    path = _calibration(tmp_path, lambda d: d["runs"][0].__setitem__(field, value))
+    assert_refused(*invoke("fit", LLM7B, "--calibration", path), f"{path}: runs[0].{field}: {said}")
+
+
+def test_a_csv_row_all_communication_is_refused(tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text("gpus,step_seconds,comm_seconds\n8,2.84,2.84\n")
+    assert_refused(*invoke("fit", LLM7B, "--measurements", csv), f"{csv}: line 2.comm_seconds: 0 s of compute beside "
+                   "2.84 s of exposed communication for 16 samples on 8 GPUs reads as unbounded MFU")
+
+
+@pytest.mark.parametrize(("field", "value"), [("compute_seconds", [2.5]), ("comm_seconds", [0.3])])
+def test_a_calibration_compute_the_gpus_reach_is_read(tmp_path, field, value):
+    path = _calibration(tmp_path, lambda d: d["runs"][0].__setitem__(field, value))
+    assert invoke("fit", LLM7B, "--calibration", path)[0] == 0
+
+
 def _faster(text, factor):
     """The log with every tps multiplied by `factor`, its timestamps dropped (they would time the old rate)."""
     text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", "", text)

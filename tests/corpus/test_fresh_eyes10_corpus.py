@@ -159,3 +159,26 @@ def test_a_tier_is_found_whatever_its_dash():
     code, out, err = invoke("recommend", LLM7B, "--budget", "20k", "--tier", "on\u2013demand", "--json")
     assert code in (0, 3), err
     assert {p["tier"] for p in json.loads(out)["candidates"]} == {"on-demand"}
+
+
+# -- plan-calibration --target at a count the job never runs (advisor.cli.plan_calibration) --------------------------
+# `--target 12` under llm70b (tensor parallel degree 8) printed the interval "at 12 GPUs" it would narrow, a count
+# `predict --gpus 12` refuses (the layout cannot split it); `--target 4096` under llm7b's max_gpus 1024 planned for a
+# count recommend never considers (exit 0 both), while `calibrate --emit --gpus 4096` is refused.
+
+LLM70B = WORKLOADS / "llm70b.toml"
+
+
+@pytest.mark.parametrize(("spec", "target", "said"), [
+    (LLM70B, "12", "--target: the parallel layout cannot split 12 GPUs over 2 nodes: tensor x pipeline x context "
+                   "degrees 8"),
+    (LLM7B, "4096", "--target: 4096@512 exceeds cluster.max_gpus (1024) of "),
+])
+def test_a_plan_target_the_job_cannot_run_is_refused(spec, target, said):
+    assert_refused(*invoke("plan-calibration", spec, "--target", target), said, f"(got '{target}')")
+
+
+@pytest.mark.parametrize(("spec", "target"), [(LLM70B, "16"), (LLM7B, "1024@128")])
+def test_a_plan_target_the_job_runs_is_planned(spec, target):
+    code, out, err = invoke("plan-calibration", spec, "--target", target, "--json")
+    assert code == 0, err

@@ -182,3 +182,20 @@ def test_a_plan_target_the_job_cannot_run_is_refused(spec, target, said):
 def test_a_plan_target_the_job_runs_is_planned(spec, target):
     code, out, err = invoke("plan-calibration", spec, "--target", target, "--json")
     assert code == 0, err
+
+
+# -- two specs of one name in workloads/ (advisor.cli.recommend._workloads) ------------------------------------------
+# `advisor recommend` over a folder holding llm7b.toml and a copy (an edited variant kept beside it) answered both
+# (exit 0) as "llm7b": two tables, two JSON entries of one name, each fitted to the same calibrations/llm7b*.toml.
+
+def test_recommend_refuses_two_specs_of_one_name(tmp_path):
+    from cli_inprocess import run_in_process
+
+    (tmp_path / "workloads").mkdir()
+    for name in ("copy.toml", "llm7b.toml"):
+        (tmp_path / "workloads" / name).write_text(LLM7B.read_text())
+    r = run_in_process("recommend", "--budget", "20k", "--json", cwd=tmp_path)
+    assert_refused(r.returncode, r.stdout, r.stderr, "workloads/llm7b.toml: name: also the name of "
+                   "workloads/copy.toml", "(got 'llm7b')")
+    (tmp_path / "workloads" / "copy.toml").unlink()
+    assert run_in_process("recommend", "--budget", "20k", "--json", cwd=tmp_path).returncode in (0, 3)

@@ -87,7 +87,7 @@ def _real(value: object) -> object:
             return parse_count(value)
         except ValueError:
             raise ValueError("must be a number") from None
-    return value
+    return value + 0.0 if isinstance(value, float) else value  # -0.0 is 0 (advisor.units._parse)
 
 
 #: A plain number: not true/false; a string in the count grammar.

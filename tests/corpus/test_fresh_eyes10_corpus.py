@@ -180,7 +180,7 @@ def test_a_plan_target_the_job_cannot_run_is_refused(spec, target, said):
 
 @pytest.mark.parametrize(("spec", "target"), [(LLM70B, "16"), (LLM7B, "1024@128")])
 def test_a_plan_target_the_job_runs_is_planned(spec, target):
-    code, out, err = invoke("plan-calibration", spec, "--target", target, "--json")
+    code, _, err = invoke("plan-calibration", spec, "--target", target, "--json")
     assert code == 0, err
 
 
@@ -199,3 +199,46 @@ def test_recommend_refuses_two_specs_of_one_name(tmp_path):
                    "workloads/copy.toml", "(got 'llm7b')")
     (tmp_path / "workloads" / "copy.toml").unlink()
     assert run_in_process("recommend", "--budget", "20k", "--json", cwd=tmp_path).returncode in (0, 3)
+
+
+# -- -0.0 read as a negative zero (advisor.units._parse, advisor.spec._real) ----------------------------------------
+# TOML's `-0.0` passes every `>= 0` bound: usd_per_gpu_hour = -0.0 priced plans at "$-0.00" in the table and
+# "cost_usd": -0.0 in the JSON (money with a minus sign); inter_node_latency = -0.0 and restart = "-0 s" were kept
+# as -0.0 in `validate --json`. A zero is a zero.
+
+def _signs(doc, key):
+    import math
+
+    found = []
+
+    def walk(o):
+        for k, v in (o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else ()):
+            if k == key and isinstance(v, float):
+                found.append(math.copysign(1, v))
+            else:
+                walk(v)
+    walk(doc)
+    return found
+
+
+def test_a_negative_zero_price_costs_zero_dollars(tmp_path):
+    import json
+
+    spec = edited_toml(LLM7B, lambda d: d["tiers"][0].__setitem__("usd_per_gpu_hour", -0.0), tmp_path / "w.toml")
+    code, out, err = invoke("recommend", spec, "--tier", "on-demand", "--json")
+    assert code == 0, err
+    signs = _signs(json.loads(out), "cost_usd")
+    assert signs and set(signs) == {1.0}
+    code, out, err = invoke("recommend", spec, "--tier", "on-demand")
+    assert code == 0 and "$-0" not in out and "$0.00" in out, out
+
+
+@pytest.mark.parametrize(("section", "key", "value"), [("cluster", "inter_node_latency", -0.0),
+                                                       ("cluster", "intra_node_latency", "-0 us")])
+def test_a_negative_zero_reads_as_zero(tmp_path, section, key, value):
+    import json
+
+    spec = edited_spec(tmp_path, LLM7B, **{section: {key: value}})
+    code, out, err = invoke("validate", spec, "--json")
+    assert code == 0, err
+    assert _signs(json.loads(out), key) == [1.0]

@@ -417,10 +417,27 @@ def from_calibration(cal: "Calibration", workload: "Workload",
         runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm, bool(run.memory_bound)))
     from advisor.topology.memory import measured_peaks
 
-    notes: list[str] = []
+    notes: list[str] = device_notes(cal, workload) if with_peaks else []
     peaks = measured_peaks(cal, workload, notes) if with_peaks else []  # combine_measurements reads each file's
     return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), peaks, layout, notes,
                         proxy_depth(cal))
+
+
+def device_notes(cal: "Calibration", workload: "Workload") -> list[str]:
+    """A warning when the file says it measured on another device than the spec's catalog GPU (its
+    `environment.device`: a catalog GPU of another name, or CPU ranks): a file calibrated on A100s, or with
+    `--device cpu`, was fitted as the H100 cluster's steps without a word, as an nccl-tests or torchtitan log of
+    another GPU was (advisor.imports.common.other_gpu_warning). Not a refusal: the user may know the two alike."""
+    from advisor.catalog import find_gpu
+
+    device = str((cal.environment or {}).get("device", "")).strip()
+    spec, cpu = find_gpu(workload.cluster.gpu), device.lower().startswith("cpu")
+    ran = None if cpu or not device else find_gpu(device)
+    if spec is None or not (cpu or (ran is not None and ran.name != spec.name)):
+        return []  # a spec GPU outside the catalog, no device recorded, one the catalog does not name, the spec's
+    said = "CPU ranks" if cpu else f"{device} (the catalog's {ran.name})"
+    return [f"{cal.path or '<calibration>'}: environment.device: measured on {said}, not the spec's {spec.name} "
+            "(cluster.gpu): its steps are fitted as this cluster's; calibrate on the spec's GPUs"]
 
 
 def proxy_depth(cal: "Calibration") -> int | None:
@@ -782,6 +799,7 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
         sources.append(str(cal.path or "<calibration>"))
         # the memory peaks of each file `cal` merges (`files`), judged by its own [environment] and
         # [setup]: merged, a proxy's peaks read under the first file's full-model record
+        notes += [note for c in (files or [cal]) for note in device_notes(c, workload)]
         peaks = [p for c in (files or [cal]) for p in measured_peaks(c, workload, notes)]
         layout = recorded_layout(cal)
         depth = proxy_depth(cal)

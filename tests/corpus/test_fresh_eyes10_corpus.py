@@ -242,3 +242,27 @@ def test_a_negative_zero_reads_as_zero(tmp_path, section, key, value):
     code, out, err = invoke("validate", spec, "--json")
     assert code == 0, err
     assert _signs(json.loads(out), key) == [1.0]
+
+
+# -- a calibration file measured on another device (advisor.measurements.device_notes) ------------------------------
+# Round 9 warned of an nccl-tests or torchtitan log of another GPU; a calibration file whose environment.device
+# is an A100 ("NVIDIA A100-SXM4-80GB", what advisor calibrate records on one) or CPU ranks (`--device cpu`) was
+# fitted as the H100 cluster's steps without a word (exit 0, no warning).
+
+@pytest.mark.parametrize(("device", "said"), [
+    ("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB (the catalog's A100-SXM)"),
+    ("cpu (Intel(R) Xeon(R) Processor)", "CPU ranks"),
+])
+def test_a_calibration_of_another_device_is_warned(tmp_path, device, said):
+    path = _calibration(tmp_path, lambda d: d.setdefault("environment", {}).__setitem__("device", device))
+    code, _, err = invoke("predict", LLM7B, "--calibration", path, "--gpus", "64")
+    assert code == 0, err
+    assert (f"warning: {path}: environment.device: measured on {said}, not the spec's H100-SXM (cluster.gpu): its "
+            "steps are fitted as this cluster's") in err, err
+
+
+@pytest.mark.parametrize("device", ["NVIDIA H100 80GB HBM3", "a device the catalog does not name"])
+def test_a_calibration_of_the_specs_gpu_is_not_warned(tmp_path, device):
+    path = _calibration(tmp_path, lambda d: d.setdefault("environment", {}).__setitem__("device", device))
+    code, _, err = invoke("predict", LLM7B, "--calibration", path, "--gpus", "64")
+    assert code == 0 and "environment.device" not in err, err

@@ -569,7 +569,11 @@ def _header(lines: list[tuple[int, str]], file: str) -> list[str]:
         if h not in CSV_COLUMNS:
             import difflib
 
-            close = difflib.get_close_matches(h, CSV_COLUMNS, n=1)
+            sep = next((c for c in ";\t|" if c in h and all(p.strip() in CSV_COLUMNS for p in h.split(c))), None)
+            if sep is not None:  # a spreadsheet's semicolon export read as one column: "did you mean" misled
+                raise InputError.at(file, f"line {header_no}", f"the columns are separated by {sep!r}: a measurement "
+                                    "CSV is comma-separated (export as 'CSV (comma delimited)')", h)
+            close = difflib.get_close_matches(h.lower(), CSV_COLUMNS, n=1)  # GPUS: did you mean gpus
             hint = f"; did you mean '{close[0]}'?" if close else f"; known columns: {', '.join(CSV_COLUMNS)}"
             raise InputError.at(file, f"line {header_no}", f"unknown column{hint}", h)
     repeated = next((h for i, h in enumerate(header) if h in header[:i]), None)

@@ -266,3 +266,23 @@ def test_a_calibration_of_the_specs_gpu_is_not_warned(tmp_path, device):
     path = _calibration(tmp_path, lambda d: d.setdefault("environment", {}).__setitem__("device", device))
     code, _, err = invoke("predict", LLM7B, "--calibration", path, "--gpus", "64")
     assert code == 0 and "environment.device" not in err, err
+
+
+# -- a CSV separated by semicolons or tabs (advisor.measurements._header) ---------------------------------------------
+# A spreadsheet's semicolon export (or a tab-separated file) is one column to a CSV reader: `gpus;step_seconds` was
+# refused with "unknown column; did you mean 'step_seconds'?", a typo hint for a file with no typo; `GPUS` with the
+# list of known columns, not "did you mean 'gpus'".
+
+@pytest.mark.parametrize(("sep", "said"), [(";", "';'"), ("\t", "'\\t'")])
+def test_a_csv_of_another_separator_is_said_so(tmp_path, sep, said):
+    csv = tmp_path / "m.csv"
+    csv.write_text(f"gpus{sep}step_seconds\n8{sep}2.84\n")
+    assert_refused(*invoke("fit", LLM7B, "--measurements", csv), f"{csv}: line 1: the columns are separated by "
+                   f"{said}: a measurement CSV is comma-separated")
+
+
+def test_a_column_in_capitals_gets_its_name(tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text("GPUS,step_seconds\n8,2.84\n")
+    assert_refused(*invoke("fit", LLM7B, "--measurements", csv), f"{csv}: line 1: unknown column; did you mean "
+                   "'gpus'? (got 'GPUS')")

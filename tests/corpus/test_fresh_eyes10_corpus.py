@@ -46,8 +46,11 @@ def test_a_calibration_step_faster_than_the_peak_allows_is_refused(tmp_path, ste
 
 
 def test_a_step_within_four_times_the_peak_is_fitted_with_the_bound_warned(tmp_path):
-    code, _, err = invoke("fit", LLM7B, "--calibration", _calibration(tmp_path, _step([0.5])))  # 202% MFU
-    assert code == 0 and "the fit leans on MFU <= 100%" in err, err
+    import json
+
+    code, out, err = invoke("predict", LLM7B, "--calibration", _calibration(tmp_path, _step([0.5])), "--json")
+    assert code == 0, err  # 202% MFU
+    assert any(w.startswith("the fit leans on MFU <= 100%") for w in json.loads(out)["warnings"]), out
 
 
 @pytest.mark.parametrize(("rows", "column", "said"), [
@@ -254,18 +257,20 @@ def test_a_negative_zero_reads_as_zero(tmp_path, section, key, value):
     ("cpu (Intel(R) Xeon(R) Processor)", "CPU ranks"),
 ])
 def test_a_calibration_of_another_device_is_warned(tmp_path, device, said):
+    import json
+
     path = _calibration(tmp_path, lambda d: d.setdefault("environment", {}).__setitem__("device", device))
-    code, _, err = invoke("predict", LLM7B, "--calibration", path, "--gpus", "64")
+    code, out, err = invoke("predict", LLM7B, "--calibration", path, "--gpus", "64", "--json")
     assert code == 0, err
-    assert (f"warning: {path}: environment.device: measured on {said}, not the spec's H100-SXM (cluster.gpu): its "
-            "steps are fitted as this cluster's") in err, err
+    assert (f"{path}: environment.device: measured on {said}, not the spec's H100-SXM (cluster.gpu): its steps are "
+            "fitted as this cluster's; calibrate on the spec's GPUs") in json.loads(out)["warnings"], out
 
 
 @pytest.mark.parametrize("device", ["NVIDIA H100 80GB HBM3", "a device the catalog does not name"])
 def test_a_calibration_of_the_specs_gpu_is_not_warned(tmp_path, device):
     path = _calibration(tmp_path, lambda d: d.setdefault("environment", {}).__setitem__("device", device))
-    code, _, err = invoke("predict", LLM7B, "--calibration", path, "--gpus", "64")
-    assert code == 0 and "environment.device" not in err, err
+    code, out, err = invoke("predict", LLM7B, "--calibration", path, "--gpus", "64", "--json")
+    assert code == 0 and "environment.device" not in out, out
 
 
 # -- a CSV separated by semicolons or tabs (advisor.measurements._header) ---------------------------------------------

@@ -270,7 +270,7 @@ def test_a_calibration_of_another_device_is_warned(tmp_path, device, said):
 def test_a_calibration_of_the_specs_gpu_is_not_warned(tmp_path, device):
     path = _calibration(tmp_path, lambda d: d.setdefault("environment", {}).__setitem__("device", device))
     code, out, err = invoke("predict", LLM7B, "--calibration", path, "--gpus", "64", "--json")
-    assert code == 0 and "environment.device" not in out, out
+    assert code == 0 and "environment.device" not in out, err
 
 
 # -- a CSV separated by semicolons or tabs (advisor.measurements._header) ---------------------------------------------

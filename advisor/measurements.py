@@ -258,6 +258,67 @@ def idle_ranks_message(workload: "Workload", layout: tuple | None, gpus: int) ->
             "trains on at least one sample a step")
 
 
+#: How far above the declared peak a measured step may read before it is refused: up to 4x 100% MFU a
+#: misdeclaration of a real run explains it (fp8 steps declared bf16 double the peak, 2:4 sparsity doubles
+#: it again), and the fit bounds it at 100% MFU and says so (advisor.scaling.evidence.bound_warnings); beyond
+#: it no GPU ran the step: its time, its batch or the model's size is wrong (a CSV's tokens/s in the
+#: samples/s column reads as 8,192x its MFU at a seq_len of 8192).
+MFU_CEILING = 4.0
+
+
+def implied_mfu(workload: "Workload", layout: tuple | None, depth: int | None, gpus, batch, step) -> np.ndarray:
+    """Per run: the MFU its step reads as, the model's FLOPs per GPU (of the proxy it timed, `fitted_as`) at
+    the spec's peak over the step (advisor.scaling.features.compute_parts); 0 where the peak is unknown, inf
+    for a step of 0 s (the compute a step leaves beside communication as long as itself)."""
+    from advisor.scaling.features import compute_parts
+
+    if workload.peak_flops is None:
+        return np.zeros(len(np.atleast_1d(step)))
+    model, _ = compute_parts(fitted_as(workload, layout, depth), np.asarray(gpus, float), np.asarray(batch, float))
+    with np.errstate(divide="ignore"):
+        return model / np.asarray(step, float)
+
+
+def faster_than_peak_message(workload: "Workload", gpus: int, batch: float, seconds: float, mfu: float,
+                             what: str = "a step") -> str:
+    said = f"{mfu:,.0%}" if math.isfinite(mfu) else "unbounded"
+    return (f"{number(seconds)} s {what} for {count(batch)} samples on {plural(gpus, 'GPU')} reads as {said} MFU "
+            f"at {workload.cluster.gpu}'s peak ({workload.peak_flops:.3g} FLOP/s at {workload.model.precision}), "
+            f"beyond the {MFU_CEILING:.0%} a misdeclared precision or sparsity explains: the step, its batch or "
+            "model.params is wrong")
+
+
+def _timed_compute(run) -> list[tuple[str, float, str]]:
+    """(field, seconds, what) of each time a run gives its compute: the step, and the compute-only step or the
+    step less its exposed communication (a step is its compute plus the communication it does not hide)."""
+    out = [("step_seconds", float(np.median(run.step_seconds)), "a step")]
+    if run.compute_seconds:
+        out.append(("compute_seconds", float(np.median(run.compute_seconds)), "a compute-only step"))
+    elif run.comm_seconds is not None and len(run.comm_seconds) == len(run.step_seconds):
+        rest = float(np.median(np.subtract(run.step_seconds, run.comm_seconds)))
+        out.append(("comm_seconds", rest, f"of compute beside {number(float(np.median(run.comm_seconds)))} s of "
+                    "exposed communication"))
+    return out
+
+
+def _check_compute_bound(cal: "Calibration", workload: "Workload", layout: tuple | None) -> None:
+    """Refuse a run whose median step, compute-only step or step less its exposed communication is faster
+    than the spec's GPUs compute it (`MFU_CEILING`): step_seconds = [0.1] beside llm7b's 8-GPU 2.84 s (1,000%
+    MFU) was fitted at 100% MFU, +984% off, and compute_seconds = [0.01] as 2.83 s of exposed communication."""
+    if not cal.runs:
+        return
+    gpus = [r.gpus for r in cal.runs]
+    batch = [r.global_batch if r.global_batch is not None else float(workload.global_batch(r.gpus)) for r in cal.runs]
+    at_peak = implied_mfu(workload, layout, proxy_depth(cal), gpus, batch, np.ones(len(gpus)))  # seconds at peak
+    for i, run in enumerate(cal.runs):
+        for field_name, seconds, what in _timed_compute(run):
+            mfu = float(at_peak[i] / seconds) if seconds > 0 else math.inf if at_peak[i] > 0 else 0.0
+            if mfu > MFU_CEILING:
+                raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].{field_name}",
+                                    faster_than_peak_message(workload, gpus[i], batch[i], seconds, mfu, what),
+                                    getattr(run, field_name))
+
+
 def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
     """Refuse a run of `cal` that cannot be fitted (`unrunnable`: more GPUs per node than the spec's
     nodes hold, as a CSV row is, or a count the layout it ran cannot split): `FILE: runs[i].nodes|gpus:
@@ -279,6 +340,7 @@ def check_runs_split(cal: "Calibration", workload: "Workload") -> tuple | None:
         raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].global_batch",
                             idle_ranks_message(workload, layout, run.gpus), run.global_batch)
     _check_micro_batches(cal, workload, layout)
+    _check_compute_bound(cal, workload, layout)
     return layout
 
 
@@ -359,11 +421,28 @@ def from_calibration(cal: "Calibration", workload: "Workload",
         runs.append(MeasuredRun(run.gpus, run.nodes, float(batch), steps, comm, bool(run.memory_bound)))
     from advisor.topology.memory import measured_fits, measured_peaks
 
-    notes: list[str] = []
+    notes: list[str] = device_notes(cal, workload) if with_peaks else []
     peaks = measured_peaks(cal, workload, notes) if with_peaks else []  # combine_measurements reads each file's
     fits = measured_fits(cal, workload) if with_peaks else []
     return Measurements(runs, list(cal.collectives), str(cal.path or "<calibration>"), peaks, layout, notes,
                         proxy_depth(cal), fits)
+
+
+def device_notes(cal: "Calibration", workload: "Workload") -> list[str]:
+    """A warning when the file says it measured on another device than the spec's catalog GPU (its
+    `environment.device`: a catalog GPU of another name, or CPU ranks): a file calibrated on A100s, or with
+    `--device cpu`, was fitted as the H100 cluster's steps without a word, as an nccl-tests or torchtitan log of
+    another GPU was (advisor.imports.common.other_gpu_warning). Not a refusal: the user may know the two alike."""
+    from advisor.catalog import find_gpu
+
+    device = str((cal.environment or {}).get("device", "")).strip()
+    spec, cpu = find_gpu(workload.cluster.gpu), device.lower().startswith("cpu")
+    ran = None if cpu or not device else find_gpu(device)
+    if spec is None or not (cpu or (ran is not None and ran.name != spec.name)):
+        return []  # a spec GPU outside the catalog, no device recorded, one the catalog does not name, the spec's
+    said = "CPU ranks" if cpu else f"{device} (the catalog's {ran.name})"
+    return [f"{cal.path or '<calibration>'}: environment.device: measured on {said}, not the spec's {spec.name} "
+            "(cluster.gpu): its steps are fitted as this cluster's; calibrate on the spec's GPUs"]
 
 
 def proxy_depth(cal: "Calibration") -> int | None:
@@ -495,7 +574,11 @@ def _header(lines: list[tuple[int, str]], file: str) -> list[str]:
         if h not in CSV_COLUMNS:
             import difflib
 
-            close = difflib.get_close_matches(h, CSV_COLUMNS, n=1)
+            sep = next((c for c in ";\t|" if c in h and all(p.strip() in CSV_COLUMNS for p in h.split(c))), None)
+            if sep is not None:  # a spreadsheet's semicolon export read as one column: "did you mean" misled
+                raise InputError.at(file, f"line {header_no}", f"the columns are separated by {sep!r}: a measurement "
+                                    "CSV is comma-separated (export as 'CSV (comma delimited)')", h)
+            close = difflib.get_close_matches(h.lower(), CSV_COLUMNS, n=1)  # GPUS: did you mean gpus
             hint = f"; did you mean '{close[0]}'?" if close else f"; known columns: {', '.join(CSV_COLUMNS)}"
             raise InputError.at(file, f"line {header_no}", f"unknown column{hint}", h)
     repeated = next((h for i, h in enumerate(header) if h in header[:i]), None)
@@ -667,6 +750,24 @@ def measured_columns(t: CsvTable, workload: "Workload") -> dict[str, np.ndarray]
             "memory_bound": bound}
 
 
+def _check_csv_compute_bound(table: CsvTable, workload: "Workload", cols: dict[str, np.ndarray]) -> None:
+    """A row's step, and its step less its exposed communication, no faster than the spec's GPUs compute it, as
+    a calibration run's (`_check_compute_bound`): `8,46000` under a samples/s throughput (tokens/s) was fitted."""
+    step, comm = cols["step_seconds"], cols["comm_seconds"]
+    at_peak = implied_mfu(workload, None, None, cols["gpus"], cols["global_batch"], np.ones(len(step)))
+    given = table.values.get("step_seconds")
+    for seconds, named in ((step, None), (step - np.nan_to_num(comm), "comm_seconds")):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mfu = np.where(at_peak > 0, at_peak / seconds, 0.0)
+        if (row := _first(mfu > MFU_CEILING)) is None:
+            continue
+        column = named or ("step_seconds" if given is not None and not np.isnan(given[row]) else "throughput")
+        what = "a step" if named is None else f"of compute beside {number(float(comm[row]))} s of exposed communication"
+        raise table.fail(row, column, faster_than_peak_message(workload, int(cols["gpus"][row]),
+                                                               float(cols["global_batch"][row]), float(seconds[row]),
+                                                               float(mfu[row]), what))
+
+
 def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurements:
     """Parse a measurement CSV into runs (one per row). Bad input: InputError `FILE: line N.column: message`."""
     table = read_csv_table(path)
@@ -675,6 +776,7 @@ def read_measurements_csv(path: str | Path, workload: "Workload") -> Measurement
     if (row := _first(unsplit(workload, None, cols["gpus"], cols["nodes"]))) is not None:
         g, n = int(cols["gpus"][row]), int(cols["nodes"][row])
         raise table.fail(row, "gpus", unsplit_message(workload, None, g, n), g)
+    _check_csv_compute_bound(table, workload, cols)
     has_comm = (~np.isnan(comm)).tolist()
     bound = cols["memory_bound"].tolist()
     runs = [  # one-element views of the column arrays: no copy per row
@@ -716,6 +818,7 @@ def combine_measurements(workload: "Workload", cal: "Calibration" | None = None,
         sources.append(str(cal.path or "<calibration>"))
         # the memory peaks of each file `cal` merges (`files`), judged by its own [environment] and
         # [setup]: merged, a proxy's peaks read under the first file's full-model record
+        notes += [note for c in (files or [cal]) for note in device_notes(c, workload)]
         peaks = [p for c in (files or [cal]) for p in measured_peaks(c, workload, notes)]
         fits = [f for c in (files or [cal]) for f in measured_fits(c, workload)]
         layout = recorded_layout(cal)

@@ -87,7 +87,7 @@ def _real(value: object) -> object:
             return parse_count(value)
         except ValueError:
             raise ValueError("must be a number") from None
-    return value
+    return value + 0.0 if isinstance(value, float) else value  # -0.0 is 0 (advisor.units._parse)
 
 
 #: A plain number: not true/false; a string in the count grammar.
@@ -129,6 +129,9 @@ MAX_JOB_SAMPLES = 1e14
 MAX_JOB_TOKENS = 1e17
 #: Memory of one GPU: B200 has 192 GB; 2^44 bytes (16 TiB) is ~90x that.
 MAX_GPU_MEMORY = 2.0**44
+#: ... and at least 1 GB: no GPU or MIG slice one trains on has less (the smallest slice, A100 1g.5gb, has
+#: 5 GB). A bare number is bytes: `gpu_memory = 96` was read as 96 bytes, and every plan left out.
+MIN_GPU_MEMORY = 1e9
 #: Transformer shape: layers, width, heads, context and vocabulary far beyond any published model.
 MAX_LAYERS, MAX_HIDDEN, MAX_HEADS, MAX_SEQ_LEN, MAX_VOCAB = 10_000, 2**20, 2**16, 2**26, 2**26
 #: Routed experts per MoE layer: DeepSeek-V3 has 256 (arXiv:2412.19437 §4.2); 2^16 is 256x that.
@@ -459,7 +462,7 @@ class ClusterSpec(_Section):
     """The network's class (ethernet: GPU-direct fabrics such as TCPXO or EFA), as intra_node_link."""
     peak_flops: Annotated[Real, Field(ge=MIN_PEAK_FLOPS, le=MAX_PEAK_FLOPS)] | None = None
     """Peak dense FLOP/s per GPU at the spec's precision, for MFU (default: the catalog's)."""
-    gpu_memory: Annotated[Size, Field(gt=0, le=MAX_GPU_MEMORY)] | None = None
+    gpu_memory: Annotated[Size, Field(ge=MIN_GPU_MEMORY, le=MAX_GPU_MEMORY)] | None = None
     """Memory per GPU, e.g. "96 GB" (default: the catalog's); plans whose footprint exceeds it are left out."""
 
 
@@ -647,10 +650,12 @@ def _batch_problems(w: Workload) -> list[tuple[str, str, object]]:
 
 def tier_key(name: str) -> str:
     """What makes two tier names one: `spot` and `SPOT` (and a fullwidth `ｓｐｏｔ`) are one tier to a reader
-    and to `--tier`."""
+    and to `--tier`; so are `on-demand` and `on‐demand` (U+2010, or any other dash or the minus sign), which
+    NFKC keeps apart and a table prints alike."""
     import unicodedata
 
-    return unicodedata.normalize("NFKC", name).casefold()
+    text = unicodedata.normalize("NFKC", name).casefold()
+    return "".join("-" if unicodedata.category(c) == "Pd" or c == "\u2212" else c for c in text)
 
 
 def _tier_problems(w: Workload) -> list[tuple[str, str, object]]:
@@ -660,7 +665,8 @@ def _tier_problems(w: Workload) -> list[tuple[str, str, object]]:
     seen: dict[str, str] = {}
     for i, t in enumerate(w.tiers):
         if (key := tier_key(t.name)) in seen:
-            like = "" if seen[key] == t.name else f" ({seen[key]!r}: names differing only in case are one tier)"
+            how = "case" if seen[key].casefold() == t.name.casefold() or "-" not in key else "case or dashes"
+            like = "" if seen[key] == t.name else f" ({seen[key]!r}: names differing only in {how} are one tier)"
             out.append((f"tiers[{i}].name", f"duplicate tier name{like}", t.name))
         seen.setdefault(key, t.name)
         if 0 < t.usd_per_gpu_hour < MIN_USD_PER_GPU_HOUR:
@@ -682,6 +688,9 @@ def _cross_field_problems(w: Workload) -> list[tuple[str, str, object]]:
         out.append(("job", "give exactly one of job.samples, job.steps or job.tokens", None))
     elif w.job.tokens is not None and m.seq_len is None:
         out.append(("job.tokens", "needs model.seq_len (tokens per sample) to count samples", w.job.tokens))
+    elif w.job.tokens is not None and w.job.tokens < m.seq_len:  # job.samples >= 1 holds for tokens too
+        out.append(("job.tokens", f"fewer than one sample of model.seq_len ({m.seq_len:,} tokens): a job trains "
+                    "at least one", w.job.tokens))
 
     out += _tier_problems(w)
     out += _parallelism_problems(w)

@@ -140,7 +140,7 @@ def _parse(value: object, units: dict[str, float], kind: str) -> float:
         raise ValueError(f"{kind} is too large (a 64-bit float ends at 1.8e308)")
     if not math.isfinite(number):
         raise ValueError(f"{kind} must be a finite number")
-    return number
+    return number + 0.0  # -0.0 (TOML's `-0.0`, "-0 s") is 0: it printed as "$-0.00" and "cost_usd": -0.0
 
 
 def parse_count(value: object) -> float:

@@ -65,7 +65,7 @@ def plan_calibration_command(
     """Plan calibration runs (N@M) that identify intra- and inter-node terms within a budget."""
     from advisor.calibrate.design import commands, plan_calibration, plan_dict
     from advisor.errors import InputError
-    from advisor.placement import parse_placements
+    from advisor.placement import check_layout_splits, parse_placements
     from advisor.planning.limits import MAX_BUDGET_USD, MIN_BUDGET_USD, limit_value
     from advisor.spec import load_workload
     from advisor.units import parse_duration, parse_money
@@ -77,6 +77,11 @@ def plan_calibration_command(
         if len(places) != 1:
             raise InputError.at("--target", "", "give one placement", target)
         place = places[0]
+        if place[0] > w.cluster.max_gpus:  # the plan would pin a prediction recommend never makes
+            raise InputError.at("--target", "", f"{place[0]}@{place[1]} exceeds cluster.max_gpus "
+                                f"({w.cluster.max_gpus}) of {w.source or 'the spec'}: pin a count the job may rent",
+                                target)
+        check_layout_splits(w, [place], "--target", target)  # predict refuses it: no interval to narrow
     try:
         startup_s = float(parse_duration(startup))
     except (ValueError, TypeError) as exc:

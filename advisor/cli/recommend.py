@@ -158,7 +158,15 @@ def _workloads(workload: Path | None):
     paths = sorted(folder.glob("*.toml")) if folder.is_dir() else []
     if not paths:
         raise InputError.at(folder, "", "no workload specs here; give a WORKLOAD.toml or run from the project folder")
-    return [load_workload(p) for p in paths]
+    out, seen = [], {}
+    for p in paths:  # a name picks the checked-in calibrations/NAME*.toml and labels every row and JSON entry
+        w = load_workload(p)
+        if w.name in seen:
+            raise InputError.at(p, "name", f"also the name of {seen[w.name]}: two specs of one name would share its "
+                                "calibrations and print alike; give each its own name", w.name)
+        seen[w.name] = p
+        out.append(w)
+    return out
 
 
 def build_step_time_model(w, calibration, measurements):

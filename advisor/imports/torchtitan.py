@@ -165,6 +165,7 @@ def run_from_log(path: str | Path, workload: "Workload", gpus: int, nodes: int) 
     steps = [tokens / (tps * gpus) for _, tps, _, _ in kept]
     _check_steps_exist(file, kept, steps, tokens, gpus)
     _check_logged_time(path, kept, steps, f"{batch} samples x {workload.model.seq_len} tokens", gpus)
+    _check_under_peak(file, kept, steps, workload, gpus, batch)
     memories = [m for _, _, m, _ in kept if m is not None]
     ceiling = device_memory_ceiling(workload) if memories else None
     if ceiling is not None and max(memories) > ceiling[0]:  # the rule every command applies to the file
@@ -238,6 +239,21 @@ def _check_steps_exist(file: str, kept: list, steps: list[float], tokens: int, g
             raise InputError.at(file, f"line {row[3]}.tps", f"{tokens:,} tokens a step over {plural(gpus, 'GPU')} "
                                 f"at this rate take {bound}, a step no run has: the number is in other units or "
                                 "of another run", row[1])
+
+
+def _check_under_peak(file: str, kept: list, steps: list[float], workload: "Workload", gpus: int, batch: int) -> None:
+    """Refuse a log whose median step is faster than the spec's GPUs compute it (advisor.measurements.MFU_CEILING,
+    the rule every command applies to the file): a log of a smaller model imported under a larger spec was
+    written, and every command then refused the file it had just written."""
+    from statistics import median
+
+    from advisor.measurements import MFU_CEILING, faster_than_peak_message, implied_mfu
+
+    step = median(steps)
+    mfu = float(implied_mfu(workload, None, None, [gpus], [batch], [step])[0])
+    if mfu > MFU_CEILING:
+        raise InputError.at(file, f"line {kept[0][3]}.tps", faster_than_peak_message(workload, gpus, batch, step, mfu),
+                            kept[0][1])
 
 
 def import_torchtitan(

@@ -202,7 +202,7 @@ def test_a_recorded_expert_degree_is_read_back(tmp_path):
     from advisor.measurements import fitted_layout, recorded_layout
     from advisor.spec import load_workload
 
-    cal = _calibration(tmp_path, "moe-mixtral", [{"gpus": 4, "nodes": 1, "step_seconds": [3.0],
+    cal = _calibration(tmp_path, "moe-mixtral", [{"gpus": 4, "nodes": 1, "step_seconds": [60.0],
                                               "layout": "dp_shard=4, dp_replicate=1, tp=1, pp=1, ep=4"}])
     w = fitted_layout(load_workload(MIXTRAL), recorded_layout(load_calibration(cal, "moe-mixtral")))
     assert w.parallelism.expert_parallel_degree == 4

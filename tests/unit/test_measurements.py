@@ -19,12 +19,12 @@ def write(tmp_path, text):
 
 def test_csv_rows_become_runs_with_defaults(tmp_path):
     p = write(tmp_path, "# source: a test\ngpus,nodes,step_seconds,throughput,global_batch\n"
-                        "8,,2.0,,\n16,4,,512,\n# comment in between\n32,4,1.5,,2048\n")
+                        "8,,20,,\n16,4,,51.2,\n# comment in between\n32,4,15,,2048\n")
     m = read_measurements_csv(p, LLM7B)
     assert list(m.gpus) == [8, 16, 32]
     assert list(m.nodes) == [1, 4, 4]  # default ceil(8/8) = 1
     assert list(m.global_batch) == [1024, 1024, 2048]  # workload's fixed global batch unless given
-    assert m.step[1] == pytest.approx(1024 / 512)  # throughput -> step seconds
+    assert m.step[1] == pytest.approx(1024 / 51.2)  # throughput -> step seconds
     assert np.isnan(m.comm).all()
 
 
@@ -79,31 +79,31 @@ def test_calibration_compute_steps_give_exposed_communication():
 
     cal = calibration_from_dict({
         "schema": 1, "workload": "t", "provenance": {"source": "measured", "created": "2026-11-30T00:00:00Z"},
-        "runs": [{"gpus": 2, "step_seconds": [1.0, 1.2, 1.1], "compute_seconds": [0.9, 0.8, 1.0]},
-                 {"gpus": 1, "step_seconds": [0.8]}],
+        "runs": [{"gpus": 2, "step_seconds": [100.0, 120.0, 110.0], "compute_seconds": [90.0, 80.0, 100.0]},
+                 {"gpus": 1, "step_seconds": [200.0]}],
     }, "<t>")
     m = from_calibration(cal, LLM7B)
-    assert m.runs[0].comm_seconds == pytest.approx([0.1, 0.3, 0.2])  # each step minus the compute median 0.9
+    assert m.runs[0].comm_seconds == pytest.approx([10, 30, 20])  # each step minus the compute median 90
     assert m.runs[1].comm_seconds is None
     assert list(m.global_batch) == [1024, 1024]
 
 
 def test_spreadsheet_csv_with_bom_is_read(tmp_path):
     p = tmp_path / "m.csv"
-    p.write_bytes("\ufeffgpus,step_seconds\r\n8,2.0\r\n16,1.1\r\n".encode("utf-8"))  # Excel's "CSV UTF-8"
+    p.write_bytes("\ufeffgpus,step_seconds\r\n8,20\r\n16,11\r\n".encode("utf-8"))  # Excel's "CSV UTF-8"
     m = read_measurements_csv(p, LLM7B)
-    assert list(m.gpus) == [8, 16] and list(m.step) == [2.0, 1.1]
+    assert list(m.gpus) == [8, 16] and list(m.step) == [20.0, 11.0]
 
 
 def test_throughput_agreeing_with_step_seconds_is_accepted_and_contradicting_refused(tmp_path):
-    # global batch 1024: 2.0 s per step is 512 samples/s; 5% off is within the 10% tolerance.
-    ok = write(tmp_path, "gpus,step_seconds,throughput\n8,2.0,537\n16,1.0,1024\n")
-    assert list(read_measurements_csv(ok, LLM7B).step) == [2.0, 1.0]
-    bad = write(tmp_path, "gpus,step_seconds,throughput\n8,2.0,512\n16,1.0,102400\n")
+    # global batch 1024: 20 s per step is 51.2 samples/s; 5% off is within the 10% tolerance.
+    ok = write(tmp_path, "gpus,step_seconds,throughput\n8,20,53.7\n16,10,102.4\n")
+    assert list(read_measurements_csv(ok, LLM7B).step) == [20.0, 10.0]
+    bad = write(tmp_path, "gpus,step_seconds,throughput\n8,20,51.2\n16,10,10240\n")
     with pytest.raises(InputError) as err:
         read_measurements_csv(bad, LLM7B)
-    assert err.value.lines() == [f"{bad}: line 3.throughput: contradicts step_seconds: 1024 samples / 1 s = 1024 "
-                                 "samples/s (more than 10% apart) (got '102400')"]
+    assert err.value.lines() == [f"{bad}: line 3.throughput: contradicts step_seconds: 1024 samples / 10 s = 102.4 "
+                                 "samples/s (more than 10% apart) (got '10240')"]
 
 
 def test_fast_and_careful_parsers_agree(tmp_path):

@@ -20,10 +20,11 @@ TITAN_LOG = ROOT / "tests" / "fixtures" / "torchtitan" / "debug_model_pr1437.log
 
 # -- a measured step faster than the GPUs compute it (advisor.measurements.MFU_CEILING, implied_mfu) ----------
 # llm7b's FLOPs per token: 6 x 8e9 + 12 x 32 layers x 4096 x 8192 = 6.0885e10; a sample is 8192 tokens, 2 a GPU:
-# 9.975e14 FLOPs per GPU a step, 1.0082 s at the H100's 9.894e14 FLOP/s. step_seconds = [0.1] reads as 1,008%
-# MFU: it was fitted (exit 0) at 100% MFU, 1.08 s, +984% off the measurement, with a warning. Tokens/s in the
-# CSV's samples/s column (46,000 for 5.6) read as a 0.35 ms step, 289,865% MFU, likewise fitted. Up to 4x the
-# peak a misdeclared precision or sparsity explains it; the fit's warning stays for that band.
+# 9.975e14 FLOPs per GPU a step, 1.0082 s at the H100's 9.894e14 FLOP/s. step_seconds = [0.01] reads as 10,082%
+# MFU: it was fitted (exit 0) at 100% MFU, 1.08 s, +10,700% off the measurement, with a warning. Tokens/s in the
+# CSV's samples/s column (46,000 for 5.6) read as a 0.35 ms step, 289,865% MFU, likewise fitted. Up to 50x the
+# peak a roughly declared spec explains it (the corpus's Pollux NeuMF spec reads at 569%); the fit's warning
+# stays for that band.
 
 def _calibration(tmp_path, edit):
     return edited_toml(LLM7B_CAL, edit, tmp_path / "cal.toml")
@@ -36,26 +37,27 @@ def _step(seconds):
     return edit
 
 
-@pytest.mark.parametrize(("steps", "mfu"), [([0.1], "1,008%"), ([0.2, 0.24, 0.25], "420%")])
+@pytest.mark.parametrize(("steps", "mfu"), [([0.01], "10,082%"), ([0.015, 0.018, 0.02], "5,601%")])
 def test_a_calibration_step_faster_than_the_peak_allows_is_refused(tmp_path, steps, mfu):
     path = _calibration(tmp_path, _step(steps))
     median = sorted(steps)[len(steps) // 2]
     assert_refused(*invoke("fit", LLM7B, "--calibration", path),
                    f"{path}: runs[0].step_seconds: {median:g} s a step for 16 samples on 8 GPUs reads as {mfu} MFU "
-                   "at H100-SXM's peak (9.89e+14 FLOP/s at bf16), beyond the 400%")
+                   "at H100-SXM's peak (9.89e+14 FLOP/s at bf16), beyond the 5,000%")
 
 
-def test_a_step_within_four_times_the_peak_is_fitted_with_the_bound_warned(tmp_path):
+@pytest.mark.parametrize("step", [0.5, 0.05])  # 202% and 2,016% MFU: a misdeclared spec, not wrong units
+def test_a_step_within_the_ceiling_is_fitted_with_the_bound_warned(tmp_path, step):
     import json
 
-    code, out, err = invoke("predict", LLM7B, "--calibration", _calibration(tmp_path, _step([0.5])), "--json")
-    assert code == 0, err  # 202% MFU
+    code, out, err = invoke("predict", LLM7B, "--calibration", _calibration(tmp_path, _step([step])), "--json")
+    assert code == 0, err
     assert any(w.startswith("the fit leans on MFU <= 100%") for w in json.loads(out)["warnings"]), out
 
 
 @pytest.mark.parametrize(("rows", "column", "said"), [
     ("gpus,throughput\n8,46000\n", "throughput", "0.000348 s a step for 16 samples on 8 GPUs reads as 289,865% MFU"),
-    ("gpus,step_seconds\n8,2.84\n64,0.02\n", "step_seconds", "0.02 s a step for 128 samples on 64 GPUs"),
+    ("gpus,step_seconds\n8,2.84\n64,0.01\n", "step_seconds", "0.01 s a step for 128 samples on 64 GPUs"),
 ])
 def test_a_csv_row_faster_than_the_peak_allows_is_refused(tmp_path, rows, column, said):
     csv = tmp_path / "m.csv"
@@ -72,13 +74,13 @@ def test_the_published_steps_are_read(tmp_path):
 
 
 # The compute a run times beside its step is held to the same bound: compute_seconds = [0.01] (10,082% MFU) was
-# fitted (exit 0) as 2.83 s of exposed communication; comm_seconds = [2.7] leaves 0.143 s of compute (703%); a
+# fitted (exit 0) as 2.83 s of exposed communication; comm_seconds = [2.83] leaves 0.0135 s of compute (7,490%); a
 # CSV's comm_seconds equal to its step leaves none.
 
 @pytest.mark.parametrize(("field", "value", "said"), [
     ("compute_seconds", [0.01], "0.01 s a compute-only step for 16 samples on 8 GPUs reads as 10,082% MFU"),
-    ("comm_seconds", [2.7], "0.143 s of compute beside 2.7 s of exposed communication for 16 samples on 8 GPUs "
-                            "reads as 703% MFU"),
+    ("comm_seconds", [2.83], "0.0135 s of compute beside 2.83 s of exposed communication for 16 samples on 8 "
+                             "GPUs reads as 7,"),
 ])
 def test_a_calibration_compute_faster_than_the_peak_allows_is_refused(tmp_path, field, value, said):
     path = _calibration(tmp_path, lambda d: d["runs"][0].__setitem__(field, value))
@@ -106,11 +108,11 @@ def _faster(text, factor):
 
 def test_a_torchtitan_log_faster_than_the_peak_allows_is_refused_before_writing(tmp_path):
     # The debug model's ~35,000 tokens/s a GPU read under llm7b's 8B model is 214% MFU (imported, as before);
-    # at 3x that (643%) the file was written, and every command then refused the file import had just written.
+    # at 30x that (6,430%) the file was written, and every command then refused the file import had just written.
     log, out = tmp_path / "fast.log", tmp_path / "cal.toml"
-    log.write_text(_faster(TITAN_LOG.read_text(), 3))
+    log.write_text(_faster(TITAN_LOG.read_text(), 30))
     assert_refused(*invoke("import", "torchtitan", RENTAL, log, "--gpus", "8@1", "--out", out),
-                   f"{log}: line 2.tps: 0.157 s a step for 16 samples on 8 GPUs reads as 643% MFU")
+                   f"{log}: line 2.tps: 0.0157 s a step for 16 samples on 8 GPUs reads as 6,4")
     assert not out.exists()
     code, _, err = invoke("import", "torchtitan", RENTAL, TITAN_LOG, "--gpus", "8@1", "--out", out)
     assert code == 0 and out.exists(), err

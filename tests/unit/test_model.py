@@ -266,3 +266,25 @@ def test_the_fit_record_is_frozen_and_another_layout_leaves_the_original_alone()
     ddp = LLM7B.model_copy(update={"parallelism": LLM7B.parallelism.model_copy(update={"strategy": "ddp"})})
     other = model.for_workload(ddp)
     assert other.workload is ddp and model.workload is LLM7B and other.record.cv is model.record.cv
+
+
+@needs_pollux
+@pytest.mark.parametrize("model", ["ncf", "cifar10"])
+def test_the_pollux_traces_read_as_a_user_csv_under_the_roughly_declared_spec(tmp_path, model):
+    """The measurement CSV's bound on implied MFU (advisor.measurements.MFU_CEILING) refuses wrong units, not a
+    rough spec: NeuMF's 6·P FLOPs read its largest-batch placements at 569% MFU, which a 400% bound refused."""
+    import sys
+
+    from advisor.measurements import implied_mfu, read_measurements_csv
+
+    sys.path.insert(0, str(WORKLOADS.parent / "benchmarks"))
+    from corpus import pollux_workload as make
+
+    w, m = make(model), pollux_runs(model)
+    csv = tmp_path / "trace.csv"
+    csv.write_text("gpus,nodes,step_seconds,global_batch\n" + "".join(
+        f"{r.gpus},{r.nodes},{float(r.step_seconds[0])!r},{r.global_batch!r}\n" for r in m.runs))
+    read = read_measurements_csv(csv, w)
+    assert len(read.runs) == len(m.runs)
+    mfu = implied_mfu(w, None, None, m.gpus, m.global_batch, m.step)
+    assert model != "ncf" or mfu.max() > 4  # the case the bound is for: a real trace far above 100% MFU

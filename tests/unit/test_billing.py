@@ -36,8 +36,23 @@ def test_gpu_counts_are_powers_of_two_in_a_node_then_whole_nodes(per_node, max_g
 
 
 def test_gpu_counts_reach_65536_vectorised():
-    counts = gpu_counts(8, 65536)
-    assert counts[-1] == 65536 and counts.size == 3 + 65536 // 8
+    counts = gpu_counts(8, 32768)  # 4,096 nodes: every one
+    assert counts[-1] == 32768 and counts.size == 3 + 32768 // 8
+
+
+@pytest.mark.parametrize("per_node, max_gpus", [(8, 65536), (1, 2**20), (8, 2**20), (6, 100_001)])
+def test_past_4096_nodes_the_counts_thin_to_256_a_doubling(per_node, max_gpus):
+    """Every whole node up to 4,096 nodes, then counts no more than 2^(1/256) (+ one node's rounding) apart
+    up to the largest whole-node count: a 2^20-count sweep did not finish in 10 minutes."""
+    counts = gpu_counts(per_node, max_gpus)
+    whole = counts[counts >= per_node]
+    assert np.all(whole % per_node == 0) and np.all(np.diff(counts) > 0)
+    assert whole[-1] == max_gpus // per_node * per_node
+    assert whole[:4096].tolist() == [per_node * n for n in range(1, 4097)]
+    ratios = whole[4096:] / whole[4095:-1]
+    assert ratios.max() <= 2 ** (1 / 256) + 1.0 / 4096
+    nodes = max_gpus // per_node
+    assert whole.size <= 4096 + 256 * np.log2(nodes / 4096) + 2
 
 
 def per_gpu(**more):

@@ -106,8 +106,9 @@ BYTES_PER_ELEMENT = {"fp8": 2, "bf16": 2, "fp16": 2, "fp32": 4}
 #: rounded or quoted at a boost clock), not more.
 PEAK_ROUNDING = 0.02
 
-#: Largest GPU count a spec may ask about: the recommendation sweep is vectorised over every
-#: count up to max_gpus, and 2^20 keeps that sweep under a second.
+#: Largest GPU count a spec may ask about: the recommendation sweep is vectorised over its candidate
+#: counts (advisor.planning.billing.gpu_counts: every whole node up to 4,096 nodes, 256 counts a doubling
+#: past it), about a second at 2^20 single-GPU nodes.
 MAX_GPUS_LIMIT = 2**20
 
 # Physical upper bounds, stated in the schema (`advisor schema`: "maximum"), so a typo of ten

@@ -194,7 +194,8 @@ def test_spot_that_always_pays_is_said_to():
 def test_sweep_over_65536_counts_and_every_tier():
     w = workload(**{"cluster.gpus_per_node": 1, "cluster.max_gpus": 65536, "batch.global_samples": 65536})
     rec = recommend(w, Amdahl(serial=0.1, parallel=100.0, low_ratio=0.9, high_ratio=1.2), budget=50.0, deadline=1.0)
-    assert rec.sweep.cost_usd.shape == (3, 3, 65536)
+    # every one of the first 4,096 counts, then 256 a doubling (billing.gpu_counts): 4,096 + 4 x 256
+    assert rec.sweep.cost_usd.shape == (3, 3, 4096 + 4 * 256) and rec.sweep.gpus[-1] == 65536
     brute_force_checks(rec, 50.0, 1.0)
 
 

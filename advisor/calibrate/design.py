@@ -297,6 +297,20 @@ def _measured_placements(w: "Workload") -> list[tuple[int, int]]:
     return [] if cal is None else [(r.gpus, r.nodes) for r in cal.runs]
 
 
+def _check_target_runs(w: "Workload", model, target: tuple[int, int]) -> None:
+    """Refuse a --target the job cannot run (memory, batch; advisor.planning.runnable, with the calibration's
+    memory evidence): predict leaves it out, so the plan would pin an interval at a plan that does not fit
+    (--target 1 under llm7b: 8B parameters' training state on one 96 GB GPU)."""
+    from advisor.planning import runnable
+    from advisor.topology.memory import memory_evidence
+
+    run = runnable.of(w, [target[0]], [target[1]], memory_evidence(model))
+    if not run.ok[0]:
+        raise InputError.at("--target", "", f"{target[0]}@{target[1]} cannot run: {run.reason(0)}; predict leaves "
+                            "it out, so there is no interval to narrow: pin a count the job can run",
+                            f"{target[0]}@{target[1]}")
+
+
 def plan_calibration(
     w: "Workload",
     budget: float | None = None,
@@ -321,7 +335,7 @@ def plan_calibration(
             f"(1, 2 and 3+); {allows} allows {plural(limit, 'node')}",
             max_nodes,
         )
-    target = target or (w.cluster.max_gpus, int(w.nodes(w.cluster.max_gpus)))
+    given, target = target is not None, target or (w.cluster.max_gpus, int(w.nodes(w.cluster.max_gpus)))
     sm = _StepModel(w)
     places = candidates(w, max_nodes, cap)
     steps = sm.calibration_steps([p[0] for p in places], [p[1] for p in places])
@@ -333,6 +347,8 @@ def plan_calibration(
     from advisor.calibrate import promise
 
     model = promise.current_model(w)
+    if given:
+        _check_target_runs(w, model, target)
     now, later = promise.band(model, target), promise.after(model, [(r.gpus, r.nodes) for r in chosen], target)
     return CalibrationPlan(w, tier, budget, target, chosen, now.half_width, later.half_width, sm.source,
                            startup_seconds, now, later, tuple(skipped))

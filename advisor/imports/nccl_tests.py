@@ -68,7 +68,6 @@ _TAG = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:\s)", re.ASCII)
 _NUMERIC_START = re.compile(r"[+-]?\.?\d")
 _TYPE = re.compile(r"[a-z][a-z0-9_]*", re.ASCII)
 _TIME_COLUMNS = ("time", "cputime")
-_WRONG_COLUMNS = ("#wrong", "error")
 #: The units row under the column header, as every nccl-tests release prints it: rows are read in these
 #: units, so a row claiming others (a fork or an edit printing "(ms)" or "(MB/s)") is refused, not read
 #: 1,000x off under a busbw-factor error that blamed the rank count.
@@ -144,11 +143,11 @@ def _row(table: Table, tokens: list[str], file: str, lineno: int) -> None:
         whole_number(tokens[cols.index("count")], file, f"line {lineno}.count", "an element count")
     if "redop" in at:
         table.redops.add(tokens[at["redop"]])
-    wrong_col = next((c for c in _WRONG_COLUMNS if c in cols), None)
-    if wrong_col == "#wrong":
-        wrong = tokens[cols.index("#wrong")]
-        if wrong not in ("N/A", "0"):
-            table.dropped.append(f"line {lineno}: nccl-tests counted {wrong} wrong elements; row left out")
+    # out-of-place and in-place each count wrong elements: either above 0 means the collective corrupted
+    # data on this system, and the row's timing is no measurement of a working collective
+    for where, j in zip(("", " in place"), [j for j, c in enumerate(cols) if c == "#wrong"], strict=False):
+        if tokens[j] not in ("N/A", "0"):
+            table.dropped.append(f"line {lineno}: nccl-tests counted {tokens[j]} wrong elements{where}; row left out")
             return
     if size == 0:
         return

@@ -295,3 +295,23 @@ def test_a_column_in_capitals_gets_its_name(tmp_path):
     csv.write_text("GPUS,step_seconds\n8,2.84\n")
     assert_refused(*invoke("fit", LLM7B, "--measurements", csv), f"{csv}: line 1: unknown column; did you mean "
                    "'gpus'? (got 'GPUS')")
+
+
+# -- nccl-tests' in-place #wrong (advisor.imports.nccl_tests) -----------------------------------------------------
+# Only the out-of-place #wrong was read: a row whose in-place pass counted 17 wrong elements (data corrupted on
+# that system) was imported as a measurement of a working collective (exit 0).
+
+NCCL_ONE_NODE = (ROOT / "tests" / "fixtures" / "nccl-tests" / "a100_1node_oci_all_reduce.log").read_text()
+NCCL_ROW = (" 10737418240    2684354560     float     sum      -1    80922  132.69  232.20      0    80948  132.65  "
+            "232.13      0")
+
+
+def test_an_nccl_row_wrong_in_place_is_left_out(tmp_path):
+    assert NCCL_ROW in NCCL_ONE_NODE
+    log = tmp_path / "all_reduce.log"
+    log.write_text(NCCL_ONE_NODE.replace(NCCL_ROW, NCCL_ROW.replace("232.13      0", "232.13     17")))
+    out = tmp_path / "cal.toml"
+    assert_refused(*invoke("import", "nccl-tests", RENTAL, log, "--out", out),
+                   f"{log}: line 18: no row of the table is usable: nccl-tests counted 17 wrong elements in place; "
+                   "row left out")
+    assert not out.exists()

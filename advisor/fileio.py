@@ -468,6 +468,8 @@ def _open_lock(path: Path, lock_path: Path) -> int:
         if exc.errno == errno.ELOOP:
             raise InputError.at(path, "", f"lock file {lock_path.name} is a symbolic link; remove it "
                                 "(advisor never follows links for its lock)") from None
+        if exc.errno == errno.ENOENT and not lock_path.parent.is_dir():  # the words --plot and --html use
+            raise InputError.at(path, "", f"cannot write: no folder {lock_path.parent}") from None
         raise InputError.at(path, "", f"cannot create lock file {lock_path.name}: {exc.strerror}") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):

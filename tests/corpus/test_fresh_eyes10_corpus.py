@@ -315,3 +315,12 @@ def test_an_nccl_row_wrong_in_place_is_left_out(tmp_path):
                    f"{log}: line 18: no row of the table is usable: nccl-tests counted 17 wrong elements in place; "
                    "row left out")
     assert not out.exists()
+
+
+def test_an_import_into_a_missing_folder_says_so_as_plot_and_html_do(tmp_path):
+    # It said "cannot create lock file cal.toml.lock: No such file or directory", a lock the user never asked for.
+    out = tmp_path / "no" / "cal.toml"
+    log = ROOT / "tests" / "fixtures" / "nccl-tests" / "a100_1node_oci_all_reduce.log"
+    assert_refused(*invoke("import", "nccl-tests", RENTAL, log, "--out", out),
+                   f"{out}: cannot write: no folder {out.parent}")
+    assert not out.parent.exists()

@@ -268,17 +268,28 @@ def idle_ranks_message(workload: "Workload", layout: tuple | None, gpus: int) ->
 MFU_CEILING = 50.0
 
 
-def implied_mfu(workload: "Workload", layout: tuple | None, depth: int | None, gpus, batch, step) -> np.ndarray:
-    """Per run: the MFU its step reads as, the model's FLOPs per GPU (of the proxy it timed, `fitted_as`) at
-    the spec's peak over the step (advisor.scaling.features.compute_parts); 0 where the peak is unknown, inf
-    for a step of 0 s (the compute a step leaves beside communication as long as itself)."""
+def seconds_at_peak(workload: "Workload", layout: tuple | None, depth: int | None, gpus, batch) -> np.ndarray:
+    """Per run: the seconds its model FLOPs per GPU (of the proxy it timed, `fitted_as`) take at the spec's
+    peak (advisor.scaling.features.compute_parts); 0 where the peak is unknown."""
     from advisor.scaling.features import compute_parts
 
     if workload.peak_flops is None:
-        return np.zeros(len(np.atleast_1d(step)))
+        return np.zeros(len(np.atleast_1d(gpus)))
     model, _ = compute_parts(fitted_as(workload, layout, depth), np.asarray(gpus, float), np.asarray(batch, float))
-    with np.errstate(divide="ignore"):
-        return model / np.asarray(step, float)
+    return np.asarray(model, float)
+
+
+def implied_mfu(workload: "Workload", layout: tuple | None, depth: int | None, gpus, batch, step) -> np.ndarray:
+    """Per run: the MFU its step reads as, `seconds_at_peak` over the step; 0 where the peak is unknown, inf
+    for a step of 0 s (the compute a step leaves beside communication as long as itself)."""
+    return _mfu(seconds_at_peak(workload, layout, depth, gpus, batch), step)
+
+
+def _mfu(at_peak, seconds) -> np.ndarray:
+    """`seconds_at_peak` over the seconds a run took: 0 where the peak is unknown, inf for 0 s."""
+    at_peak, seconds = np.asarray(at_peak, float), np.asarray(seconds, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(at_peak > 0, at_peak / seconds, 0.0)
 
 
 def faster_than_peak_message(workload: "Workload", gpus: int, batch: float, seconds: float, mfu: float,
@@ -311,10 +322,10 @@ def _check_compute_bound(cal: "Calibration", workload: "Workload", layout: tuple
         return
     gpus = [r.gpus for r in cal.runs]
     batch = [r.global_batch if r.global_batch is not None else float(workload.global_batch(r.gpus)) for r in cal.runs]
-    at_peak = implied_mfu(workload, layout, proxy_depth(cal), gpus, batch, np.ones(len(gpus)))  # seconds at peak
+    at_peak = seconds_at_peak(workload, layout, proxy_depth(cal), gpus, batch)
     for i, run in enumerate(cal.runs):
         for field_name, seconds, what in _timed_compute(run):
-            mfu = float(at_peak[i] / seconds) if seconds > 0 else math.inf if at_peak[i] > 0 else 0.0
+            mfu = float(_mfu(at_peak[i], seconds))
             if mfu > MFU_CEILING:
                 raise InputError.at(str(cal.path or "<calibration>"), f"runs[{i}].{field_name}",
                                     faster_than_peak_message(workload, gpus[i], batch[i], seconds, mfu, what),
@@ -438,7 +449,7 @@ def device_notes(cal: "Calibration", workload: "Workload") -> list[str]:
     from advisor.catalog import find_gpu
 
     device = str((cal.environment or {}).get("device", "")).strip()
-    spec, cpu = find_gpu(workload.cluster.gpu), device.lower().startswith("cpu")
+    spec, cpu = find_gpu(workload.cluster.gpu), cal.ran_on_cpu
     ran = None if cpu or not device else find_gpu(device)
     if spec is None or not (cpu or (ran is not None and ran.name != spec.name)):
         return []  # a spec GPU outside the catalog, no device recorded, one the catalog does not name, the spec's
@@ -756,11 +767,10 @@ def _check_csv_compute_bound(table: CsvTable, workload: "Workload", cols: dict[s
     """A row's step, and its step less its exposed communication, no faster than the spec's GPUs compute it, as
     a calibration run's (`_check_compute_bound`): `8,46000` under a samples/s throughput (tokens/s) was fitted."""
     step, comm = cols["step_seconds"], cols["comm_seconds"]
-    at_peak = implied_mfu(workload, None, None, cols["gpus"], cols["global_batch"], np.ones(len(step)))
+    at_peak = seconds_at_peak(workload, None, None, cols["gpus"], cols["global_batch"])
     given = table.values.get("step_seconds")
     for seconds, named in ((step, None), (step - np.nan_to_num(comm), "comm_seconds")):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mfu = np.where(at_peak > 0, at_peak / seconds, 0.0)
+        mfu = _mfu(at_peak, seconds)
         if (row := _first(mfu > MFU_CEILING)) is None:
             continue
         column = named or ("step_seconds" if given is not None and not np.isnan(given[row]) else "throughput")

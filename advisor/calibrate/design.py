@@ -335,7 +335,12 @@ def plan_calibration(
             f"(1, 2 and 3+); {allows} allows {plural(limit, 'node')}",
             max_nodes,
         )
-    given, target = target is not None, target or (w.cluster.max_gpus, int(w.nodes(w.cluster.max_gpus)))
+    from advisor.calibrate import promise
+
+    model = promise.current_model(w)
+    if target is not None:  # refused before any run is priced
+        _check_target_runs(w, model, target)
+    target = target or (w.cluster.max_gpus, int(w.nodes(w.cluster.max_gpus)))
     sm = _StepModel(w)
     places = candidates(w, max_nodes, cap)
     steps = sm.calibration_steps([p[0] for p in places], [p[1] for p in places])
@@ -344,11 +349,6 @@ def plan_calibration(
     info = _Information(sm, target, _measured_placements(w))
     chosen = _choose(runs, info, budget)
     chosen.sort(key=lambda r: (r.nodes, r.gpus))
-    from advisor.calibrate import promise
-
-    model = promise.current_model(w)
-    if given:
-        _check_target_runs(w, model, target)
     now, later = promise.band(model, target), promise.after(model, [(r.gpus, r.nodes) for r in chosen], target)
     return CalibrationPlan(w, tier, budget, target, chosen, now.half_width, later.half_width, sm.source,
                            startup_seconds, now, later, tuple(skipped))

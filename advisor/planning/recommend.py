@@ -314,6 +314,16 @@ class Recommendation:
         order = np.lexsort((tiers, counts))
         return [(int(tiers[i]), int(counts[i])) for i in order]
 
+    def _memory_json(self) -> dict:
+        """The GPU's memory, the measured peaks and the runs that trained without one (their count fit, at
+        most bound_bytes per GPU)."""
+        peaks, fits = split_evidence(self.peaks)
+        capacity = self.sweep.gpu_memory
+        return {"gpu_memory_bytes": capacity,
+                "measured_peaks": [{"gpus": p.gpus, "peak_bytes": p.peak_bytes, "where": p.where} for p in peaks],
+                "ran_without_peak": [{"gpus": f.gpus, "global_batch": f.global_batch,
+                                      "bound_bytes": f.bound_bytes or capacity, "where": f.where} for f in fits]}
+
     def summary(self) -> dict:
         """Per-workload facts beside the plans: status, message, why, frontier, spot pay-off, model."""
         from advisor.planning.explain import spot_sentence
@@ -351,15 +361,7 @@ class Recommendation:
                 "budget_for_fastest_usd": self.knife_edge.budget_for_fastest,
             },
             "stop": self._stop_json(),
-            "memory": {
-                "gpu_memory_bytes": sw.gpu_memory,
-                "measured_peaks": [{"gpus": p.gpus, "peak_bytes": p.peak_bytes, "where": p.where}
-                                   for p in split_evidence(self.peaks)[0]],
-                # runs that trained without a recorded peak: their count fit, at most bound_bytes per GPU
-                "ran_without_peak": [{"gpus": f.gpus, "global_batch": f.global_batch,
-                                      "bound_bytes": f.bound_bytes or sw.gpu_memory, "where": f.where}
-                                     for f in split_evidence(self.peaks)[1]],
-            },
+            "memory": self._memory_json(),
             "measured_global_batch": self.measured_batch,
             "statistical_efficiency": sw.statistical_efficiency,
             "gradient_noise_scale": self.gradient_noise_scale,
